@@ -1,0 +1,50 @@
+# larkline — the two commands a newcomer needs are `make demo` and `make test`.
+# Both do all their own set-up: Go modules come from the module proxy, the Kafka broker
+# jars from Maven Central (cached under .cache/, never committed).
+
+GO         ?= go
+BIN        ?= bin/larkline
+TEST_FLAGS ?= -race -shuffle=on -timeout 25m
+PKGS       ?= ./...
+BENCH      ?= .
+BENCHTIME  ?= 1x
+
+.PHONY: all build demo test test-short bench lint fmt vet clean kafka-fetch
+
+all: lint build test
+
+build:
+	$(GO) build -o $(BIN) ./cmd/larkline
+
+# The main job on the embedded default: in-process Kafka (kfake with a data directory),
+# an embedded Postgres, the local Lark replaying the bundled incident chat.
+demo:
+	$(GO) run ./cmd/larkline demo $(DEMO_FLAGS)
+
+# Every test, against a real Kafka broker and a real Postgres started once for the run
+# by the harness (docs/testing.md says how it chooses them).
+test:
+	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test $(TEST_FLAGS) $(PKGS)
+
+# Unit tests only: no broker, no database.
+test-short:
+	$(GO) test -short -race -shuffle=on $(PKGS)
+
+# Benchmarks and load commands; figures are recorded in docs/perf.md.
+bench:
+	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+lint: fmt vet
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+kafka-fetch:
+	deploy/kafka/kafka-jvm.sh fetch
+
+clean:
+	rm -rf bin
