@@ -1,0 +1,248 @@
+package windows
+
+import (
+	"errors"
+	"time"
+
+	"github.com/lovoo/goka"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// onEvidence routes one evidence version to its window. It keeps no per-message state
+// of its own: dedup happens in the window, which holds the versions it has seen.
+func (p *Processor) onEvidence(ctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	if raw == nil {
+		// A tombstone: retention removed the message's evidence. Closed windows never
+		// change, and open ones are long gone by then.
+		p.m.evidence.WithLabelValues("tombstone").Inc()
+		return
+	}
+	ev, err := p.opts.Wire.DecodeEvidence(ctx.Key(), raw)
+	if err != nil {
+		p.deadLetter(ctx, "decode_evidence", err, raw)
+		return
+	}
+	if !ev.SynthesisEligible {
+		// own-app messages, cards, attachments and system messages stay evidence but
+		// never open a window (design §7.3).
+		p.m.evidence.WithLabelValues("ineligible").Inc()
+		return
+	}
+	now := p.opts.Clock()
+	start := ids.WindowStart(ev.OccurredAt, p.opts.Window)
+	if start.Add(p.opts.Window).Before(now.Add(-p.opts.Retention)) {
+		p.m.evidence.WithLabelValues("aged_out").Inc()
+		return
+	}
+	chatKey := ids.ChatKey(ev.Workspace, ev.Chat)
+	ctx.Loopback(windowKey(chatKey, start), &loopMsg{
+		Op:      opEvidence,
+		Ref:     msgRef{ID: string(ev.Message), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash},
+		Deleted: ev.Deleted,
+	})
+}
+
+// onCheckpoint records how far history is collected and closes what that uncovered.
+func (p *Processor) onCheckpoint(ctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	if raw == nil {
+		return // a compacted-away checkpoint: coverage never moves backwards
+	}
+	cp, err := p.opts.Wire.DecodeCheckpoint(ctx.Key(), raw)
+	if err != nil {
+		p.deadLetter(ctx, "decode_checkpoint", err, raw)
+		return
+	}
+	if ids.ChatKey(cp.Workspace, cp.Chat) != ctx.Key() {
+		p.deadLetter(ctx, "checkpoint_key_mismatch", errors.New("record key does not match its workspace and chat"), raw)
+		return
+	}
+	st := p.chat(ctx)
+	if ms := cp.CoveredUntil.UnixMilli(); ms > st.CoveredUntil {
+		st.CoveredUntil = ms
+	}
+	p.closeDue(ctx, st, p.opts.Clock())
+}
+
+func (p *Processor) onLoop(ctx goka.Context, msg any) {
+	m, ok := msg.(*loopMsg)
+	if !ok || m == nil {
+		return
+	}
+	switch m.Op {
+	case opEvidence:
+		p.onWindowEvidence(ctx, m)
+	case opOpened:
+		st := p.chat(ctx)
+		st.opened(m.Start, m.FirstSeen)
+		p.noteDue(p.policy.dueTime(m.Start))
+		p.closeDue(ctx, st, p.opts.Clock())
+	case opClose:
+		p.onWindowClose(ctx, m)
+	}
+}
+
+func (p *Processor) onWindowEvidence(ctx goka.Context, m *loopMsg) {
+	chatKey, start, ok := splitWindowKey(ctx.Key())
+	if !ok {
+		return
+	}
+	w, isNew := p.window(ctx, start)
+	now := p.opts.Clock()
+	out := w.apply(m.Ref, m.Deleted, now)
+	p.m.evidence.WithLabelValues(out.String()).Inc()
+	switch out {
+	case outcomeDuplicate, outcomeDeletedUnseen:
+		// nothing changed; a recalled message the window never held has nothing to synthesize
+		return
+	case outcomeLate:
+		p.m.late.Inc()
+		p.log.Info("late evidence for a closed window; counted, not reopened",
+			"window_key", ctx.Key(), "message_id", m.Ref.ID, "content_hash", m.Ref.Hash)
+	}
+	ctx.SetValue(&tableValue{Window: w})
+	if isNew {
+		ctx.Loopback(chatKey, &loopMsg{Op: opOpened, Start: w.Start, FirstSeen: w.FirstSeen})
+	}
+}
+
+func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
+	chatKey, start, ok := splitWindowKey(ctx.Key())
+	if !ok {
+		return
+	}
+	w, isNew := p.window(ctx, start)
+	if isNew || w.closed() {
+		return // already closed (a redelivered close) or never existed
+	}
+	ws, chat, err := parseChatKey(chatKey)
+	if err != nil {
+		return
+	}
+	closedAt := time.UnixMilli(m.ClosedAt).UTC()
+	rec := ClosedWindow{
+		Workspace:        ws,
+		Chat:             chat,
+		Start:            start,
+		End:              start.Add(p.opts.Window),
+		ProcessorVersion: p.opts.ProcessorVersion,
+		Evidence:         make([]ClosedEvidence, len(w.Msgs)),
+		AggregateHash:    aggregateHash(chatKey, w.Msgs),
+		ClosedAt:         closedAt,
+		Reason:           m.Reason,
+	}
+	for i, r := range w.Msgs {
+		rec.Evidence[i] = ClosedEvidence{
+			Key:         chatKey + "/" + r.ID,
+			Message:     ids.MessageID(r.ID),
+			OccurredAt:  time.UnixMilli(r.At).UTC(),
+			ContentHash: r.Hash,
+		}
+	}
+	b, err := p.opts.Wire.EncodeClosedWindow(rec)
+	if err != nil {
+		// Our own record failed to encode: a bug, not bad input. Fail the processor
+		// rather than lose the window; the state is untouched, so a restart retries.
+		ctx.Fail(err)
+		return
+	}
+	ctx.Emit(goka.Stream(p.opts.ClosedTopic), chatKey, b)
+	p.m.closed.WithLabelValues(m.Reason).Inc()
+	p.m.closedEvidence.Observe(float64(len(w.Msgs)))
+	p.log.Debug("window closed", "window_key", ctx.Key(), "evidence_count", len(w.Msgs),
+		"aggregate_hash", rec.AggregateHash, "reason", m.Reason)
+	w.Count, w.Msgs, w.ClosedAt, w.Reason = len(w.Msgs), nil, m.ClosedAt, m.Reason
+	ctx.SetValue(&tableValue{Window: w})
+}
+
+// onVisit is the watcher's pass over every key: chats close their due windows, closed
+// markers past retention are dropped.
+func (p *Processor) onVisit(ctx goka.Context, meta any) {
+	now, ok := meta.(time.Time)
+	if !ok {
+		return
+	}
+	if _, _, isWindow := splitWindowKey(ctx.Key()); isWindow {
+		v, _ := ctx.Value().(*tableValue)
+		if v != nil && v.Window != nil && v.Window.closed() &&
+			time.UnixMilli(v.Window.Start).Add(p.opts.Window+p.opts.Retention).Before(now) {
+			ctx.Delete()
+			p.m.markersDropped.Inc()
+		}
+		return
+	}
+	v, _ := ctx.Value().(*tableValue)
+	if v == nil || v.Chat == nil {
+		return
+	}
+	st := v.Chat
+	p.closeDue(ctx, st, now)
+	p.scanMu.Lock()
+	p.scan.open += len(st.Open)
+	for _, o := range st.Open {
+		if o.FirstSeen > 0 && (p.scan.oldestSeen == 0 || o.FirstSeen < p.scan.oldestSeen) {
+			p.scan.oldestSeen = o.FirstSeen
+		}
+	}
+	if d := p.policy.nextDue(st); !d.IsZero() && (p.scan.nextDue.IsZero() || d.Before(p.scan.nextDue)) {
+		p.scan.nextDue = d
+	}
+	p.scanMu.Unlock()
+}
+
+// closeDue closes, oldest first, every window of the chat that is due at now, and
+// stores the chat state (deleting it once it holds nothing worth keeping).
+func (p *Processor) closeDue(ctx goka.Context, st *chatState, now time.Time) {
+	due, reason := p.policy.takeDue(st, now)
+	for _, w := range due {
+		ctx.Loopback(windowKey(ctx.Key(), time.UnixMilli(w.Start)), &loopMsg{
+			Op: opClose, Start: w.Start, Reason: reason, ClosedAt: now.UnixMilli(),
+		})
+	}
+	if len(st.Open) == 0 && st.CoveredUntil > 0 &&
+		time.UnixMilli(st.CoveredUntil).Before(now.Add(-p.opts.Retention)) {
+		st.CoveredUntil = 0 // coverage this old no longer gates anything
+	}
+	if st.empty() {
+		if ctx.Value() != nil {
+			ctx.Delete()
+		}
+		return
+	}
+	ctx.SetValue(&tableValue{Chat: st})
+}
+
+// chat returns the chat state of the current key (a copy the caller may change).
+func (p *Processor) chat(ctx goka.Context) *chatState {
+	if v, _ := ctx.Value().(*tableValue); v != nil && v.Chat != nil {
+		return v.Chat
+	}
+	return &chatState{}
+}
+
+// window returns the window state of the current key, or a new one.
+func (p *Processor) window(ctx goka.Context, start time.Time) (*windowState, bool) {
+	if v, _ := ctx.Value().(*tableValue); v != nil && v.Window != nil {
+		return v.Window, false
+	}
+	return &windowState{Start: start.UnixMilli()}, true
+}
+
+func (p *Processor) deadLetter(ctx goka.Context, reason string, cause error, raw []byte) {
+	p.m.deadLettered.WithLabelValues(reason).Inc()
+	p.log.Warn("input record parked in the dead-letter topic",
+		"topic", string(ctx.Topic()), "partition", ctx.Partition(), "offset", ctx.Offset(),
+		"key", ctx.Key(), "reason", reason, "err", cause)
+	b, err := p.opts.Wire.EncodeDeadLetter(DeadLetter{
+		Stage: "windows", Reason: reason, Err: cause,
+		Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
+		Key: []byte(ctx.Key()), Value: raw,
+	})
+	if err != nil {
+		ctx.Fail(err)
+		return
+	}
+	ctx.Emit(goka.Stream(p.opts.DeadLetterTopic), ctx.Key(), b)
+}

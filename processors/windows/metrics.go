@@ -1,0 +1,75 @@
+package windows
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	evidence        *prometheus.CounterVec
+	late            prometheus.Counter
+	closed          *prometheus.CounterVec
+	closedEvidence  prometheus.Histogram
+	openWindows     prometheus.Gauge
+	oldestUncovered prometheus.Gauge
+	wakeups         *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	markersDropped  prometheus.Counter
+	scanSeconds     prometheus.Histogram
+	visitedKeys     prometheus.Gauge
+}
+
+// newMetrics registers the processor's metrics on reg; a nil registry keeps them
+// unregistered (they still count, nobody scrapes them).
+func newMetrics(reg *prometheus.Registry) *metrics {
+	m := &metrics{
+		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_evidence_total",
+			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, late, ineligible, aged_out, deleted_unseen, tombstone).",
+		}, []string{"outcome"}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_late_records_total",
+			Help: "Evidence that arrived for an already closed window; counted and recorded, never reopening it.",
+		}),
+		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_closed_total",
+			Help: "Windows closed and emitted, by reason.",
+		}, []string{"reason"}),
+		closedEvidence: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "larkline_windows_closed_evidence",
+			Help:    "Evidence count of each closed window.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		openWindows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_open",
+			Help: "Non-empty windows open in this instance's partitions at the last scan.",
+		}),
+		oldestUncovered: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_oldest_uncovered_evidence_age_seconds",
+			Help: "Age of the oldest evidence in a window not yet closed, at the last scan.",
+		}),
+		wakeups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_wakeups_total",
+			Help: "In-process wakeups of the window watcher, by outcome (sent, coalesced, dropped).",
+		}, []string{"outcome"}),
+		deadLettered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_dead_lettered_total",
+			Help: "Input records the window processor parked in the dead-letter topic, by reason.",
+		}, []string{"reason"}),
+		markersDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_closed_markers_dropped_total",
+			Help: "Closed-window markers dropped after the retention period.",
+		}),
+		scanSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "larkline_windows_scan_duration_seconds",
+			Help:    "Duration of one watcher pass over the window state.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
+		}),
+		visitedKeys: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_state_keys",
+			Help: "Keys (chats and windows) in this instance's window state at the last scan.",
+		}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.openWindows,
+			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.scanSeconds, m.visitedKeys)
+	}
+	return m
+}

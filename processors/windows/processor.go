@@ -1,0 +1,343 @@
+package windows
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/codec"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// Evidence is what the processor needs of one evidence record.
+type Evidence struct {
+	Workspace         ids.WorkspaceID
+	Chat              ids.ChatID
+	Message           ids.MessageID
+	OccurredAt        time.Time
+	ContentHash       string
+	Deleted           bool
+	SynthesisEligible bool
+}
+
+// Checkpoint is what the processor needs of one chat collection checkpoint.
+type Checkpoint struct {
+	Workspace    ids.WorkspaceID
+	Chat         ids.ChatID
+	CoveredUntil time.Time
+}
+
+// ClosedEvidence is one evidence version named by a closed window.
+type ClosedEvidence struct {
+	Key         string
+	Message     ids.MessageID
+	OccurredAt  time.Time
+	ContentHash string
+}
+
+// ClosedWindow is the record the processor emits once per window.
+type ClosedWindow struct {
+	Workspace        ids.WorkspaceID
+	Chat             ids.ChatID
+	Start, End       time.Time
+	ProcessorVersion string
+	Evidence         []ClosedEvidence // ordered by (occurred_at, message id)
+	AggregateHash    string
+	ClosedAt         time.Time
+	Reason           string
+}
+
+// DeadLetter describes an input record the processor could not use.
+type DeadLetter struct {
+	Stage, Reason string
+	Err           error
+	Topic         string
+	Partition     int32
+	Offset        int64
+	Key, Value    []byte
+}
+
+// Wire turns records into bytes and back. The processor keeps no schema knowledge of
+// its own: larkline wires the Avro codec of package schemas here.
+type Wire interface {
+	DecodeEvidence(key string, value []byte) (Evidence, error)
+	DecodeCheckpoint(key string, value []byte) (Checkpoint, error)
+	EncodeClosedWindow(ClosedWindow) ([]byte, error)
+	EncodeDeadLetter(DeadLetter) ([]byte, error)
+}
+
+// Options configure a Processor. Zero values are errors unless a default is named.
+type Options struct {
+	Brokers          []string
+	ProcessorVersion string // group larkline-windows-<version>
+	EvidenceTopic    string
+	CheckpointTopic  string // read only when RequireCoverage
+	ClosedTopic      string
+	DeadLetterTopic  string
+
+	Window          time.Duration // synthesisWindow
+	Grace           time.Duration // synthesisWindowCloseGrace
+	RequireCoverage bool          // reconciliationEnabled: hold windows until history covers them
+	// Retention bounds state: evidence whose window ended longer ago is aged out, and
+	// closed-window markers are dropped after it (ingestionLookback).
+	Retention    time.Duration
+	ScanInterval time.Duration // synthesisScanInterval
+
+	Wire     Wire
+	Clock    func() time.Time // default time.Now
+	Logger   *slog.Logger
+	Registry *prometheus.Registry
+	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
+	Goka []goka.ProcessorOption
+}
+
+// GroupName is the Goka group (and state table prefix) of a processor version.
+func GroupName(version string) goka.Group { return goka.Group("larkline-windows-" + version) }
+
+// Processor is the window processor of one processor version.
+type Processor struct {
+	opts   Options
+	policy closePolicy
+	log    *slog.Logger
+	m      *metrics
+	proc   *goka.Processor
+	graph  *goka.GroupGraph
+
+	wake      chan struct{}
+	running   atomic.Bool
+	nextDueMu sync.Mutex
+	nextDue   time.Time
+
+	scanMu sync.Mutex
+	scan   scanTotals
+}
+
+// scanTotals accumulates one visit over the state.
+type scanTotals struct {
+	open       int
+	oldestSeen int64
+	nextDue    time.Time
+}
+
+// ErrOptions wraps every option problem reported by New.
+var ErrOptions = errors.New("windows: invalid options")
+
+// New validates the options and builds the processor; nothing connects until Run.
+func New(o Options) (*Processor, error) {
+	var problems []error
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
+	if _, err := ids.ParseProcessorVersion(o.ProcessorVersion); err != nil {
+		bad("processor version: %v", err)
+	}
+	if o.EvidenceTopic == "" || o.ClosedTopic == "" || o.DeadLetterTopic == "" {
+		bad("evidence, closed and dead-letter topics are required")
+	}
+	if o.RequireCoverage && o.CheckpointTopic == "" {
+		bad("coverage requires the checkpoint topic")
+	}
+	if o.Window < time.Minute || time.Hour%o.Window != 0 {
+		bad("window %v must be at least 1m and divide an hour evenly", o.Window)
+	}
+	if o.Grace < 0 || o.Grace >= o.Window {
+		bad("grace %v must be in [0, window)", o.Grace)
+	}
+	if o.Retention < o.Window {
+		bad("retention %v must be at least one window", o.Retention)
+	}
+	if o.ScanInterval <= 0 {
+		bad("scan interval must be positive")
+	}
+	if o.Wire == nil {
+		bad("a wire codec is required")
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Processor{
+		opts:   o,
+		policy: closePolicy{length: o.Window, grace: o.Grace, requireCoverage: o.RequireCoverage},
+		log:    o.Logger.With("component", "windows", "processor_version", o.ProcessorVersion),
+		m:      newMetrics(o.Registry),
+		wake:   make(chan struct{}, 1),
+	}
+	edges := []goka.Edge{
+		goka.Input(goka.Stream(o.EvidenceTopic), new(codec.Bytes), p.onEvidence),
+		goka.Loop(jsonCodec[loopMsg]{}, p.onLoop),
+		goka.Visitor(visitClose, p.onVisit),
+		goka.Output(goka.Stream(o.ClosedTopic), new(codec.Bytes)),
+		goka.Output(goka.Stream(o.DeadLetterTopic), new(codec.Bytes)),
+		goka.Persist(jsonCodec[tableValue]{}),
+	}
+	if o.RequireCoverage {
+		edges = append(edges, goka.Input(goka.Stream(o.CheckpointTopic), new(codec.Bytes), p.onCheckpoint))
+	}
+	p.graph = goka.DefineGroup(GroupName(o.ProcessorVersion), edges...)
+	gopts := append([]goka.ProcessorOption{
+		goka.WithNilHandling(goka.NilProcess),
+		goka.WithLogger(GokaLogger(o.Logger)),
+	}, o.Goka...)
+	proc, err := goka.NewProcessor(o.Brokers, p.graph, gopts...)
+	if err != nil {
+		return nil, fmt.Errorf("windows: creating goka processor %s: %w", GroupName(o.ProcessorVersion), err)
+	}
+	p.proc = proc
+	return p, nil
+}
+
+const visitClose = "close-due"
+
+// Run consumes until ctx ends, closing due windows every ScanInterval and earlier when
+// a window becomes due or Wakeup is called. It returns after the Goka processor has
+// drained and committed.
+func (p *Processor) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		p.watch(ctx)
+	}()
+	err := p.proc.Run(ctx)
+	cancel()
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("windows: processor %s: %w", GroupName(p.opts.ProcessorVersion), err)
+	}
+	return nil
+}
+
+// Close releases nothing beyond what Run drains; it exists so every long-running part
+// has the same shape. It is safe to call more than once.
+func (p *Processor) Close() error { return nil }
+
+// Recovered reports whether the state table is recovered and the processor runs.
+func (p *Processor) Recovered() bool { return p.proc.Recovered() }
+
+// Goka exposes the underlying processor for readiness and stats.
+func (p *Processor) Goka() *goka.Processor { return p.proc }
+
+// Wakeup asks the watcher to scan now. It never blocks: a wakeup while one is pending
+// is coalesced, and one while the watcher is not running is dropped (the periodic scan
+// finds the windows anyway).
+func (p *Processor) Wakeup() {
+	if !p.running.Load() {
+		p.m.wakeups.WithLabelValues("dropped").Inc()
+		return
+	}
+	select {
+	case p.wake <- struct{}{}:
+		p.m.wakeups.WithLabelValues("sent").Inc()
+	default:
+		p.m.wakeups.WithLabelValues("coalesced").Inc()
+	}
+}
+
+// noteDue lets a callback tell the watcher that a window becomes due at t.
+func (p *Processor) noteDue(t time.Time) {
+	p.nextDueMu.Lock()
+	earlier := p.nextDue.IsZero() || t.Before(p.nextDue)
+	if earlier {
+		p.nextDue = t
+	}
+	p.nextDueMu.Unlock()
+	if earlier {
+		p.Wakeup()
+	}
+}
+
+func (p *Processor) watch(ctx context.Context) {
+	p.running.Store(true)
+	defer p.running.Store(false)
+	timer := time.NewTimer(p.opts.ScanInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		case <-p.wake:
+			// a due time may have moved earlier: re-arm and scan only once it passed
+			if d := p.untilNextDue(); d > 0 {
+				resetTimer(timer, min(d, p.opts.ScanInterval))
+				continue
+			}
+		}
+		if err := p.ScanOnce(ctx); err != nil && ctx.Err() == nil {
+			p.log.Warn("window scan failed; retrying at the next interval", "err", err)
+		}
+		wait := p.opts.ScanInterval
+		if d := p.untilNextDue(); d > 0 && d < wait {
+			wait = d
+		}
+		resetTimer(timer, wait)
+	}
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
+}
+
+func (p *Processor) untilNextDue() time.Duration {
+	p.nextDueMu.Lock()
+	defer p.nextDueMu.Unlock()
+	if p.nextDue.IsZero() {
+		return 0
+	}
+	return p.nextDue.Sub(p.opts.Clock())
+}
+
+// ScanOnce visits every key of the assigned partitions once and closes every due
+// window. The watcher calls it; tests call it with a controlled clock.
+func (p *Processor) ScanOnce(ctx context.Context) error {
+	now := p.opts.Clock()
+	p.scanMu.Lock()
+	p.scan = scanTotals{}
+	p.scanMu.Unlock()
+	p.nextDueMu.Lock()
+	p.nextDue = time.Time{}
+	p.nextDueMu.Unlock()
+	began := time.Now()
+	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, now)
+	p.m.scanSeconds.Observe(time.Since(began).Seconds())
+	if err != nil {
+		return fmt.Errorf("visiting window state: %w", err)
+	}
+	p.scanMu.Lock()
+	s := p.scan
+	p.scanMu.Unlock()
+	p.m.openWindows.Set(float64(s.open))
+	if s.oldestSeen > 0 {
+		p.m.oldestUncovered.Set(now.Sub(time.UnixMilli(s.oldestSeen)).Seconds())
+	} else {
+		p.m.oldestUncovered.Set(0)
+	}
+	if !s.nextDue.IsZero() {
+		p.nextDueMu.Lock()
+		if p.nextDue.IsZero() || s.nextDue.Before(p.nextDue) {
+			p.nextDue = s.nextDue
+		}
+		p.nextDueMu.Unlock()
+	}
+	p.m.visitedKeys.Set(float64(visited))
+	return nil
+}
