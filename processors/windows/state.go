@@ -65,11 +65,11 @@ func (w *windowState) closed() bool { return w.ClosedAt != 0 }
 type applyOutcome int
 
 const (
-	outcomeAdded     applyOutcome = iota + 1 // a message new to the window
-	outcomeUpdated                           // a new version (edit, recall) of a message in the window
-	outcomeDuplicate                         // the same version again: nothing changes
-	outcomeLate                              // the window is already closed: counted, never reopened
-	outcomeDeletedUnseen                     // a recalled message the window never held: nothing to do
+	outcomeAdded         applyOutcome = iota + 1 // a message new to the window
+	outcomeUpdated                               // a new version (edit, recall) of a message in the window
+	outcomeDuplicate                             // the same version again: nothing changes
+	outcomeLate                                  // the window is already closed: counted, never reopened
+	outcomeDeletedUnseen                         // a recalled message the window never held: nothing to do
 )
 
 func (o applyOutcome) String() string {
