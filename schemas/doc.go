@@ -1,0 +1,58 @@
+// Package schemas holds larkline's record schemas and the Avro codec of every
+// record value that crosses a Kafka topic.
+//
+// The schemas are the embedded files <name>.v<version>.avsc (namespace io.larkline):
+//
+//	EvidenceRecord        larkline.evidence.v1        key <workspace>/<chat>/<message>, compacted
+//	ClosedWindow          larkline.windows.closed.v1  key <workspace>/<chat>
+//	CollectionCheckpoint  larkline.checkpoints.v1     key <workspace>/<chat>, compacted
+//	WorkspaceRecord       larkline.workspaces.v1      key <workspace>, compacted
+//	DeadLetter            larkline.deadletter.v1      envelope of a parked record
+//
+// Every schema starts with an int field schema_version whose default is the version
+// in its file name. A released file is never edited: a change adds the next version
+// beside it, and the older file stays so that its records remain readable. Keys are
+// built by internal/ids, not here.
+//
+// Each record type has a Go struct with typed ids, a Validate method, and a
+// [Codec] made by its constructor (NewEvidenceCodec, ...). Conversion to and from
+// goavro's native maps is explicit, field by field; nullable Avro strings are plain
+// Go strings where "" is null. Timestamps are timestamp-millis and decode in UTC.
+//
+// # Wire formats
+//
+// Without a schema registry, Encode writes the Avro single-object encoding
+// (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint, body). With one
+// ([NewRegistry], [WithRegistry]) it writes the Confluent wire format (0x00, 4-byte
+// big-endian schema id, body), registering the schema under <topic>-value on first
+// use. Decode reads both formats whatever the writer setting, so a deployment can
+// move between them.
+//
+// # Errors and evolution
+//
+// Decode never panics. Bytes it cannot turn into a valid record give a
+// [*DecodeError] naming the writer schema (fingerprint or id) and wrapping a
+// sentinel: [ErrMalformed], [ErrUnknownSchema], [ErrNewerSchema],
+// [ErrWrongRecordType], [ErrIncompatibleSchema], [ErrInvalidRecord],
+// [ErrTombstone]. Such records are parked in the dead-letter topic
+// ([NewDeadLetter]), never dropped; only registry failures are retried
+// ([IsRetryable]). Data written with an older schema version (embedded, from the
+// registry, or given by [WithWriterSchemas]) is decoded with that writer schema and
+// resolved into the current struct: fields the writer lacked take the current
+// schema's defaults. goavro does not resolve schemas itself; this package does, and
+// before goavro sees a body it checks its structure against the writer schema so
+// that no length or count in corrupted bytes can make it allocate without bound.
+//
+// # Tombstones
+//
+// A null Kafka value deletes a key of a compacted topic. It is not a record: the
+// producer writes a nil value itself, and a consumer checks for an empty value
+// before calling Decode (which answers [ErrTombstone]).
+//
+// # Bounds
+//
+// This package does no Kafka or database I/O. Its only network use is the schema
+// registry client: two REST calls, a per-request timeout, bounded response bodies
+// and bounded caches. It does not log and keeps no metrics; callers count and log
+// the errors it returns, which carry ids, codes and hashes, never message text.
+package schemas

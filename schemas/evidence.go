@@ -1,0 +1,222 @@
+package schemas
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// DefaultEvidenceTopic is the topic of EvidenceRecord values.
+const DefaultEvidenceTopic = "larkline.evidence.v1"
+
+// IngestPath says which path produced an evidence version (Avro enum IngestPath).
+type IngestPath string
+
+// Ingest paths.
+const (
+	IngestEvent     IngestPath = "event"     // the Lark event callback
+	IngestReconcile IngestPath = "reconcile" // incremental history reconciliation
+	IngestRefresh   IngestPath = "refresh"   // the larger edit/delete refresh scan
+	IngestManual    IngestPath = "manual"    // an operator's "refresh from sources"
+)
+
+// Valid reports whether p is one of the ingest paths.
+func (p IngestPath) Valid() bool {
+	switch p {
+	case IngestEvent, IngestReconcile, IngestRefresh, IngestManual:
+		return true
+	}
+	return false
+}
+
+// Common values of EvidenceRecord.IneligibleReason. Any short code is accepted.
+const (
+	IneligibleOwnApp          = "own_app"
+	IneligibleInteractiveCard = "interactive_card"
+	IneligibleAttachmentOnly  = "attachment_only"
+	IneligibleSystem          = "system"
+	IneligibleDeleted         = "deleted"
+)
+
+// EvidenceRecord is one version of one Lark message's evidence in one workspace
+// (schema io.larkline.EvidenceRecord). Its record key is Key(); deleting the key is a
+// nil value written by the caller, never an EvidenceRecord.
+//
+// Nullable Avro fields are plain Go values here: "" is written as null and null
+// reads as "".
+type EvidenceRecord struct {
+	WorkspaceID ids.WorkspaceID
+	ChatID      ids.ChatID
+	MessageID   ids.MessageID
+	// Source is ids.SourceLark, SourceType ids.SourceTypeLarkMessage, SourceKey
+	// ids.MessageSourceKey(ChatID, MessageID); Validate insists.
+	Source     string
+	SourceType string
+	SourceKey  string
+	// OccurredAt is the message creation time; SourceUpdatedAt its update time
+	// (creation time when never updated); ObservedAt when larkline ingested this
+	// version. Millisecond precision, UTC when decoded.
+	OccurredAt      time.Time
+	SourceUpdatedAt time.Time
+	ObservedAt      time.Time
+	// ActorID is the sender's open_id; empty when Lark reports no sender.
+	ActorID string
+	// ActorDisplayName is the cached sender name; nullable.
+	ActorDisplayName string
+	// MessageType is Lark's message type (text, post, image, interactive, ...).
+	MessageType string
+	// Content is the normalized bounded text; empty when Deleted.
+	Content string
+	// ContentHash is the lower-case hex SHA-256 of the normalized semantic content
+	// and deletion state.
+	ContentHash       string
+	Deleted           bool
+	SynthesisEligible bool
+	// IneligibleReason says why the message is not synthesis input; nullable, and
+	// null when SynthesisEligible.
+	IneligibleReason string
+	// ThreadID (omt_…), RootID and ParentID place the message in a thread or reply
+	// chain; nullable.
+	ThreadID string
+	RootID   ids.MessageID
+	ParentID ids.MessageID
+	// MetadataJSON is a JSON object of whitelisted references (chat, thread, reply,
+	// type, attachment keys); "{}" when there are none.
+	MetadataJSON string
+	IngestPath   IngestPath
+}
+
+// Key returns the record key <workspace>/<chat>/<message>.
+func (r *EvidenceRecord) Key() string { return ids.EvidenceKey(r.WorkspaceID, r.ChatID, r.MessageID) }
+
+// Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
+func (r *EvidenceRecord) Validate() error {
+	c := checker{rec: NameEvidenceRecord}
+	_, err := ids.ParseWorkspaceID(string(r.WorkspaceID))
+	c.wrap("workspace_id", err)
+	_, err = ids.ParseChatID(string(r.ChatID))
+	c.wrap("chat_id", err)
+	_, err = ids.ParseMessageID(string(r.MessageID))
+	c.wrap("message_id", err)
+	if r.Source != ids.SourceLark {
+		c.fail("source %.40q, want %q", r.Source, ids.SourceLark)
+	}
+	if r.SourceType != ids.SourceTypeLarkMessage {
+		c.fail("source_type %.40q, want %q", r.SourceType, ids.SourceTypeLarkMessage)
+	}
+	if c.err == nil && r.SourceKey != ids.MessageSourceKey(r.ChatID, r.MessageID) {
+		c.fail("source_key %.300q does not match chat_id and message_id", r.SourceKey)
+	}
+	c.time("occurred_at", r.OccurredAt)
+	c.time("source_updated_at", r.SourceUpdatedAt)
+	c.time("observed_at", r.ObservedAt)
+	if r.ActorID != "" {
+		c.token("actor_id", r.ActorID, ids.MaxIDLen)
+	}
+	c.text("actor_display_name", r.ActorDisplayName, MaxDisplayNameBytes)
+	c.token("message_type", r.MessageType, MaxTokenLen)
+	c.text("content", r.Content, MaxContentBytes)
+	c.sha256Hex("content_hash", r.ContentHash)
+	if r.Deleted && r.Content != "" {
+		c.fail("deleted message has content")
+	}
+	if r.Deleted && r.SynthesisEligible {
+		c.fail("deleted message is synthesis eligible")
+	}
+	if r.SynthesisEligible && r.IneligibleReason != "" {
+		c.fail("synthesis eligible message has ineligible_reason %q", r.IneligibleReason)
+	}
+	c.optToken("ineligible_reason", r.IneligibleReason, MaxTokenLen)
+	c.optToken("thread_id", r.ThreadID, ids.MaxIDLen)
+	if r.RootID != "" {
+		_, err := ids.ParseMessageID(string(r.RootID))
+		c.wrap("root_id", err)
+	}
+	if r.ParentID != "" {
+		_, err := ids.ParseMessageID(string(r.ParentID))
+		c.wrap("parent_id", err)
+	}
+	switch {
+	case len(r.MetadataJSON) > MaxMetadataBytes:
+		c.fail("metadata_json is %d bytes, more than %d", len(r.MetadataJSON), MaxMetadataBytes)
+	case !isJSONObject(r.MetadataJSON):
+		c.fail("metadata_json is not a JSON object")
+	}
+	if !r.IngestPath.Valid() {
+		c.fail("ingest_path %.40q is not one of event, reconcile, refresh, manual", r.IngestPath)
+	}
+	return c.err
+}
+
+// isJSONObject reports whether s is one valid JSON value that is an object.
+func isJSONObject(s string) bool {
+	t := strings.TrimLeft(s, " \t\r\n")
+	return t != "" && t[0] == '{' && json.Valid([]byte(s))
+}
+
+var evidenceType = &recordType[EvidenceRecord]{
+	name:     NameEvidenceRecord,
+	topic:    DefaultEvidenceTopic,
+	validate: (*EvidenceRecord).Validate,
+	toNative: func(r *EvidenceRecord) map[string]any {
+		return map[string]any{
+			"workspace_id":       string(r.WorkspaceID),
+			"chat_id":            string(r.ChatID),
+			"message_id":         string(r.MessageID),
+			"source":             r.Source,
+			"source_type":        r.SourceType,
+			"source_key":         r.SourceKey,
+			"occurred_at":        millis(r.OccurredAt),
+			"source_updated_at":  millis(r.SourceUpdatedAt),
+			"observed_at":        millis(r.ObservedAt),
+			"actor_id":           r.ActorID,
+			"actor_display_name": nullableString(r.ActorDisplayName),
+			"message_type":       r.MessageType,
+			"content":            r.Content,
+			"content_hash":       r.ContentHash,
+			"deleted":            r.Deleted,
+			"synthesis_eligible": r.SynthesisEligible,
+			"ineligible_reason":  nullableString(r.IneligibleReason),
+			"thread_id":          nullableString(r.ThreadID),
+			"root_id":            nullableString(string(r.RootID)),
+			"parent_id":          nullableString(string(r.ParentID)),
+			"metadata_json":      r.MetadataJSON,
+			"ingest_path":        string(r.IngestPath),
+		}
+	},
+	fromNative: func(root *node, v any) (EvidenceRecord, error) {
+		f := newFieldReader(root, v)
+		r := EvidenceRecord{
+			WorkspaceID:       ids.WorkspaceID(f.str("workspace_id")),
+			ChatID:            ids.ChatID(f.str("chat_id")),
+			MessageID:         ids.MessageID(f.str("message_id")),
+			Source:            f.str("source"),
+			SourceType:        f.str("source_type"),
+			SourceKey:         f.str("source_key"),
+			OccurredAt:        f.timestamp("occurred_at"),
+			SourceUpdatedAt:   f.timestamp("source_updated_at"),
+			ObservedAt:        f.timestamp("observed_at"),
+			ActorID:           f.str("actor_id"),
+			ActorDisplayName:  f.optStr("actor_display_name"),
+			MessageType:       f.str("message_type"),
+			Content:           f.str("content"),
+			ContentHash:       f.str("content_hash"),
+			Deleted:           f.boolean("deleted"),
+			SynthesisEligible: f.boolean("synthesis_eligible"),
+			IneligibleReason:  f.optStr("ineligible_reason"),
+			ThreadID:          f.optStr("thread_id"),
+			RootID:            ids.MessageID(f.optStr("root_id")),
+			ParentID:          ids.MessageID(f.optStr("parent_id")),
+			MetadataJSON:      f.str("metadata_json"),
+			IngestPath:        IngestPath(f.str("ingest_path")),
+		}
+		return r, f.err
+	},
+}
+
+// NewEvidenceCodec returns the codec of EvidenceRecord values.
+func NewEvidenceCodec(opts ...Option) (*Codec[EvidenceRecord], error) {
+	return newCodec(evidenceType, opts)
+}
