@@ -478,3 +478,16 @@ func TestNewDeadLetter(t *testing.T) {
 		t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, got, d)
 	}
 }
+
+func TestNewCodecsUsesTopics(t *testing.T) {
+	c, err := NewCodecs(Topics{Evidence: "team.evidence"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Evidence.Subject(); got != "team.evidence-value" {
+		t.Fatalf("evidence subject %q", got)
+	}
+	if got := c.DeadLetter.Subject(); got != DefaultDeadLetterTopic+"-value" {
+		t.Fatalf("dead-letter subject %q", got)
+	}
+}
