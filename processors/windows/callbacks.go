@@ -1,12 +1,15 @@
 package windows
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/lovoo/goka"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
 )
 
 // onEvidence routes one evidence version to its window. It keeps no per-message state
@@ -19,14 +22,15 @@ func (p *Processor) onEvidence(ctx goka.Context, msg any) {
 		p.m.evidence.WithLabelValues("tombstone").Inc()
 		return
 	}
-	ev, err := p.opts.Wire.DecodeEvidence(ctx.Key(), raw)
+	ev, err := p.decodeEvidence(ctx.Key(), raw)
 	if err != nil {
-		p.deadLetter(ctx, "decode_evidence", err, raw)
+		p.deadLetter(ctx, err, raw)
 		return
 	}
-	if !ev.SynthesisEligible {
+	if !ev.SynthesisEligible && !ev.Deleted {
 		// own-app messages, cards, attachments and system messages stay evidence but
-		// never open a window (design §7.3).
+		// never open a window (design §7.3). A recall is never eligible, yet it must
+		// reach the window that holds the message.
 		p.m.evidence.WithLabelValues("ineligible").Inc()
 		return
 	}
@@ -36,10 +40,10 @@ func (p *Processor) onEvidence(ctx goka.Context, msg any) {
 		p.m.evidence.WithLabelValues("aged_out").Inc()
 		return
 	}
-	chatKey := ids.ChatKey(ev.Workspace, ev.Chat)
+	chatKey := ids.ChatKey(ev.WorkspaceID, ev.ChatID)
 	ctx.Loopback(windowKey(chatKey, start), &loopMsg{
 		Op:      opEvidence,
-		Ref:     msgRef{ID: string(ev.Message), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash},
+		Ref:     msgRef{ID: string(ev.MessageID), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash},
 		Deleted: ev.Deleted,
 	})
 }
@@ -50,13 +54,14 @@ func (p *Processor) onCheckpoint(ctx goka.Context, msg any) {
 	if raw == nil {
 		return // a compacted-away checkpoint: coverage never moves backwards
 	}
-	cp, err := p.opts.Wire.DecodeCheckpoint(ctx.Key(), raw)
-	if err != nil {
-		p.deadLetter(ctx, "decode_checkpoint", err, raw)
-		return
+	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+	cp, err := p.opts.Codecs.Checkpoint.Decode(cctx, raw)
+	cancel()
+	if err == nil && cp.Key() != ctx.Key() {
+		err = fmt.Errorf("%w: checkpoint for %s under key %s", ErrKeyMismatch, cp.Key(), ctx.Key())
 	}
-	if ids.ChatKey(cp.Workspace, cp.Chat) != ctx.Key() {
-		p.deadLetter(ctx, "checkpoint_key_mismatch", errors.New("record key does not match its workspace and chat"), raw)
+	if err != nil {
+		p.deadLetter(ctx, err, raw)
 		return
 	}
 	st := p.chat(ctx)
@@ -122,26 +127,29 @@ func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
 		return
 	}
 	closedAt := time.UnixMilli(m.ClosedAt).UTC()
-	rec := ClosedWindow{
-		Workspace:        ws,
-		Chat:             chat,
-		Start:            start,
-		End:              start.Add(p.opts.Window),
+	rec := schemas.ClosedWindow{
+		WorkspaceID:      ws,
+		ChatID:           chat,
+		WindowStart:      start,
+		WindowEnd:        start.Add(p.opts.Window),
 		ProcessorVersion: p.opts.ProcessorVersion,
-		Evidence:         make([]ClosedEvidence, len(w.Msgs)),
-		AggregateHash:    aggregateHash(chatKey, w.Msgs),
+		EvidenceCount:    len(w.Msgs),
+		Evidence:         make([]schemas.WindowEvidence, len(w.Msgs)),
 		ClosedAt:         closedAt,
 		Reason:           m.Reason,
 	}
 	for i, r := range w.Msgs {
-		rec.Evidence[i] = ClosedEvidence{
+		rec.Evidence[i] = schemas.WindowEvidence{
 			Key:         chatKey + "/" + r.ID,
-			Message:     ids.MessageID(r.ID),
+			MessageID:   ids.MessageID(r.ID),
 			OccurredAt:  time.UnixMilli(r.At).UTC(),
 			ContentHash: r.Hash,
 		}
 	}
-	b, err := p.opts.Wire.EncodeClosedWindow(rec)
+	rec.AggregateHash = schemas.WindowAggregateHash(rec.Evidence)
+	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+	b, err := p.opts.Codecs.ClosedWindow.Encode(cctx, rec)
+	cancel()
 	if err != nil {
 		// Our own record failed to encode: a bug, not bad input. Fail the processor
 		// rather than lose the window; the state is untouched, so a restart retries.
@@ -230,16 +238,44 @@ func (p *Processor) window(ctx goka.Context, start time.Time) (*windowState, boo
 	return &windowState{Start: start.UnixMilli()}, true
 }
 
-func (p *Processor) deadLetter(ctx goka.Context, reason string, cause error, raw []byte) {
+// decodeTimeout bounds a decode or encode that has to ask the schema registry.
+const decodeTimeout = 10 * time.Second
+
+// ErrKeyMismatch means a record's key does not match the ids in its value.
+var ErrKeyMismatch = errors.New("windows: record key does not match its value")
+
+func (p *Processor) decodeEvidence(key string, raw []byte) (schemas.EvidenceRecord, error) {
+	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+	defer cancel()
+	ev, err := p.opts.Codecs.Evidence.Decode(cctx, raw)
+	if err == nil && ev.Key() != key {
+		err = fmt.Errorf("%w: evidence for %s under key %s", ErrKeyMismatch, ev.Key(), key)
+	}
+	return ev, err
+}
+
+// deadLetter parks an input record that cannot be used and lets the processor go on.
+// A registry outage is not bad input: the processor fails and retries after restart
+// rather than parking records that would decode a minute later.
+func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) {
+	if schemas.IsRetryable(cause) {
+		ctx.Fail(fmt.Errorf("windows: decoding %s/%d@%d: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), cause))
+		return
+	}
+	reason := schemas.ReasonOf(cause)
+	if errors.Is(cause, ErrKeyMismatch) {
+		reason = "key_mismatch"
+	}
 	p.m.deadLettered.WithLabelValues(reason).Inc()
 	p.log.Warn("input record parked in the dead-letter topic",
 		"topic", string(ctx.Topic()), "partition", ctx.Partition(), "offset", ctx.Offset(),
 		"key", ctx.Key(), "reason", reason, "err", cause)
-	b, err := p.opts.Wire.EncodeDeadLetter(DeadLetter{
-		Stage: "windows", Reason: reason, Err: cause,
-		Topic: string(ctx.Topic()), Partition: ctx.Partition(), Offset: ctx.Offset(),
-		Key: []byte(ctx.Key()), Value: raw,
-	})
+	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+	defer cancel()
+	dl := schemas.NewDeadLetter("windows", cause, string(ctx.Topic()), ctx.Partition(), ctx.Offset(),
+		[]byte(ctx.Key()), raw, p.opts.Clock())
+	dl.Reason = reason
+	b, err := p.opts.Codecs.DeadLetter.Encode(cctx, dl)
 	if err != nil {
 		ctx.Fail(err)
 		return

@@ -14,64 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
 )
-
-// Evidence is what the processor needs of one evidence record.
-type Evidence struct {
-	Workspace         ids.WorkspaceID
-	Chat              ids.ChatID
-	Message           ids.MessageID
-	OccurredAt        time.Time
-	ContentHash       string
-	Deleted           bool
-	SynthesisEligible bool
-}
-
-// Checkpoint is what the processor needs of one chat collection checkpoint.
-type Checkpoint struct {
-	Workspace    ids.WorkspaceID
-	Chat         ids.ChatID
-	CoveredUntil time.Time
-}
-
-// ClosedEvidence is one evidence version named by a closed window.
-type ClosedEvidence struct {
-	Key         string
-	Message     ids.MessageID
-	OccurredAt  time.Time
-	ContentHash string
-}
-
-// ClosedWindow is the record the processor emits once per window.
-type ClosedWindow struct {
-	Workspace        ids.WorkspaceID
-	Chat             ids.ChatID
-	Start, End       time.Time
-	ProcessorVersion string
-	Evidence         []ClosedEvidence // ordered by (occurred_at, message id)
-	AggregateHash    string
-	ClosedAt         time.Time
-	Reason           string
-}
-
-// DeadLetter describes an input record the processor could not use.
-type DeadLetter struct {
-	Stage, Reason string
-	Err           error
-	Topic         string
-	Partition     int32
-	Offset        int64
-	Key, Value    []byte
-}
-
-// Wire turns records into bytes and back. The processor keeps no schema knowledge of
-// its own: larkline wires the Avro codec of package schemas here.
-type Wire interface {
-	DecodeEvidence(key string, value []byte) (Evidence, error)
-	DecodeCheckpoint(key string, value []byte) (Checkpoint, error)
-	EncodeClosedWindow(ClosedWindow) ([]byte, error)
-	EncodeDeadLetter(DeadLetter) ([]byte, error)
-}
 
 // Options configure a Processor. Zero values are errors unless a default is named.
 type Options struct {
@@ -90,7 +34,9 @@ type Options struct {
 	Retention    time.Duration
 	ScanInterval time.Duration // synthesisScanInterval
 
-	Wire     Wire
+	// Codecs decode the input records and encode the closed windows and dead letters
+	// (package schemas: Avro, single-object or Confluent wire format).
+	Codecs   *schemas.Codecs
 	Clock    func() time.Time // default time.Now
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
@@ -154,8 +100,8 @@ func New(o Options) (*Processor, error) {
 	if o.ScanInterval <= 0 {
 		bad("scan interval must be positive")
 	}
-	if o.Wire == nil {
-		bad("a wire codec is required")
+	if o.Codecs == nil {
+		bad("codecs are required")
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))

@@ -2,7 +2,8 @@ package windows
 
 import (
 	"context"
-	"encoding/json"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
 )
 
 // fakeClock is a controllable wall clock.
@@ -26,32 +28,13 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
-// jsonWire is a test wire format; the Avro wire is exercised by the integration tests.
-type jsonWire struct{}
-
-type wireEvidence struct {
-	Evidence
-	Bad bool
-}
-
-func (jsonWire) DecodeEvidence(key string, v []byte) (Evidence, error) {
-	var e wireEvidence
-	if err := json.Unmarshal(v, &e); err != nil {
-		return Evidence{}, err
+func mustCodecs(t testing.TB) *schemas.Codecs {
+	t.Helper()
+	c, err := schemas.NewCodecs(schemas.Topics{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if e.Bad {
-		return Evidence{}, errors.New("unknown schema fingerprint 0x1234")
-	}
-	return e.Evidence, nil
-}
-func (jsonWire) DecodeCheckpoint(key string, v []byte) (Checkpoint, error) {
-	var c Checkpoint
-	err := json.Unmarshal(v, &c)
-	return c, err
-}
-func (jsonWire) EncodeClosedWindow(w ClosedWindow) ([]byte, error) { return json.Marshal(w) }
-func (jsonWire) EncodeDeadLetter(d DeadLetter) ([]byte, error) {
-	return json.Marshal(map[string]any{"reason": d.Reason, "err": d.Err.Error(), "key": string(d.Key)})
+	return c
 }
 
 const (
@@ -89,7 +72,7 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 		Grace:            3 * time.Minute,
 		Retention:        72 * time.Hour,
 		ScanInterval:     time.Hour, // tests drive scans by hand
-		Wire:             jsonWire{},
+		Codecs:           mustCodecs(t),
 		Clock:            clock.Now,
 		Registry:         reg,
 		Goka:             []goka.ProcessorOption{goka.WithTester(tt)},
@@ -114,20 +97,45 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 		closed: tt.NewQueueTracker(o.ClosedTopic), dead: tt.NewQueueTracker(o.DeadLetterTopic)}
 }
 
-func (h *harness) evidence(msg string, at time.Time, hash string, mods ...func(*wireEvidence)) {
+// hashOf makes a valid content hash from a short test label.
+func hashOf(label string) string {
+	s := sha256.Sum256([]byte(label))
+	return hex.EncodeToString(s[:])
+}
+
+func evidenceRecord(msg string, at time.Time, label string) schemas.EvidenceRecord {
+	m := ids.MessageID(msg)
+	return schemas.EvidenceRecord{
+		WorkspaceID: ws, ChatID: chat, MessageID: m,
+		Source: ids.SourceLark, SourceType: ids.SourceTypeLarkMessage, SourceKey: ids.MessageSourceKey(chat, m),
+		OccurredAt: at, SourceUpdatedAt: at, ObservedAt: at, ActorID: "ou_user", MessageType: "text",
+		Content: "text of " + label, ContentHash: hashOf(label), SynthesisEligible: true,
+		MetadataJSON: "{}", IngestPath: schemas.IngestEvent,
+	}
+}
+
+func (h *harness) evidence(msg string, at time.Time, label string, mods ...func(*schemas.EvidenceRecord)) {
 	h.t.Helper()
-	e := wireEvidence{Evidence: Evidence{Workspace: ws, Chat: chat, Message: ids.MessageID(msg),
-		OccurredAt: at, ContentHash: hash, SynthesisEligible: true}}
+	e := evidenceRecord(msg, at, label)
 	for _, m := range mods {
 		m(&e)
 	}
-	b, _ := json.Marshal(e)
-	h.tt.Consume(h.evTopic, ids.EvidenceKey(ws, chat, ids.MessageID(msg)), b)
+	b, err := h.opts.Codecs.Evidence.Encode(context.Background(), e)
+	if err != nil {
+		h.t.Fatalf("encode evidence: %v", err)
+	}
+	h.tt.Consume(h.evTopic, e.Key(), b)
 }
 
 func (h *harness) checkpoint(until time.Time) {
 	h.t.Helper()
-	b, _ := json.Marshal(Checkpoint{Workspace: ws, Chat: chat, CoveredUntil: until})
+	b, err := h.opts.Codecs.Checkpoint.Encode(context.Background(), schemas.CollectionCheckpoint{
+		WorkspaceID: ws, ChatID: chat, CoveredUntil: until, CursorCreateTimeMS: until.UnixMilli() - 1,
+		CursorMessageID: "om_cursor", UpdatedAt: until, ReconcileVersion: "test",
+	})
+	if err != nil {
+		h.t.Fatalf("encode checkpoint: %v", err)
+	}
 	h.tt.Consume(h.opts.CheckpointTopic, ids.ChatKey(ws, chat), b)
 }
 
@@ -140,26 +148,38 @@ func (h *harness) scanAt(now time.Time) {
 	h.tt.Catchup()
 }
 
-func (h *harness) closedWindows() []ClosedWindow {
+func (h *harness) closedWindows() []schemas.ClosedWindow {
 	h.t.Helper()
-	var out []ClosedWindow
+	var out []schemas.ClosedWindow
 	for {
-		_, v, ok := h.closed.Next()
+		k, v, ok := h.closed.Next()
 		if !ok {
 			return out
 		}
-		var w ClosedWindow
-		if err := json.Unmarshal(v.([]byte), &w); err != nil {
+		w, err := h.opts.Codecs.ClosedWindow.Decode(context.Background(), v.([]byte))
+		if err != nil {
 			h.t.Fatalf("closed record: %v", err)
+		}
+		if k != w.Key() {
+			h.t.Fatalf("closed record key %q, want %q", k, w.Key())
 		}
 		out = append(out, w)
 	}
 }
 
-func msgIDs(w ClosedWindow) []string {
+// msgIDs lists a closed window's evidence as message:label, checking each hash.
+func msgIDs(w schemas.ClosedWindow, labels ...string) []string {
+	byHash := map[string]string{}
+	for _, l := range labels {
+		byHash[hashOf(l)] = l
+	}
 	out := make([]string, len(w.Evidence))
 	for i, e := range w.Evidence {
-		out[i] = fmt.Sprintf("%s:%s", e.Message, e.ContentHash)
+		l, ok := byHash[e.ContentHash]
+		if !ok {
+			l = "?" + e.ContentHash[:8]
+		}
+		out[i] = fmt.Sprintf("%s:%s", e.MessageID, l)
 	}
 	return out
 }
@@ -209,17 +229,18 @@ func TestCloseOnWallClockAfterGrace(t *testing.T) {
 		t.Fatalf("want one closed window, got %d", len(got))
 	}
 	w := got[0]
-	if w.Workspace != ws || w.Chat != chat || !w.Start.Equal(t0) || !w.End.Equal(t0.Add(10*time.Minute)) ||
-		w.ProcessorVersion != "v1" || w.Reason != ReasonGraceElapsed {
+	if w.WorkspaceID != ws || w.ChatID != chat || !w.WindowStart.Equal(t0) || !w.WindowEnd.Equal(t0.Add(10*time.Minute)) ||
+		w.ProcessorVersion != "v1" || w.Reason != ReasonGraceElapsed || w.EvidenceCount != 2 ||
+		!w.ClosedAt.Equal(t0.Add(13*time.Minute)) {
 		t.Fatalf("record fields: %+v", w)
 	}
-	if fmt.Sprint(msgIDs(w)) != "[om_a:h1 om_b:h2]" {
-		t.Fatalf("evidence not ordered by occurred_at: %v", msgIDs(w))
+	if fmt.Sprint(msgIDs(w, "h1", "h2")) != "[om_a:h1 om_b:h2]" {
+		t.Fatalf("evidence not ordered by occurred_at: %v", msgIDs(w, "h1", "h2"))
 	}
 	if w.Evidence[0].Key != "ws-1/oc_chat1/om_a" {
 		t.Fatalf("evidence key %q", w.Evidence[0].Key)
 	}
-	if w.AggregateHash != aggregateHash(ids.ChatKey(ws, chat), []msgRef{{ID: "om_a", Hash: "h1"}, {ID: "om_b", Hash: "h2"}}) {
+	if w.AggregateHash != schemas.WindowAggregateHash(w.Evidence) {
 		t.Fatalf("aggregate hash mismatch")
 	}
 	h.scanAt(t0.Add(20 * time.Minute))
@@ -235,14 +256,16 @@ func TestDedupEditsAndDeliveryOrder(t *testing.T) {
 	h.evidence("om_c", t0.Add(3*time.Minute), "h3")
 	h.evidence("om_a", t0.Add(time.Minute), "h1-edited") // edit updates the aggregate
 	h.evidence("om_b", t0.Add(2*time.Minute), "h2")      // out of order
-	h.evidence("om_x", t0.Add(4*time.Minute), "hx", func(e *wireEvidence) { e.Deleted = true })
+	h.evidence("om_x", t0.Add(4*time.Minute), "hx", func(e *schemas.EvidenceRecord) {
+		e.Deleted, e.Content, e.SynthesisEligible = true, "", false
+	})
 	h.scanAt(t0.Add(13 * time.Minute))
 	got := h.closedWindows()
 	if len(got) != 1 {
 		t.Fatalf("want 1 window, got %d", len(got))
 	}
-	if fmt.Sprint(msgIDs(got[0])) != "[om_a:h1-edited om_b:h2 om_c:h3]" {
-		t.Fatalf("evidence %v", msgIDs(got[0]))
+	if got := fmt.Sprint(msgIDs(got[0], "h1-edited", "h2", "h3")); got != "[om_a:h1-edited om_b:h2 om_c:h3]" {
+		t.Fatalf("evidence %v", got)
 	}
 	if v := testutil.ToFloat64(h.p.m.evidence.WithLabelValues("duplicate")); v != 1 {
 		t.Fatalf("duplicate count %v", v)
@@ -257,7 +280,9 @@ func TestDedupEditsAndDeliveryOrder(t *testing.T) {
 
 func TestEmptyAndIneligibleCreateNoWindow(t *testing.T) {
 	h := newHarness(t, nil)
-	h.evidence("om_bot", t0.Add(time.Minute), "hb", func(e *wireEvidence) { e.SynthesisEligible = false })
+	h.evidence("om_bot", t0.Add(time.Minute), "hb", func(e *schemas.EvidenceRecord) {
+		e.SynthesisEligible, e.IneligibleReason = false, "own_app"
+	})
 	h.scanAt(t0.Add(24 * time.Hour))
 	if got := h.closedWindows(); len(got) != 0 {
 		t.Fatalf("ineligible evidence opened a window: %+v", got)
@@ -285,12 +310,12 @@ func TestOldestFirstUnderSteadyTraffic(t *testing.T) {
 	}
 	h.scanAt(t0.Add(13 * time.Minute))
 	got := h.closedWindows()
-	if len(got) != 1 || !got[0].Start.Equal(t0) {
+	if len(got) != 1 || !got[0].WindowStart.Equal(t0) {
 		t.Fatalf("oldest window not closed on time: %+v", got)
 	}
 	h.scanAt(t0.Add(40 * time.Minute))
 	got = h.closedWindows()
-	if len(got) != 2 || !got[0].Start.Equal(t0.Add(10*time.Minute)) || !got[1].Start.Equal(t0.Add(20*time.Minute)) {
+	if len(got) != 2 || !got[0].WindowStart.Equal(t0.Add(10*time.Minute)) || !got[1].WindowStart.Equal(t0.Add(20*time.Minute)) {
 		t.Fatalf("want the two remaining windows oldest first, got %+v", got)
 	}
 }
@@ -337,33 +362,43 @@ func TestCoverageGating(t *testing.T) {
 	}
 	h.checkpoint(t0.Add(10 * time.Minute)) // covers the first window: it closes at once
 	got := h.closedWindows()
-	if len(got) != 1 || !got[0].Start.Equal(t0) || got[0].Reason != ReasonGraceElapsedCovered {
+	if len(got) != 1 || !got[0].WindowStart.Equal(t0) || got[0].Reason != ReasonGraceElapsedCovered {
 		t.Fatalf("want first window closed on coverage, got %+v", got)
 	}
 	h.checkpoint(t0.Add(5 * time.Minute)) // an older checkpoint never moves coverage back
 	h.checkpoint(t0.Add(25 * time.Minute))
 	got = h.closedWindows()
-	if len(got) != 1 || !got[0].Start.Equal(t0.Add(10*time.Minute)) {
+	if len(got) != 1 || !got[0].WindowStart.Equal(t0.Add(10*time.Minute)) {
 		t.Fatalf("want second window, got %+v", got)
 	}
 }
 
 func TestBadInputIsDeadLettered(t *testing.T) {
 	h := newHarness(t, nil)
-	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_bad", []byte("not json"))
-	h.evidence("om_u", t0, "h", func(e *wireEvidence) { e.Bad = true })
-	h.evidence("om_ok", t0.Add(time.Minute), "h1") // the processor keeps going
+	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_bad", []byte("not avro"))
+	unknown := []byte{0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0}     // a schema nobody knows
+	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_unknown", unknown) // …parked, not dropped
+	good, _ := h.opts.Codecs.Evidence.Encode(context.Background(), evidenceRecord("om_k", t0, "k"))
+	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_other", good) // key does not match the value
+	h.evidence("om_ok", t0.Add(time.Minute), "h1")          // the processor keeps going
 	h.scanAt(t0.Add(13 * time.Minute))
-	var n int
+	var reasons []string
 	for {
-		_, _, ok := h.dead.Next()
+		k, v, ok := h.dead.Next()
 		if !ok {
 			break
 		}
-		n++
+		d, err := h.opts.Codecs.DeadLetter.Decode(context.Background(), v.([]byte))
+		if err != nil {
+			t.Fatalf("dead letter: %v", err)
+		}
+		if string(d.Key) != k || d.Topic != "evidence" || d.Stage != "windows" || len(d.Value) == 0 {
+			t.Fatalf("dead letter lost the record: %+v", d)
+		}
+		reasons = append(reasons, d.Reason)
 	}
-	if n != 2 {
-		t.Fatalf("dead-lettered %d, want 2", n)
+	if len(reasons) != 3 || reasons[2] != "key_mismatch" {
+		t.Fatalf("dead-lettered %v, want 3 ending in key_mismatch", reasons)
 	}
 	if got := h.closedWindows(); len(got) != 1 || len(got[0].Evidence) != 1 {
 		t.Fatalf("good evidence lost after bad input: %+v", got)
@@ -399,7 +434,7 @@ func TestVersionedGroups(t *testing.T) {
 func TestOptionsValidation(t *testing.T) {
 	base := func() Options {
 		return Options{ProcessorVersion: "v1", EvidenceTopic: "e", ClosedTopic: "c", DeadLetterTopic: "d",
-			Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour, ScanInterval: time.Minute, Wire: jsonWire{}}
+			Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour, ScanInterval: time.Minute, Codecs: mustCodecs(t)}
 	}
 	tests := []struct {
 		name   string
@@ -409,7 +444,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"window not dividing an hour", func(o *Options) { o.Window = 7 * time.Minute }},
 		{"grace not shorter than window", func(o *Options) { o.Grace = 10 * time.Minute }},
 		{"coverage without topic", func(o *Options) { o.RequireCoverage = true }},
-		{"no wire", func(o *Options) { o.Wire = nil }},
+		{"no codecs", func(o *Options) { o.Codecs = nil }},
 		{"no scan interval", func(o *Options) { o.ScanInterval = 0 }},
 		{"retention shorter than a window", func(o *Options) { o.Retention = time.Minute }},
 	}

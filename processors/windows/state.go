@@ -1,8 +1,6 @@
 package windows
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -10,6 +8,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
 )
 
 // The group table holds two kinds of values, told apart by their key:
@@ -133,16 +132,6 @@ func cmpRef(a, b msgRef) int {
 
 func sortRefs(r []msgRef) { slices.SortFunc(r, cmpRef) }
 
-// aggregateHash is the design's aggregate hash (§10.2): sha256 over the ordered
-// (evidence key, content_hash) pairs, hex encoded.
-func aggregateHash(chatKey string, refs []msgRef) string {
-	h := sha256.New()
-	for _, r := range refs {
-		fmt.Fprintf(h, "%s/%s\x00%s\n", chatKey, r.ID, r.Hash)
-	}
-	return hex.EncodeToString(h.Sum(nil))
-}
-
 // openWindow is a chat's reference to one of its open windows.
 type openWindow struct {
 	Start     int64 `json:"s"`
@@ -188,8 +177,8 @@ type closePolicy struct {
 
 // Close reasons carried by the closed-window record.
 const (
-	ReasonGraceElapsed        = "grace_elapsed"
-	ReasonGraceElapsedCovered = "grace_elapsed_history_covered"
+	ReasonGraceElapsed        = schemas.CloseReasonGraceElapsed
+	ReasonGraceElapsedCovered = schemas.CloseReasonGraceElapsedHistoryCovered
 )
 
 // dueTime is when a window opened at start may close on the wall clock.
