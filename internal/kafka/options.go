@@ -1,0 +1,511 @@
+package kafka
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// Acks is how many replicas must acknowledge a produced record.
+type Acks string
+
+// Acks values. Only AcksAll is compatible with the idempotent producer.
+const (
+	AcksAll    Acks = "all"    // every in-sync replica (the default)
+	AcksLeader Acks = "leader" // the partition leader only
+	AcksNone   Acks = "none"   // no acknowledgement at all
+)
+
+// Compression is the codec used for produced record batches.
+type Compression string
+
+// Compression values.
+const (
+	CompressionNone   Compression = "none"
+	CompressionGzip   Compression = "gzip"
+	CompressionSnappy Compression = "snappy" // the default
+	CompressionLZ4    Compression = "lz4"
+	CompressionZstd   Compression = "zstd"
+)
+
+// SASL mechanisms.
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+)
+
+// Defaults applied by Options.WithDefaults for every zero field.
+const (
+	// DefaultClientID identifies larkline to the brokers (quotas, request logs).
+	DefaultClientID = "larkline"
+	// DefaultLinger keeps per-request latency low (the Lark webhook waits for Kafka's
+	// acknowledgement) while still batching bursts of a busy chat.
+	DefaultLinger = 5 * time.Millisecond
+	// DefaultMaxBufferedRecords bounds producer memory: evidence records are a few KiB,
+	// so the buffer stays in the tens of MiB. Produce blocks (or fails with the caller's
+	// context) once it is full.
+	DefaultMaxBufferedRecords = 10_000
+	// DefaultCompression is cheap on CPU and understood by every client in the pipeline.
+	DefaultCompression = CompressionSnappy
+	// DefaultSessionTimeout is Kafka's default group session timeout (45 s).
+	DefaultSessionTimeout = 45 * time.Second
+	// DefaultRebalanceTimeout is how long members have to finish (and commit) their
+	// work when a rebalance starts.
+	DefaultRebalanceTimeout = 60 * time.Second
+	// DefaultFetchMaxWait is how long a fetch waits on the broker for new data; like
+	// Kafka's fetch.max.wait.ms (500 ms), shorter than franz-go's 5 s, so a quiet
+	// pipeline still reacts within half a second.
+	DefaultFetchMaxWait = 500 * time.Millisecond
+
+	// NoLinger as ProducerOptions.Linger sends every record as soon as possible.
+	NoLinger time.Duration = -1
+
+	maxTimeout = time.Hour
+)
+
+// Options is the narrow set of Kafka client settings larkline exposes. The zero value
+// of every field except Brokers means "use the documented default"; see WithDefaults.
+type Options struct {
+	// Brokers are the seed brokers, host:port. Required.
+	Brokers []string
+	// ClientID is sent with every request. Letters, digits, '.', '_' and '-' only.
+	// Default DefaultClientID.
+	ClientID string
+	// TLS configures encrypted connections. Off unless Enabled.
+	TLS TLSOptions
+	// SASL configures authentication. Off unless Mechanism is set.
+	SASL SASLOptions
+	// Producer tunes producing clients; ignored by pure consumers.
+	Producer ProducerOptions
+	// Consumer tunes consumer-group clients; ignored by pure producers.
+	Consumer ConsumerOptions
+}
+
+// TLSOptions configures TLS. Files are PEM encoded and read once, at validation.
+type TLSOptions struct {
+	// Enabled turns TLS on. Without CAFile the system roots verify the brokers.
+	Enabled bool
+	// CAFile is a PEM bundle of the certificate authorities that sign broker
+	// certificates. Optional.
+	CAFile string
+	// CertFile and KeyFile are the client certificate and key for mutual TLS; both or
+	// neither.
+	CertFile string
+	KeyFile  string
+	// ServerName overrides the name verified in broker certificates. Optional.
+	ServerName string
+}
+
+// SASLOptions configures SASL authentication.
+type SASLOptions struct {
+	// Mechanism is "", SASLPlain, SASLScramSHA256 or SASLScramSHA512 (case-insensitive).
+	Mechanism string
+	// Username and Password are required when Mechanism is set. They are never logged.
+	Username string
+	Password string
+}
+
+// ProducerOptions tunes producing.
+type ProducerOptions struct {
+	// Acks is AcksAll (default), AcksLeader or AcksNone. Anything but AcksAll requires
+	// DisableIdempotence, because Kafka's idempotent producer needs acks=all.
+	Acks Acks
+	// DisableIdempotence turns off the idempotent producer (on by default: a retried
+	// batch is written once, in order).
+	DisableIdempotence bool
+	// Linger is how long a partition's batch waits for more records. 0 means
+	// DefaultLinger; NoLinger sends immediately.
+	Linger time.Duration
+	// MaxBufferedRecords bounds the records buffered but not yet acknowledged.
+	// Default DefaultMaxBufferedRecords.
+	MaxBufferedRecords int
+	// Compression codec. Default DefaultCompression.
+	Compression Compression
+	// DeliveryTimeout bounds the time to acknowledgement of one record, retries
+	// included (kgo.RecordDeliveryTimeout, like delivery.timeout.ms). 0, the default,
+	// sets no limit: a record is bounded by the context it was produced with, which
+	// is what every larkline producer passes. Beware: franz-go measures this timeout
+	// from Record.Timestamp, so a producer that stamps records with an older time
+	// (a Lark message's create time, a backfill) must leave it 0, or its records
+	// fail at once with kgo.ErrRecordTimeout.
+	DeliveryTimeout time.Duration
+}
+
+// ConsumerOptions tunes consumer groups.
+type ConsumerOptions struct {
+	// SessionTimeout: a member that does not heartbeat for this long is removed from
+	// its group. Default DefaultSessionTimeout.
+	SessionTimeout time.Duration
+	// RebalanceTimeout: how long members may take to rejoin during a rebalance.
+	// Default DefaultRebalanceTimeout.
+	RebalanceTimeout time.Duration
+	// FetchMaxWait: how long the broker holds a fetch waiting for data.
+	// Default DefaultFetchMaxWait.
+	FetchMaxWait time.Duration
+}
+
+// WithDefaults returns o with every zero field replaced by its documented default.
+// It does not validate.
+func (o Options) WithDefaults() Options {
+	if o.ClientID == "" {
+		o.ClientID = DefaultClientID
+	}
+	p := &o.Producer
+	if p.Acks == "" {
+		p.Acks = AcksAll
+	}
+	if p.Linger == 0 {
+		p.Linger = DefaultLinger
+	}
+	if p.MaxBufferedRecords == 0 {
+		p.MaxBufferedRecords = DefaultMaxBufferedRecords
+	}
+	if p.Compression == "" {
+		p.Compression = DefaultCompression
+	}
+	c := &o.Consumer
+	if c.SessionTimeout == 0 {
+		c.SessionTimeout = DefaultSessionTimeout
+	}
+	if c.RebalanceTimeout == 0 {
+		c.RebalanceTimeout = DefaultRebalanceTimeout
+	}
+	if c.FetchMaxWait == 0 {
+		c.FetchMaxWait = DefaultFetchMaxWait
+	}
+	o.SASL.Mechanism = strings.ToUpper(strings.TrimSpace(o.SASL.Mechanism))
+	return o
+}
+
+// validated is the result of validating Options once: defaults applied, TLS material
+// loaded, SASL mechanism normalised.
+type validated struct {
+	o   Options
+	tls *tls.Config
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+}
+
+func validate(in Options) (validated, error) {
+	o := in.WithDefaults()
+	if len(o.Brokers) == 0 {
+		return validated{}, invalid("brokers: at least one host:port is required")
+	}
+	for _, b := range o.Brokers {
+		if err := validateBroker(b); err != nil {
+			return validated{}, err
+		}
+	}
+	if err := validateClientID(o.ClientID); err != nil {
+		return validated{}, err
+	}
+
+	p := o.Producer
+	switch p.Acks {
+	case AcksAll, AcksLeader, AcksNone:
+	default:
+		return validated{}, invalid("producer acks %q: want %q, %q or %q", p.Acks, AcksAll, AcksLeader, AcksNone)
+	}
+	if !p.DisableIdempotence && p.Acks != AcksAll {
+		return validated{}, invalid("producer acks %q: the idempotent producer requires acks=%q (or disable idempotence)", p.Acks, AcksAll)
+	}
+	if p.Linger < 0 && p.Linger != NoLinger {
+		return validated{}, invalid("producer linger %s: must be positive, 0 (default) or NoLinger", p.Linger)
+	}
+	if p.Linger > time.Minute {
+		return validated{}, invalid("producer linger %s: longer than a minute", p.Linger)
+	}
+	if p.MaxBufferedRecords < 0 {
+		return validated{}, invalid("producer max buffered records %d: must be positive", p.MaxBufferedRecords)
+	}
+	if _, err := kgoCompression(p.Compression); err != nil {
+		return validated{}, err
+	}
+	if p.DeliveryTimeout != 0 {
+		if err := validateTimeout("producer delivery timeout", p.DeliveryTimeout); err != nil {
+			return validated{}, err
+		}
+	}
+
+	c := o.Consumer
+	for _, t := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"consumer session timeout", c.SessionTimeout},
+		{"consumer rebalance timeout", c.RebalanceTimeout},
+		{"consumer fetch max wait", c.FetchMaxWait},
+	} {
+		if err := validateTimeout(t.name, t.d); err != nil {
+			return validated{}, err
+		}
+	}
+
+	switch o.SASL.Mechanism {
+	case "":
+		if o.SASL.Username != "" || o.SASL.Password != "" {
+			return validated{}, invalid("sasl: username or password given without a mechanism")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if o.SASL.Username == "" || o.SASL.Password == "" {
+			return validated{}, invalid("sasl %s: username and password are required", o.SASL.Mechanism)
+		}
+	default:
+		return validated{}, invalid("sasl mechanism %q: want %s, %s or %s", o.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+
+	tc, err := loadTLS(o.TLS)
+	if err != nil {
+		return validated{}, err
+	}
+	return validated{o: o, tls: tc}, nil
+}
+
+func validateBroker(b string) error {
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		return invalid("broker %q: not host:port: %v", b, err)
+	}
+	if host == "" {
+		return invalid("broker %q: empty host", b)
+	}
+	n, err := strconv.Atoi(port)
+	if err != nil || n < 1 || n > 65535 {
+		return invalid("broker %q: port must be 1..65535", b)
+	}
+	return nil
+}
+
+// validateClientID applies Kafka's (and sarama's) client id rule.
+func validateClientID(id string) error {
+	if len(id) > 255 {
+		return invalid("client id longer than 255 bytes")
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return invalid("client id %q has character %q (allowed: letters, digits, . _ -)", id, r)
+		}
+	}
+	return nil
+}
+
+func validateTimeout(name string, d time.Duration) error {
+	if d <= 0 || d > maxTimeout {
+		return invalid("%s %s: must be within (0, %s]", name, d, maxTimeout)
+	}
+	return nil
+}
+
+func loadTLS(t TLSOptions) (*tls.Config, error) {
+	if !t.Enabled {
+		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" {
+			return nil, invalid("tls: files or server name given but tls is not enabled")
+		}
+		return nil, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
+	if t.CAFile != "" {
+		pem, err := os.ReadFile(t.CAFile)
+		if err != nil {
+			return nil, invalid("tls ca file: %v", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, invalid("tls ca file %s: no PEM certificate found", t.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		return nil, invalid("tls: cert file and key file must be given together")
+	}
+	if t.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		if err != nil {
+			return nil, invalid("tls client certificate: %v", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+func kgoCompression(c Compression) (kgo.CompressionCodec, error) {
+	switch c {
+	case CompressionNone:
+		return kgo.NoCompression(), nil
+	case CompressionGzip:
+		return kgo.GzipCompression(), nil
+	case CompressionSnappy:
+		return kgo.SnappyCompression(), nil
+	case CompressionLZ4:
+		return kgo.Lz4Compression(), nil
+	case CompressionZstd:
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, invalid("compression %q: want none, gzip, snappy, lz4 or zstd", c)
+}
+
+func kgoAcks(a Acks) kgo.Acks {
+	switch a {
+	case AcksLeader:
+		return kgo.LeaderAck()
+	case AcksNone:
+		return kgo.NoAck()
+	}
+	return kgo.AllISRAcks()
+}
+
+func (s SASLOptions) mechanism() sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLPlain:
+		return plain.Auth{User: s.Username, Pass: s.Password}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.Username, Pass: s.Password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// NewClientOptions validates o and returns the franz-go options of a client that can
+// produce with larkline's settings and join consumer groups with its timeouts. Append
+// GroupConsumerOptions (or kgo.ConsumeTopics for a group-less reader) to consume.
+//
+// Settings made explicit here, whatever franz-go's defaults are:
+//
+//   - kgo.RequiredAcks from Producer.Acks (default all in-sync replicas);
+//   - idempotent writes on unless Producer.DisableIdempotence (then
+//     kgo.DisableIdempotentWrite); idempotence with acks other than all is an error;
+//   - kgo.ProducerLinger (default 5 ms), kgo.MaxBufferedRecords (default 10 000),
+//     kgo.ProducerBatchCompression (default snappy), kgo.RecordDeliveryTimeout
+//     (default 0: bounded by the produce context only; see
+//     ProducerOptions.DeliveryTimeout);
+//   - kgo.RecordPartitioner(Partitioner()): the one partitioner;
+//   - kgo.AllowAutoTopicCreation is not set: topics are created by EnsureTopics only;
+//   - kgo.SessionTimeout (45 s), kgo.RebalanceTimeout (60 s), kgo.FetchMaxWait (500 ms);
+//   - kgo.FetchIsolationLevel(kgo.ReadCommitted()): larkline does not produce
+//     transactionally, so this costs nothing and keeps aborted data out if it ever does;
+//   - TLS via kgo.DialTLSConfig and SASL via kgo.SASL when configured.
+func NewClientOptions(o Options) ([]kgo.Opt, error) {
+	v, err := validate(o)
+	if err != nil {
+		return nil, err
+	}
+	return v.kgoOpts(), nil
+}
+
+func (v validated) kgoOpts() []kgo.Opt {
+	o := v.o
+	codec, _ := kgoCompression(o.Producer.Compression) // validated
+	linger := o.Producer.Linger
+	if linger == NoLinger {
+		linger = 0
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(o.Brokers...),
+		kgo.ClientID(o.ClientID),
+		kgo.RequiredAcks(kgoAcks(o.Producer.Acks)),
+		kgo.ProducerLinger(linger),
+		kgo.MaxBufferedRecords(o.Producer.MaxBufferedRecords),
+		kgo.ProducerBatchCompression(codec),
+		kgo.RecordDeliveryTimeout(o.Producer.DeliveryTimeout),
+		kgo.RecordPartitioner(Partitioner()),
+		kgo.SessionTimeout(o.Consumer.SessionTimeout),
+		kgo.RebalanceTimeout(o.Consumer.RebalanceTimeout),
+		kgo.FetchMaxWait(o.Consumer.FetchMaxWait),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	}
+	if o.Producer.DisableIdempotence {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	if v.tls != nil {
+		opts = append(opts, kgo.DialTLSConfig(v.tls.Clone()))
+	}
+	if m := o.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts
+}
+
+// GroupConsumer describes how a franz-go client consumes as a member of a group. The
+// zero values are the safe choice for larkline: offsets are committed by the caller
+// after its side effects are durable, and a group without a committed offset reads
+// its topics from the start (replay).
+type GroupConsumer struct {
+	// Group is the consumer group id. Required.
+	Group string
+	// Topics are consumed by the group. At least one.
+	Topics []string
+	// AutoCommit lets franz-go commit polled offsets in the background. Off by
+	// default (kgo.DisableAutoCommit): the caller commits with CommitRecords or
+	// CommitUncommittedOffsets after its side effects, so a crash redelivers rather
+	// than loses.
+	AutoCommit bool
+	// StartAtEnd makes a group without a committed offset (or whose committed offset
+	// is out of range) start at the end of each partition. Off by default: it starts
+	// at the earliest retained record (kgo.ConsumeResetOffset(AtStart)).
+	StartAtEnd bool
+}
+
+// GroupConsumerOptions validates g and returns the franz-go options that make a client
+// built with NewClientOptions a member of g.Group. The balancer is set explicitly to
+// the cooperative-sticky balancer (incremental rebalances, fewer revoked partitions).
+//
+// A caller that commits manually should also commit in kgo.OnPartitionsRevoked what it
+// has finished, or accept that the next owner reprocesses it; every larkline consumer
+// is idempotent, so reprocessing is correct, only slower.
+func GroupConsumerOptions(g GroupConsumer) ([]kgo.Opt, error) {
+	if strings.TrimSpace(g.Group) == "" {
+		return nil, invalid("consumer group: empty group id")
+	}
+	if len(g.Topics) == 0 {
+		return nil, invalid("consumer group %q: no topics", g.Group)
+	}
+	for _, t := range g.Topics {
+		if err := validateTopicName(t); err != nil {
+			return nil, err
+		}
+	}
+	reset := kgo.NewOffset().AtStart()
+	if g.StartAtEnd {
+		reset = kgo.NewOffset().AtEnd()
+	}
+	opts := []kgo.Opt{
+		kgo.ConsumerGroup(g.Group),
+		kgo.ConsumeTopics(g.Topics...),
+		kgo.ConsumeResetOffset(reset),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+	}
+	if !g.AutoCommit {
+		opts = append(opts, kgo.DisableAutoCommit())
+	}
+	return opts, nil
+}
+
+// validateTopicName applies Kafka's topic name rule.
+func validateTopicName(t string) error {
+	if t == "" || t == "." || t == ".." {
+		return invalid("topic name %q", t)
+	}
+	if len(t) > 249 {
+		return invalid("topic name %q: longer than 249 bytes", t)
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return invalid("topic name %q has character %q (allowed: letters, digits, . _ -)", t, r)
+		}
+	}
+	return nil
+}

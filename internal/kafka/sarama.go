@@ -1,0 +1,340 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash"
+	"time"
+
+	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// DefaultProtocolVersion is the Kafka protocol version sarama speaks unless
+// GokaOptions.Version says otherwise. Sarama does not negotiate request versions with
+// the broker; it derives them from this setting. 3.6.0 is understood by every broker
+// larkline targets (Kafka 3.6 through 4.x).
+const DefaultProtocolVersion = "3.6.0"
+
+// minProtocolVersion is the lowest accepted GokaOptions.Version, 2.1.0. Kafka 4.0
+// removed the request versions older than Kafka 2.1 (KIP-896); a sarama client
+// configured below 2.1 may send some of them (against Kafka 4.1, 0.10.2 already fails
+// at CreateTopics with the broker closing the connection).
+var minProtocolVersion = sarama.V2_1_0_0
+
+// GokaOptions configures the sarama clients Goka builds. It embeds Options so that
+// brokers, client id, TLS, SASL and producer and consumer tuning are stated once for
+// franz-go and Goka alike.
+type GokaOptions struct {
+	Options
+	// Version is the Kafka protocol version for sarama, "major.minor.patch".
+	// Default DefaultProtocolVersion; below 2.1.0 or above what sarama
+	// knows (sarama.MaxVersion) is an error.
+	Version string
+	// TableReplication is the replication factor of group tables Goka creates and
+	// checks (<group>-table). Required, >= 1.
+	TableReplication int
+	// StreamReplication is the replication factor of loop streams Goka creates and
+	// checks. Required, >= 1.
+	StreamReplication int
+	// StreamRetention is retention.ms of loop streams Goka creates (and checks).
+	// Default 24h.
+	StreamRetention time.Duration
+}
+
+// DefaultStreamRetention is GokaOptions.StreamRetention's default.
+const DefaultStreamRetention = 24 * time.Hour
+
+// SaramaConfig validates o and returns the sarama configuration of larkline's Goka
+// clients. It starts from goka.DefaultConfig (which keeps Goka's copartitioning
+// rebalance strategy, returned successes and errors, and 256-message channel buffers)
+// and sets explicitly:
+//
+//   - Consumer.Group.Rebalance.GroupStrategies = Goka's copartitioning strategy;
+//   - Version from o.Version (default 3.6.0);
+//   - Producer.RequiredAcks from o.Producer.Acks (default sarama.WaitForAll);
+//   - Producer.Idempotent unless o.Producer.DisableIdempotence. Sarama's idempotent
+//     producer requires acks=all, retries and Net.MaxOpenRequests = 1; larkline sets
+//     Net.MaxOpenRequests = 1 either way, so a retried request can never overtake an
+//     earlier one and a chat's records stay in order;
+//   - Producer.Flush.Frequency = o.Producer.Linger, Producer.Compression;
+//   - Consumer.Offsets.Initial = sarama.OffsetOldest: a new group (a new processor
+//     version) reads its inputs from the start, which is what replay needs;
+//   - Consumer.IsolationLevel = ReadCommitted, Consumer.MaxWaitTime =
+//     o.Consumer.FetchMaxWait, Consumer.Group.Session.Timeout and
+//     Consumer.Group.Rebalance.Timeout from o.Consumer;
+//   - Metadata.AllowAutoTopicCreation = false (sarama's default is true): topics are
+//     created by EnsureTopics or, for group tables, by Goka's topic manager;
+//   - ClientID, and TLS and SASL (PLAIN, SCRAM-SHA-256/512) from o.
+//
+// Producer.Partitioner is set by Goka itself from the hasher (use ProcessorOptions and
+// friends, which pass Hasher). The returned config is a template: the option helpers
+// copy it for every client Goka builds, because Goka's builders write ClientID and
+// Partitioner into the config they are given.
+func SaramaConfig(o GokaOptions) (*sarama.Config, error) {
+	v, err := validate(o.Options)
+	if err != nil {
+		return nil, err
+	}
+	version, err := parseProtocolVersion(o.Version)
+	if err != nil {
+		return nil, err
+	}
+	if o.TableReplication < 1 || o.TableReplication > 32767 {
+		return nil, invalid("goka table replication %d: must be 1..32767", o.TableReplication)
+	}
+	if o.StreamReplication < 1 || o.StreamReplication > 32767 {
+		return nil, invalid("goka stream replication %d: must be 1..32767", o.StreamReplication)
+	}
+	if o.StreamRetention < 0 {
+		return nil, invalid("goka stream retention %s: negative", o.StreamRetention)
+	}
+
+	opts := v.o
+	cfg := goka.DefaultConfig()
+	cfg.Version = version
+	cfg.ClientID = opts.ClientID
+	cfg.Metadata.AllowAutoTopicCreation = false
+
+	p := opts.Producer
+	switch p.Acks {
+	case AcksAll:
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+	case AcksLeader:
+		cfg.Producer.RequiredAcks = sarama.WaitForLocal
+	case AcksNone:
+		// Goka refuses NoResponse for processors (it needs the offsets), and so do we.
+		return nil, invalid("goka producer acks %q: goka needs acknowledged writes", p.Acks)
+	}
+	cfg.Producer.Idempotent = !p.DisableIdempotence
+	cfg.Net.MaxOpenRequests = 1
+	if p.Linger == NoLinger {
+		cfg.Producer.Flush.Frequency = 0
+	} else {
+		cfg.Producer.Flush.Frequency = p.Linger
+	}
+	cfg.Producer.Compression = saramaCompression(p.Compression)
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Return.Errors = true
+
+	c := opts.Consumer
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
+	cfg.Consumer.MaxWaitTime = c.FetchMaxWait
+	cfg.Consumer.Group.Session.Timeout = c.SessionTimeout
+	cfg.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
+	if hb := c.SessionTimeout / 3; hb < cfg.Consumer.Group.Heartbeat.Interval {
+		cfg.Consumer.Group.Heartbeat.Interval = hb
+	}
+	cfg.Consumer.Return.Errors = true
+	// Goka assigns partitions with its copartitioning strategy (all inputs and the
+	// group table of one partition number go to one member). goka.DefaultConfig sets
+	// it through the deprecated Strategy field, which makes sarama log a deprecation
+	// warning on every Validate; state it through GroupStrategies instead.
+	cfg.Consumer.Group.Rebalance.Strategy = nil
+	cfg.Consumer.Group.Rebalance.GroupStrategies = []sarama.BalanceStrategy{goka.CopartitioningStrategy}
+
+	if v.tls != nil {
+		cfg.Net.TLS.Enable = true
+		cfg.Net.TLS.Config = v.tls.Clone()
+	}
+	if s := opts.SASL; s.Mechanism != "" {
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.Handshake = true
+		cfg.Net.SASL.Version = sarama.SASLHandshakeV1
+		cfg.Net.SASL.User = s.Username
+		cfg.Net.SASL.Password = s.Password
+		switch s.Mechanism {
+		case SASLPlain:
+			cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
+		case SASLScramSHA256:
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA256
+			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{sha512: false} }
+		case SASLScramSHA512:
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeSCRAMSHA512
+			cfg.Net.SASL.SCRAMClientGeneratorFunc = func() sarama.SCRAMClient { return &scramClient{sha512: true} }
+		}
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: sarama rejected the configuration: %w", ErrInvalidOptions, err)
+	}
+	return cfg, nil
+}
+
+func parseProtocolVersion(s string) (sarama.KafkaVersion, error) {
+	if s == "" {
+		s = DefaultProtocolVersion
+	}
+	v, err := sarama.ParseKafkaVersion(s)
+	if err != nil {
+		return sarama.KafkaVersion{}, invalid("kafka protocol version %q: %v", s, err)
+	}
+	if !v.IsAtLeast(minProtocolVersion) {
+		return sarama.KafkaVersion{}, invalid("kafka protocol version %s: below %s, whose older request versions Kafka 4 removed", v, minProtocolVersion)
+	}
+	if !sarama.MaxVersion.IsAtLeast(v) {
+		return sarama.KafkaVersion{}, invalid("kafka protocol version %s: sarama knows versions up to %s", v, sarama.MaxVersion)
+	}
+	return v, nil
+}
+
+func saramaCompression(c Compression) sarama.CompressionCodec {
+	switch c {
+	case CompressionGzip:
+		return sarama.CompressionGZIP
+	case CompressionSnappy:
+		return sarama.CompressionSnappy
+	case CompressionLZ4:
+		return sarama.CompressionLZ4
+	case CompressionZstd:
+		return sarama.CompressionZSTD
+	}
+	return sarama.CompressionNone
+}
+
+// Goka holds the validated sarama template and topic-manager settings and hands out
+// the Goka options that install them. Build it once with NewGoka and share it.
+type Goka struct {
+	cfg *sarama.Config
+	tmc *goka.TopicManagerConfig
+	id  string
+}
+
+// NewGoka validates o (see SaramaConfig) and prepares the Goka options.
+func NewGoka(o GokaOptions) (*Goka, error) {
+	cfg, err := SaramaConfig(o)
+	if err != nil {
+		return nil, err
+	}
+	tmc := goka.NewTopicManagerConfig()
+	tmc.Table.Replication = o.TableReplication
+	tmc.Stream.Replication = o.StreamReplication
+	tmc.Stream.Retention = o.StreamRetention
+	if tmc.Stream.Retention == 0 {
+		tmc.Stream.Retention = DefaultStreamRetention
+	}
+	// A group table with the wrong partition count or replication would silently
+	// break co-partitioning; refuse to start instead.
+	tmc.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
+	return &Goka{cfg: cfg, tmc: tmc, id: cfg.ClientID}, nil
+}
+
+// SaramaConfig returns a copy of the sarama template.
+func (g *Goka) SaramaConfig() *sarama.Config { return cloneConfig(g.cfg) }
+
+// cloneConfig copies the template. Goka's builders assign ClientID and Partitioner on
+// the config they receive; a copy per client keeps concurrent builds from racing.
+func cloneConfig(c *sarama.Config) *sarama.Config {
+	cp := *c
+	return &cp
+}
+
+func (g *Goka) producerBuilder() goka.ProducerBuilder {
+	return func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+		return goka.ProducerBuilderWithConfig(cloneConfig(g.cfg))(brokers, clientID, hasher)
+	}
+}
+
+func (g *Goka) consumerGroupBuilder() goka.ConsumerGroupBuilder {
+	return func(brokers []string, group, clientID string) (sarama.ConsumerGroup, error) {
+		return goka.ConsumerGroupBuilderWithConfig(cloneConfig(g.cfg))(brokers, group, clientID)
+	}
+}
+
+func (g *Goka) consumerBuilder() goka.SaramaConsumerBuilder {
+	return func(brokers []string, clientID string) (sarama.Consumer, error) {
+		return goka.SaramaConsumerBuilderWithConfig(cloneConfig(g.cfg))(brokers, clientID)
+	}
+}
+
+func (g *Goka) topicManagerBuilder() goka.TopicManagerBuilder {
+	return func(brokers []string) (goka.TopicManager, error) {
+		cfg := cloneConfig(g.cfg)
+		cfg.ClientID = g.id + "-topic-manager"
+		tmc := *g.tmc
+		return goka.TopicManagerBuilderWithConfig(cfg, &tmc)(brokers)
+	}
+}
+
+// ProcessorOptions returns the options that make a Goka processor use larkline's
+// sarama configuration, topic manager and partition hasher. Append processor-specific
+// options (storage, logger, callbacks) after them.
+func (g *Goka) ProcessorOptions() []goka.ProcessorOption {
+	return []goka.ProcessorOption{
+		goka.WithClientID(g.id),
+		goka.WithProducerBuilder(g.producerBuilder()),
+		goka.WithConsumerGroupBuilder(g.consumerGroupBuilder()),
+		goka.WithConsumerSaramaBuilder(g.consumerBuilder()),
+		goka.WithTopicManagerBuilder(g.topicManagerBuilder()),
+		goka.WithHasher(Hasher()),
+	}
+}
+
+// EmitterOptions returns the options that make a Goka emitter use larkline's sarama
+// configuration and partition hasher.
+func (g *Goka) EmitterOptions() []goka.EmitterOption {
+	return []goka.EmitterOption{
+		goka.WithEmitterClientID(g.id),
+		goka.WithEmitterProducerBuilder(g.producerBuilder()),
+		goka.WithEmitterTopicManagerBuilder(g.topicManagerBuilder()),
+		goka.WithEmitterHasher(Hasher()),
+	}
+}
+
+// ViewOptions returns the options that make a Goka view use larkline's sarama
+// configuration and partition hasher (so View.Get finds a key's partition).
+func (g *Goka) ViewOptions() []goka.ViewOption {
+	return []goka.ViewOption{
+		goka.WithViewClientID(g.id),
+		goka.WithViewConsumerSaramaBuilder(g.consumerBuilder()),
+		goka.WithViewTopicManagerBuilder(g.topicManagerBuilder()),
+		goka.WithViewHasher(Hasher()),
+	}
+}
+
+// scramClient adapts franz-go's SCRAM implementation to sarama.SCRAMClient, so the
+// sarama side needs no SCRAM library of its own.
+type scramClient struct {
+	sha512 bool
+	sess   sasl.Session
+	first  []byte
+	step   int
+	done   bool
+}
+
+var errSCRAMNotBegun = errors.New("scram: Step called before Begin")
+
+func (c *scramClient) Begin(user, password, authzID string) error {
+	a := scram.Auth{User: user, Pass: password, Zid: authzID}
+	m := a.AsSha256Mechanism()
+	if c.sha512 {
+		m = a.AsSha512Mechanism()
+	}
+	sess, first, err := m.Authenticate(context.Background(), "")
+	if err != nil {
+		return fmt.Errorf("starting %s: %w", m.Name(), err)
+	}
+	c.sess, c.first, c.step, c.done = sess, first, 0, false
+	return nil
+}
+
+func (c *scramClient) Step(challenge string) (string, error) {
+	if c.sess == nil {
+		return "", errSCRAMNotBegun
+	}
+	c.step++
+	if c.step == 1 {
+		return string(c.first), nil
+	}
+	done, resp, err := c.sess.Challenge([]byte(challenge))
+	if err != nil {
+		return "", err
+	}
+	c.done = done
+	return string(resp), nil
+}
+
+func (c *scramClient) Done() bool { return c.done }
