@@ -9,7 +9,7 @@ PKGS       ?= ./...
 BENCH      ?= .
 BENCHTIME  ?= 1x
 
-.PHONY: all build demo test test-short bench lint fmt vet clean kafka-fetch
+.PHONY: all build demo test bench lint fmt vet clean kafka-fetch
 
 all: lint build test
 
@@ -25,10 +25,6 @@ demo:
 # by the harness (docs/testing.md says how it chooses them).
 test:
 	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test $(TEST_FLAGS) $(PKGS)
-
-# Unit tests only: no broker, no database.
-test-short:
-	$(GO) test -short -race -shuffle=on $(PKGS)
 
 # Benchmarks and load commands; figures are recorded in docs/perf.md.
 bench:

@@ -1,0 +1,563 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// EntrySource says who created a timeline entry.
+type EntrySource string
+
+// Entry sources.
+const (
+	EntryFromAI    EntrySource = "ai"
+	EntryFromHuman EntrySource = "human"
+)
+
+// EntryStatus is a timeline entry's curation status.
+type EntryStatus string
+
+// Entry statuses. Hidden entries stay (with their evidence) but are not shown.
+const (
+	EntryStatusDraft     EntryStatus = "draft"
+	EntryStatusConfirmed EntryStatus = "confirmed"
+	EntryStatusHidden    EntryStatus = "hidden"
+)
+
+func (s EntryStatus) valid() bool {
+	return s == EntryStatusDraft || s == EntryStatusConfirmed || s == EntryStatusHidden
+}
+
+// Bounds on entry text.
+const (
+	MaxEntryKindLen    = 64
+	MaxEntryTitleBytes = 1024
+	MaxEntryBodyBytes  = 16 << 10
+	MaxFingerprintLen  = 256
+	MaxAIMetadataBytes = 64 << 10
+	MaxEvidencePerCall = 1000
+	MaxVisibleEntries  = 10000
+)
+
+// Entry is one curated timeline entry with the ids of its supporting evidence.
+type Entry struct {
+	ID          int64
+	Workspace   ids.WorkspaceID
+	OccurredAt  time.Time
+	Kind        string
+	Title       string
+	Body        string
+	Source      EntrySource
+	Status      EntryStatus
+	Fingerprint string
+	// AIMetadata records processor and prompt version, evidence ids with their input
+	// content hashes, chat/thread/root ids and the synthesis batch id (design §12.4).
+	AIMetadata json.RawMessage
+	// HumanEditedAt is set once a human changed the entry.
+	HumanEditedAt *time.Time
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	EvidenceIDs   []int64
+}
+
+// HumanOwned reports whether synthesis must leave the entry's text alone: it was
+// created or edited by a human, or curated (confirmed or hidden).
+func (e *Entry) HumanOwned() bool {
+	return e.Source == EntryFromHuman || e.Status != EntryStatusDraft || e.HumanEditedAt != nil
+}
+
+// EntryContent is the text of an AI entry and the evidence supporting it.
+type EntryContent struct {
+	OccurredAt  time.Time
+	Kind        string
+	Title       string
+	Body        string
+	AIMetadata  json.RawMessage
+	EvidenceIDs []int64
+}
+
+func (c *EntryContent) validate() error {
+	if c.OccurredAt.IsZero() {
+		return fmt.Errorf("%w: entry occurred_at is zero", ErrInvalid)
+	}
+	if err := checkText("entry kind", c.Kind, MaxEntryKindLen, true); err != nil {
+		return err
+	}
+	if err := checkText("entry title", c.Title, MaxEntryTitleBytes, true); err != nil {
+		return err
+	}
+	if err := checkText("entry body", c.Body, MaxEntryBodyBytes, false); err != nil {
+		return err
+	}
+	if len(c.EvidenceIDs) > MaxEvidencePerCall {
+		return fmt.Errorf("%w: %d evidence ids > %d", ErrInvalid, len(c.EvidenceIDs), MaxEvidencePerCall)
+	}
+	return checkJSONObject("ai_metadata", c.AIMetadata, MaxAIMetadataBytes)
+}
+
+// EntryDraft is an AI draft deduplicated by its fingerprint (design §12.4).
+type EntryDraft struct {
+	Workspace   ids.WorkspaceID
+	Fingerprint string
+	EntryContent
+}
+
+// EntryOutcome says what UpsertDraftEntry or UpdateDraftEntry did.
+type EntryOutcome uint8
+
+// Entry outcomes.
+const (
+	// EntryCreated: a new draft.
+	EntryCreated EntryOutcome = iota + 1
+	// EntryUpdated: an AI draft's text changed (a material update, design §13).
+	EntryUpdated
+	// EntryEvidenceAttached: only new evidence was bound (the text was equal, or is
+	// human-owned and was left alone).
+	EntryEvidenceAttached
+	// EntryUnchanged: nothing visible changed.
+	EntryUnchanged
+)
+
+func (o EntryOutcome) String() string {
+	switch o {
+	case EntryCreated:
+		return "created"
+	case EntryUpdated:
+		return "updated"
+	case EntryEvidenceAttached:
+		return "evidence_attached"
+	case EntryUnchanged:
+		return "unchanged"
+	}
+	return fmt.Sprintf("EntryOutcome(%d)", uint8(o))
+}
+
+// EntryResult reports one entry write.
+type EntryResult struct {
+	ID      int64
+	Outcome EntryOutcome
+	// HumanOwned is true when an existing entry's text was protected from the write.
+	HumanOwned bool
+}
+
+const entryColumns = `e.id, e.workspace_id, e.occurred_at, e.kind, e.title, e.body, e.source, e.status,
+	coalesce(e.fingerprint, ''), e.ai_metadata, e.human_edited_at, e.created_at, e.updated_at,
+	ARRAY(SELECT b.evidence_id FROM workspace_timeline_entry_evidence b WHERE b.entry_id = e.id ORDER BY b.evidence_id)`
+
+func scanEntry(row pgx.CollectableRow) (Entry, error) {
+	var (
+		e           Entry
+		ws, src, st string
+	)
+	err := row.Scan(&e.ID, &ws, &e.OccurredAt, &e.Kind, &e.Title, &e.Body, &src, &st, &e.Fingerprint,
+		&e.AIMetadata, &e.HumanEditedAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
+	e.Workspace, e.Source, e.Status = ids.WorkspaceID(ws), EntrySource(src), EntryStatus(st)
+	e.OccurredAt, e.CreatedAt, e.UpdatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC(), e.UpdatedAt.UTC()
+	if e.HumanEditedAt != nil {
+		t := e.HumanEditedAt.UTC()
+		e.HumanEditedAt = &t
+	}
+	if e.EvidenceIDs == nil {
+		e.EvidenceIDs = []int64{}
+	}
+	return e, err
+}
+
+func getEntry(ctx context.Context, q querier, ws ids.WorkspaceID, id int64, lock bool) (Entry, error) {
+	sql := `SELECT ` + entryColumns + ` FROM workspace_timeline_entries e WHERE e.workspace_id = $1 AND e.id = $2`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, string(ws), id)
+	if err != nil {
+		return Entry{}, err
+	}
+	e, err := pgx.CollectExactlyOneRow(rows, scanEntry)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Entry{}, ErrNotFound
+	}
+	return e, err
+}
+
+// GetEntry returns one entry of a workspace, or ErrNotFound.
+func (s *Store) GetEntry(ctx context.Context, ws ids.WorkspaceID, id int64) (Entry, error) {
+	if err := validWorkspace(ws); err != nil {
+		return Entry{}, err
+	}
+	e, err := getEntry(ctx, s.pool, ws, id, false)
+	if err != nil {
+		return Entry{}, fmt.Errorf("get entry %d of workspace %s: %w", id, ws, err)
+	}
+	return e, nil
+}
+
+// bindEvidence binds evidence rows of workspace ws to an entry and returns how many
+// bindings are new. Every id must name evidence of ws, or nothing is bound (ErrInvalid).
+func bindEvidence(ctx context.Context, q querier, ws ids.WorkspaceID, entryID int64, evidenceIDs []int64) (int, error) {
+	if len(evidenceIDs) == 0 {
+		return 0, nil
+	}
+	var want, found, added int
+	err := q.QueryRow(ctx, `WITH want AS (SELECT DISTINCT unnest($3::bigint[]) AS id),
+		ok AS (SELECT ev.id FROM workspace_timeline_evidence ev JOIN want USING (id) WHERE ev.workspace_id = $2),
+		ins AS (INSERT INTO workspace_timeline_entry_evidence (entry_id, evidence_id)
+			SELECT $1, id FROM ok WHERE (SELECT count(*) FROM ok) = (SELECT count(*) FROM want)
+			ON CONFLICT DO NOTHING RETURNING 1)
+		SELECT (SELECT count(*) FROM want), (SELECT count(*) FROM ok), (SELECT count(*) FROM ins)`,
+		entryID, string(ws), evidenceIDs).Scan(&want, &found, &added)
+	if err != nil {
+		return 0, err
+	}
+	if found != want {
+		return 0, fmt.Errorf("%w: %d of %d evidence ids are not evidence of workspace %s", ErrInvalid, want-found, want, ws)
+	}
+	return added, nil
+}
+
+// UpsertDraftEntry writes an AI draft, deduplicated by (workspace, fingerprint):
+//
+//   - no entry has the fingerprint → a new draft (EntryCreated);
+//   - an AI draft no human edited → its text and metadata are replaced (EntryUpdated
+//     when the text changed);
+//   - a confirmed, hidden, human-created or human-edited entry → its text is never
+//     changed (HumanOwned), but new evidence is attached.
+//
+// In every case the draft's evidence is bound to the entry; every evidence id must
+// belong to the workspace (ErrInvalid otherwise, and nothing is written).
+func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult, error) {
+	if err := validWorkspace(d.Workspace); err != nil {
+		return EntryResult{}, err
+	}
+	if err := checkText("fingerprint", d.Fingerprint, MaxFingerprintLen, true); err != nil {
+		return EntryResult{}, err
+	}
+	if err := d.validate(); err != nil {
+		return EntryResult{}, err
+	}
+	var res EntryResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+				(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata)
+			VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb)
+			ON CONFLICT (workspace_id, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
+			RETURNING id`,
+			string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata)).Scan(&res.ID)
+		if err == nil {
+			res.Outcome = EntryCreated
+			_, err = bindEvidence(ctx, tx, d.Workspace, res.ID, d.EvidenceIDs)
+			return err
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries WHERE workspace_id = $1 AND fingerprint = $2`,
+			string(d.Workspace), d.Fingerprint).Scan(&res.ID); err != nil {
+			return err
+		}
+		res, err = updateDraft(ctx, tx, d.Workspace, res.ID, d.EntryContent, false)
+		return err
+	})
+	if err != nil {
+		return EntryResult{}, fmt.Errorf("upsert draft entry of workspace %s: %w", d.Workspace, err)
+	}
+	return res, nil
+}
+
+// updateDraft applies content to entry id under a row lock. A human-owned entry keeps
+// its text (strict: ErrHumanOwned; otherwise only evidence is attached).
+func updateDraft(ctx context.Context, tx pgx.Tx, ws ids.WorkspaceID, id int64, c EntryContent, strict bool) (EntryResult, error) {
+	cur, err := getEntry(ctx, tx, ws, id, true)
+	if err != nil {
+		return EntryResult{}, err
+	}
+	res := EntryResult{ID: id, Outcome: EntryUnchanged, HumanOwned: cur.HumanOwned()}
+	if res.HumanOwned && strict {
+		return EntryResult{}, fmt.Errorf("%w: entry %d (source %s, status %s)", ErrHumanOwned, id, cur.Source, cur.Status)
+	}
+	if !res.HumanOwned {
+		textChanged := !cur.OccurredAt.Equal(c.OccurredAt.Truncate(time.Microsecond)) || cur.Kind != c.Kind ||
+			cur.Title != c.Title || cur.Body != c.Body
+		tag, err := tx.Exec(ctx, `UPDATE workspace_timeline_entries
+			SET occurred_at = $2, kind = $3, title = $4, body = $5, ai_metadata = $6::jsonb,
+			    updated_at = CASE WHEN $7 THEN now() ELSE updated_at END
+			WHERE id = $1 AND ($7 OR ai_metadata IS DISTINCT FROM $6::jsonb)`,
+			id, c.OccurredAt, c.Kind, c.Title, c.Body, jsonObject(c.AIMetadata), textChanged)
+		if err != nil {
+			return EntryResult{}, err
+		}
+		if textChanged && tag.RowsAffected() == 1 {
+			res.Outcome = EntryUpdated
+		}
+	}
+	added, err := bindEvidence(ctx, tx, ws, id, c.EvidenceIDs)
+	if err != nil {
+		return EntryResult{}, err
+	}
+	if added > 0 && res.Outcome == EntryUnchanged {
+		res.Outcome = EntryEvidenceAttached
+	}
+	return res, nil
+}
+
+// UpdateDraftEntry replaces the text of AI draft id (for a synthesizer that refers to
+// an existing entry) and binds the content's evidence. A human-owned entry gives
+// ErrHumanOwned and is left entirely alone; a missing one ErrNotFound.
+func (s *Store) UpdateDraftEntry(ctx context.Context, ws ids.WorkspaceID, id int64, c EntryContent) (EntryResult, error) {
+	if err := validWorkspace(ws); err != nil {
+		return EntryResult{}, err
+	}
+	if err := c.validate(); err != nil {
+		return EntryResult{}, err
+	}
+	var res EntryResult
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = updateDraft(ctx, tx, ws, id, c, true)
+		return err
+	})
+	if err != nil {
+		return EntryResult{}, fmt.Errorf("update draft entry %d of workspace %s: %w", id, ws, err)
+	}
+	return res, nil
+}
+
+// BindEvidence attaches evidence of the workspace to any entry of it (a confirmed entry
+// may gain supporting evidence, design §12.4) and returns how many bindings are new.
+func (s *Store) BindEvidence(ctx context.Context, ws ids.WorkspaceID, entryID int64, evidenceIDs []int64) (int, error) {
+	if err := validWorkspace(ws); err != nil {
+		return 0, err
+	}
+	if len(evidenceIDs) > MaxEvidencePerCall {
+		return 0, fmt.Errorf("%w: %d evidence ids > %d", ErrInvalid, len(evidenceIDs), MaxEvidencePerCall)
+	}
+	var added int
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var exists bool
+		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM workspace_timeline_entries
+			WHERE workspace_id = $1 AND id = $2 FOR SHARE)`, string(ws), entryID).Scan(&exists); err != nil {
+			return err
+		}
+		if !exists {
+			return ErrNotFound
+		}
+		var err error
+		added, err = bindEvidence(ctx, tx, ws, entryID, evidenceIDs)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bind evidence to entry %d of workspace %s: %w", entryID, ws, err)
+	}
+	return added, nil
+}
+
+// HumanEntry is an entry a human writes.
+type HumanEntry struct {
+	Workspace  ids.WorkspaceID
+	OccurredAt time.Time
+	Kind       string
+	Title      string
+	Body       string
+	// Status defaults to confirmed.
+	Status EntryStatus
+	// Fingerprint is optional; an AI draft with the same fingerprint then only attaches
+	// evidence to this entry.
+	Fingerprint string
+	EvidenceIDs []int64
+}
+
+// CreateHumanEntry adds a source=human entry. A fingerprint already used in the
+// workspace gives ErrConflict.
+func (s *Store) CreateHumanEntry(ctx context.Context, h HumanEntry) (Entry, error) {
+	if err := validWorkspace(h.Workspace); err != nil {
+		return Entry{}, err
+	}
+	if h.Status == "" {
+		h.Status = EntryStatusConfirmed
+	}
+	if !h.Status.valid() {
+		return Entry{}, fmt.Errorf("%w: entry status %q", ErrInvalid, h.Status)
+	}
+	if err := checkText("fingerprint", h.Fingerprint, MaxFingerprintLen, false); err != nil {
+		return Entry{}, err
+	}
+	c := EntryContent{OccurredAt: h.OccurredAt, Kind: h.Kind, Title: h.Title, Body: h.Body, EvidenceIDs: h.EvidenceIDs}
+	if err := c.validate(); err != nil {
+		return Entry{}, err
+	}
+	var fp *string
+	if h.Fingerprint != "" {
+		fp = &h.Fingerprint
+	}
+	var e Entry
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var id int64
+		err := tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+				(workspace_id, occurred_at, kind, title, body, source, status, fingerprint)
+			VALUES ($1, $2, $3, $4, $5, 'human', $6, $7) RETURNING id`,
+			string(h.Workspace), h.OccurredAt, h.Kind, h.Title, h.Body, string(h.Status), fp).Scan(&id)
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return fmt.Errorf("%w: fingerprint already used in the workspace", ErrConflict)
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := bindEvidence(ctx, tx, h.Workspace, id, h.EvidenceIDs); err != nil {
+			return err
+		}
+		e, err = getEntry(ctx, tx, h.Workspace, id, false)
+		return err
+	})
+	if err != nil {
+		return Entry{}, fmt.Errorf("create human entry in workspace %s: %w", h.Workspace, err)
+	}
+	return e, nil
+}
+
+// EntryPatch is a human edit; nil fields are left as they are.
+type EntryPatch struct {
+	Status     *EntryStatus
+	OccurredAt *time.Time
+	Kind       *string
+	Title      *string
+	Body       *string
+}
+
+// HumanEditEntry applies a human's edit and marks the entry human-edited, so synthesis
+// never changes its text again. An empty patch is ErrInvalid; a missing entry
+// ErrNotFound.
+func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64, p EntryPatch) (Entry, error) {
+	if err := validWorkspace(ws); err != nil {
+		return Entry{}, err
+	}
+	if p.Status == nil && p.OccurredAt == nil && p.Kind == nil && p.Title == nil && p.Body == nil {
+		return Entry{}, fmt.Errorf("%w: empty entry patch", ErrInvalid)
+	}
+	var status *string
+	if p.Status != nil {
+		if !p.Status.valid() {
+			return Entry{}, fmt.Errorf("%w: entry status %q", ErrInvalid, *p.Status)
+		}
+		status = (*string)(p.Status)
+	}
+	if p.OccurredAt != nil && p.OccurredAt.IsZero() {
+		return Entry{}, fmt.Errorf("%w: entry occurred_at is zero", ErrInvalid)
+	}
+	for _, f := range []struct {
+		name     string
+		v        *string
+		max      int
+		required bool
+	}{
+		{"entry kind", p.Kind, MaxEntryKindLen, true},
+		{"entry title", p.Title, MaxEntryTitleBytes, true},
+		{"entry body", p.Body, MaxEntryBodyBytes, false},
+	} {
+		if f.v != nil {
+			if err := checkText(f.name, *f.v, f.max, f.required); err != nil {
+				return Entry{}, err
+			}
+		}
+	}
+	var e Entry
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE workspace_timeline_entries SET
+				status = coalesce($3, status), occurred_at = coalesce($4, occurred_at), kind = coalesce($5, kind),
+				title = coalesce($6, title), body = coalesce($7, body),
+				human_edited_at = now(), updated_at = now()
+			WHERE workspace_id = $1 AND id = $2`,
+			string(ws), id, status, p.OccurredAt, p.Kind, p.Title, p.Body)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrNotFound
+		}
+		e, err = getEntry(ctx, tx, ws, id, false)
+		return err
+	})
+	if err != nil {
+		return Entry{}, fmt.Errorf("human edit of entry %d in workspace %s: %w", id, ws, err)
+	}
+	return e, nil
+}
+
+// EntryQuery pages through a workspace's entries in (occurred_at, id) order.
+type EntryQuery struct {
+	IncludeHidden bool
+	After         *Cursor
+	// Limit is capped at MaxPageSize.
+	Limit int
+}
+
+// EntryPage is one page of entries; Next is nil on the last page.
+type EntryPage struct {
+	Items []Entry
+	Next  *Cursor
+}
+
+// ListEntries pages through a workspace's entries, each with its evidence ids.
+func (s *Store) ListEntries(ctx context.Context, ws ids.WorkspaceID, q EntryQuery) (EntryPage, error) {
+	if err := validWorkspace(ws); err != nil {
+		return EntryPage{}, err
+	}
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return EntryPage{}, err
+	}
+	items, err := s.queryEntries(ctx, ws, q.After, q.IncludeHidden, limit+1)
+	if err != nil {
+		return EntryPage{}, fmt.Errorf("list entries of workspace %s: %w", ws, err)
+	}
+	var p EntryPage
+	if len(items) > limit {
+		items = items[:limit]
+		last := items[limit-1]
+		p.Next = &Cursor{OccurredAt: last.OccurredAt, ID: last.ID}
+	}
+	p.Items = items
+	return p, nil
+}
+
+// ListVisibleEntries returns every entry of the workspace that is not hidden, in time
+// order, with evidence ids: the summary's input (design §13). A workspace with more than
+// MaxVisibleEntries gives ErrTooMany.
+func (s *Store) ListVisibleEntries(ctx context.Context, ws ids.WorkspaceID) ([]Entry, error) {
+	if err := validWorkspace(ws); err != nil {
+		return nil, err
+	}
+	items, err := s.queryEntries(ctx, ws, nil, false, MaxVisibleEntries+1)
+	if err != nil {
+		return nil, fmt.Errorf("list visible entries of workspace %s: %w", ws, err)
+	}
+	if len(items) > MaxVisibleEntries {
+		return nil, fmt.Errorf("list visible entries of workspace %s: %w: more than %d", ws, ErrTooMany, MaxVisibleEntries)
+	}
+	return items, nil
+}
+
+func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+	start := Cursor{} // the zero time (year 1) precedes every entry
+	if after != nil {
+		start = *after
+	}
+	sql := `SELECT ` + entryColumns + ` FROM workspace_timeline_entries e
+		WHERE e.workspace_id = $1 AND (e.occurred_at, e.id) > ($2, $3)`
+	if !includeHidden {
+		sql += ` AND e.status <> 'hidden'`
+	}
+	sql += ` ORDER BY e.occurred_at, e.id LIMIT $4`
+	rows, err := s.pool.Query(ctx, sql, string(ws), start.OccurredAt, start.ID, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanEntry)
+}

@@ -1,0 +1,598 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// Bounds on one evidence row. The normalizer bounds message text far below these; they
+// protect the table from a runaway writer.
+const (
+	MaxSourceLen        = 64
+	MaxSourceKeyLen     = 512
+	MaxActorLen         = 256
+	MaxContentHashLen   = 128
+	MaxContentBytes     = 256 << 10
+	MaxMetadataBytes    = 64 << 10
+	maxEvidenceRowsStmt = 1000 // rows per INSERT statement; larger batches use several
+	// MaxKeysPerCall bounds the keys of one DeleteEvidence or EvidenceByKeys call.
+	MaxKeysPerCall = 10000
+)
+
+// EvidenceKind is the (source, source_type) pair that, with the workspace and source
+// key, identifies an evidence row.
+type EvidenceKind struct {
+	Source     string
+	SourceType string
+}
+
+// LarkMessageEvidence is the kind of every Lark message evidence row (design §8.3).
+var LarkMessageEvidence = EvidenceKind{Source: ids.SourceLark, SourceType: ids.SourceTypeLarkMessage}
+
+// Evidence is one row of workspace_timeline_evidence: a workspace-scoped fact.
+type Evidence struct {
+	// ID is assigned by the store; ignored on write.
+	ID          int64
+	WorkspaceID ids.WorkspaceID
+	Source      string
+	SourceType  string
+	// SourceKey is chat/<chat>/message/<message> for Lark messages (ids.MessageSourceKey).
+	SourceKey string
+	// ChatID is derived by the database from a Lark message SourceKey; ignored on write,
+	// empty for other kinds.
+	ChatID     ids.ChatID
+	OccurredAt time.Time
+	// SourceUpdatedAt is the source's update time; zero on write means OccurredAt.
+	SourceUpdatedAt time.Time
+	// ObservedAt is when larkline ingested this version; zero on write means now.
+	ObservedAt       time.Time
+	ActorID          string
+	ActorDisplayName string
+	Content          string
+	// ContentHash identifies the version: a write with an unchanged hash is a no-op.
+	ContentHash string
+	// Metadata is a JSON object of whitelisted fields; empty means {}.
+	Metadata          json.RawMessage
+	Deleted           bool
+	SynthesisEligible bool
+}
+
+// Kind returns the row's (source, source_type).
+func (e *Evidence) Kind() EvidenceKind {
+	return EvidenceKind{Source: e.Source, SourceType: e.SourceType}
+}
+
+// Cursor returns the row's keyset position.
+func (e *Evidence) Cursor() Cursor { return Cursor{OccurredAt: e.OccurredAt, ID: e.ID} }
+
+// Validate checks e as UpsertEvidence would. The error wraps ErrInvalid.
+func (e *Evidence) Validate() error {
+	if _, err := ids.ParseWorkspaceID(string(e.WorkspaceID)); err != nil {
+		return fmt.Errorf("%w: workspace: %w", ErrInvalid, err)
+	}
+	if err := validKind(e.Kind()); err != nil {
+		return err
+	}
+	if err := checkText("source_key", e.SourceKey, MaxSourceKeyLen, true); err != nil {
+		return err
+	}
+	if e.Kind() == LarkMessageEvidence {
+		if _, err := parseMessageSourceKey(e.SourceKey); err != nil {
+			return err
+		}
+	}
+	if e.OccurredAt.IsZero() {
+		return fmt.Errorf("%w: occurred_at is zero", ErrInvalid)
+	}
+	for _, f := range []struct {
+		name, v string
+		max     int
+		need    bool
+	}{
+		{"actor_id", e.ActorID, MaxActorLen, false},
+		{"actor_display_name", e.ActorDisplayName, MaxActorLen, false},
+		{"content", e.Content, MaxContentBytes, false},
+		{"content_hash", e.ContentHash, MaxContentHashLen, true},
+	} {
+		if err := checkText(f.name, f.v, f.max, f.need); err != nil {
+			return err
+		}
+	}
+	return checkJSONObject("metadata_json", e.Metadata, MaxMetadataBytes)
+}
+
+func validKind(k EvidenceKind) error {
+	if err := checkText("source", k.Source, MaxSourceLen, true); err != nil {
+		return err
+	}
+	return checkText("source_type", k.SourceType, MaxSourceLen, true)
+}
+
+// parseMessageSourceKey returns the chat of chat/<chat>/message/<message>.
+func parseMessageSourceKey(key string) (ids.ChatID, error) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "chat" || parts[2] != "message" {
+		return "", fmt.Errorf("%w: lark message source_key %q is not chat/<chat>/message/<message>", ErrInvalid, key)
+	}
+	chat, err := ids.ParseChatID(parts[1])
+	if err != nil {
+		return "", fmt.Errorf("%w: source_key: %w", ErrInvalid, err)
+	}
+	if _, err := ids.ParseMessageID(parts[3]); err != nil {
+		return "", fmt.Errorf("%w: source_key: %w", ErrInvalid, err)
+	}
+	return chat, nil
+}
+
+// EvidenceResult says what an upsert did to one row.
+type EvidenceResult uint8
+
+// Upsert results.
+const (
+	// EvidenceInserted: the row did not exist.
+	EvidenceInserted EvidenceResult = iota + 1
+	// EvidenceUpdated: a new version (content_hash changed) replaced the row.
+	EvidenceUpdated
+	// EvidenceRedacted: a deleted version replaced a version that was not deleted.
+	EvidenceRedacted
+	// EvidenceUnchanged: the stored row already has this content_hash (a duplicate).
+	EvidenceUnchanged
+	// EvidenceStale: the stored version is newer (later source_updated_at) or deleted,
+	// and a non-deleted version never replaces a deleted one; nothing changed.
+	EvidenceStale
+)
+
+func (r EvidenceResult) String() string {
+	switch r {
+	case EvidenceInserted:
+		return "inserted"
+	case EvidenceUpdated:
+		return "updated"
+	case EvidenceRedacted:
+		return "redacted"
+	case EvidenceUnchanged:
+		return "unchanged"
+	case EvidenceStale:
+		return "stale"
+	}
+	return fmt.Sprintf("EvidenceResult(%d)", uint8(r))
+}
+
+// UpsertOutcome is the result for one input row of UpsertEvidence.
+type UpsertOutcome struct {
+	// ID of the stored row (0 only for EvidenceStale when a concurrent writer created
+	// the row within the same instant).
+	ID     int64
+	Result EvidenceResult
+}
+
+// InvalidEvidenceError names the first invalid row of a batch. It wraps ErrInvalid.
+type InvalidEvidenceError struct {
+	Index int
+	Err   error
+}
+
+func (e *InvalidEvidenceError) Error() string {
+	return fmt.Sprintf("evidence[%d]: %v", e.Index, e.Err)
+}
+
+func (e *InvalidEvidenceError) Unwrap() error { return e.Err }
+
+type evidenceIdentity struct {
+	ws                            ids.WorkspaceID
+	source, sourceType, sourceKey string
+}
+
+// The upsert runs as one statement per batch of distinct keys: the input arrives as
+// arrays, the INSERT … ON CONFLICT writes a version only when its content_hash differs
+// and it is not older than the stored one (a deleted version always replaces a live one;
+// a live version never replaces a deleted one), and the outer query compares with the
+// row as it was before the statement (every part of a statement shares one snapshot) to
+// tell an update from a redaction and a duplicate from a stale version. It returns the
+// written rows (ord 0, by key) and the previous rows (by input ordinal) and leaves the
+// matching to Go: joining them in SQL would sort both sides by text.
+const upsertEvidenceSQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
+                         $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
+                         $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
+                         $13::bool[], $14::bool[])
+        WITH ORDINALITY AS t(workspace_id, source, source_type, source_key,
+                             occurred_at, source_updated_at, observed_at,
+                             actor_id, actor_display_name, content, content_hash, metadata_json,
+                             deleted, synthesis_eligible, ord)
+), up AS (
+    INSERT INTO workspace_timeline_evidence AS e (
+        workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
+        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible)
+    SELECT workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
+           actor_id, actor_display_name, content, content_hash, metadata_json::jsonb, deleted, synthesis_eligible
+    FROM input ORDER BY ord
+    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
+        occurred_at = excluded.occurred_at,
+        source_updated_at = excluded.source_updated_at,
+        observed_at = excluded.observed_at,
+        actor_id = excluded.actor_id,
+        actor_display_name = excluded.actor_display_name,
+        content = excluded.content,
+        content_hash = excluded.content_hash,
+        metadata_json = excluded.metadata_json,
+        deleted = excluded.deleted,
+        synthesis_eligible = excluded.synthesis_eligible
+    WHERE e.content_hash IS DISTINCT FROM excluded.content_hash
+      AND CASE WHEN e.deleted THEN excluded.deleted AND excluded.source_updated_at >= e.source_updated_at
+               WHEN excluded.deleted THEN true
+               ELSE excluded.source_updated_at >= e.source_updated_at END
+    RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted
+)
+SELECT 0::bigint, id, workspace_id, source, source_type, source_key, inserted, false, ''
+FROM up
+UNION ALL
+SELECT i.ord, p.id, '', '', '', '', false, p.deleted, p.content_hash
+FROM input i JOIN workspace_timeline_evidence p
+  ON p.workspace_id = i.workspace_id AND p.source = i.source
+ AND p.source_type = i.source_type AND p.source_key = i.source_key`
+
+// UpsertEvidence writes a batch of evidence versions idempotently and reports, per input
+// row and in input order, what happened. Each batch of up to 1000 distinct keys is one
+// statement. A key repeated in the batch is applied in input order (later statements),
+// all in one transaction. An invalid row rejects the whole batch before anything is
+// written (*InvalidEvidenceError, wrapping ErrInvalid).
+//
+// Outcomes are exact unless another writer changes the same key concurrently; the data
+// is correct either way.
+func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertOutcome, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	now := time.Now().UTC()
+	rows := make([]Evidence, len(batch))
+	for i := range batch {
+		e := batch[i]
+		if err := e.Validate(); err != nil {
+			return nil, &InvalidEvidenceError{Index: i, Err: err}
+		}
+		if e.SourceUpdatedAt.IsZero() {
+			e.SourceUpdatedAt = e.OccurredAt
+		}
+		if e.ObservedAt.IsZero() {
+			e.ObservedAt = now
+		}
+		if len(e.Metadata) == 0 {
+			e.Metadata = json.RawMessage("{}")
+		}
+		rows[i] = e
+	}
+
+	// A statement cannot touch one row twice: group k holds the k-th occurrence of each
+	// key, groups run in order (so each key's versions apply in input order), and large
+	// groups are split to bound statement size.
+	var groups [][]int
+	occurrence := map[evidenceIdentity]int{}
+	for i := range rows {
+		id := evidenceIdentity{rows[i].WorkspaceID, rows[i].Source, rows[i].SourceType, rows[i].SourceKey}
+		k := occurrence[id]
+		occurrence[id] = k + 1
+		if k == len(groups) {
+			groups = append(groups, nil)
+		}
+		groups[k] = append(groups[k], i)
+	}
+	var stmts [][]int
+	for _, g := range groups {
+		for len(g) > maxEvidenceRowsStmt {
+			stmts = append(stmts, g[:maxEvidenceRowsStmt])
+			g = g[maxEvidenceRowsStmt:]
+		}
+		stmts = append(stmts, g)
+	}
+
+	out := make([]UpsertOutcome, len(rows))
+	run := func(q querier) error {
+		for _, idx := range stmts {
+			if err := upsertEvidenceStmt(ctx, q, rows, idx, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var err error
+	if len(stmts) == 1 {
+		err = run(s.pool)
+	} else {
+		err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return run(tx) })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d evidence rows: %w", len(rows), err)
+	}
+	return out, nil
+}
+
+func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []int, out []UpsertOutcome) error {
+	n := len(idx)
+	var (
+		ws, src, typ, key           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		occurred, updated, observed = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		actor, actorName, content   = make([]string, n), make([]string, n), make([]string, n)
+		hash, meta                  = make([]string, n), make([]string, n)
+		deleted, eligible           = make([]bool, n), make([]bool, n)
+	)
+	for j, i := range idx {
+		e := &rows[i]
+		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
+		occurred[j], updated[j], observed[j] = e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt
+		actor[j], actorName[j], content[j] = e.ActorID, e.ActorDisplayName, e.Content
+		hash[j], meta[j] = e.ContentHash, string(e.Metadata)
+		deleted[j], eligible[j] = e.Deleted, e.SynthesisEligible
+	}
+	// An unnamed statement (CacheDescribe) is planned with each call's arrays. A cached
+	// named statement switches to a generic plan after five calls, which cannot see the
+	// batch size and joins the batch against the whole table: seconds instead of
+	// milliseconds once the table holds a few thousand rows.
+	res, err := q.Query(ctx, upsertEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key,
+		occurred, updated, observed, actor, actorName, content, hash, meta, deleted, eligible)
+	if err != nil {
+		return err
+	}
+	pos := make(map[evidenceIdentity]int, n)
+	for j, i := range idx {
+		e := &rows[i]
+		pos[evidenceIdentity{e.WorkspaceID, e.Source, e.SourceType, e.SourceKey}] = j
+	}
+	type result struct {
+		written, inserted, existed, prevDeleted bool
+		id, prevID                              int64
+		prevHash                                string
+	}
+	results := make([]result, n)
+	var (
+		ord, id               int64
+		ws1, src1, typ1, key1 string
+		ins, prevDeleted      bool
+		prevHash              string
+	)
+	_, err = pgx.ForEachRow(res, []any{&ord, &id, &ws1, &src1, &typ1, &key1, &ins, &prevDeleted, &prevHash}, func() error {
+		if ord > 0 {
+			if ord > int64(n) {
+				return fmt.Errorf("upsert returned ordinal %d for %d inputs", ord, n)
+			}
+			r := &results[ord-1]
+			r.existed, r.prevID, r.prevDeleted, r.prevHash = true, id, prevDeleted, prevHash
+			return nil
+		}
+		j, ok := pos[evidenceIdentity{ids.WorkspaceID(ws1), src1, typ1, key1}]
+		if !ok {
+			return fmt.Errorf("upsert returned a row it was not given (id %d)", id)
+		}
+		results[j].written, results[j].id, results[j].inserted = true, id, ins
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for j, r := range results {
+		e := &rows[idx[j]]
+		var o UpsertOutcome
+		switch {
+		case r.written && r.inserted:
+			o = UpsertOutcome{ID: r.id, Result: EvidenceInserted}
+		case r.written && e.Deleted && !(r.existed && r.prevDeleted):
+			o = UpsertOutcome{ID: r.id, Result: EvidenceRedacted}
+		case r.written:
+			o = UpsertOutcome{ID: r.id, Result: EvidenceUpdated}
+		case r.existed && r.prevHash == e.ContentHash:
+			o = UpsertOutcome{ID: r.prevID, Result: EvidenceUnchanged}
+		case r.existed:
+			o = UpsertOutcome{ID: r.prevID, Result: EvidenceStale}
+		default: // created by a concurrent writer after this statement's snapshot
+			o = UpsertOutcome{Result: EvidenceStale}
+		}
+		out[idx[j]] = o
+	}
+	return nil
+}
+
+// DeleteEvidence removes evidence rows (tombstones after retention, design §15) and,
+// by cascade, their entry bindings. Keys that do not exist are ignored; it returns how
+// many rows it deleted.
+func (s *Store) DeleteEvidence(ctx context.Context, ws ids.WorkspaceID, kind EvidenceKind, sourceKeys []string) (int64, error) {
+	if err := validWorkspace(ws); err != nil {
+		return 0, err
+	}
+	if err := validKind(kind); err != nil {
+		return 0, err
+	}
+	if len(sourceKeys) > MaxKeysPerCall {
+		return 0, fmt.Errorf("%w: %d keys > %d", ErrInvalid, len(sourceKeys), MaxKeysPerCall)
+	}
+	if len(sourceKeys) == 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM workspace_timeline_evidence
+		WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = ANY($4::text[])`,
+		string(ws), kind.Source, kind.SourceType, sourceKeys)
+	if err != nil {
+		return 0, fmt.Errorf("delete evidence of workspace %s: %w", ws, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+const evidenceColumns = `id, workspace_id, source, source_type, source_key, coalesce(chat_id, ''),
+	occurred_at, source_updated_at, observed_at, actor_id, actor_display_name, content, content_hash,
+	metadata_json, deleted, synthesis_eligible`
+
+func scanEvidence(row pgx.CollectableRow) (Evidence, error) {
+	var (
+		e        Evidence
+		ws, chat string
+	)
+	err := row.Scan(&e.ID, &ws, &e.Source, &e.SourceType, &e.SourceKey, &chat,
+		&e.OccurredAt, &e.SourceUpdatedAt, &e.ObservedAt, &e.ActorID, &e.ActorDisplayName,
+		&e.Content, &e.ContentHash, &e.Metadata, &e.Deleted, &e.SynthesisEligible)
+	e.WorkspaceID, e.ChatID = ids.WorkspaceID(ws), ids.ChatID(chat)
+	e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt = e.OccurredAt.UTC(), e.SourceUpdatedAt.UTC(), e.ObservedAt.UTC()
+	return e, err
+}
+
+// EvidencePage is one keyset page. Next is nil on the last page; otherwise pass it as
+// the next call's after.
+type EvidencePage struct {
+	Items []Evidence
+	Next  *Cursor
+}
+
+// page runs a keyset query that selects limit+1 rows and turns the extra row into Next.
+func (s *Store) evidencePage(ctx context.Context, limit int, sql string, args ...any) (EvidencePage, error) {
+	rows, err := s.pool.Query(ctx, sql, args...)
+	if err != nil {
+		return EvidencePage{}, err
+	}
+	items, err := pgx.CollectRows(rows, scanEvidence)
+	if err != nil {
+		return EvidencePage{}, err
+	}
+	var p EvidencePage
+	if len(items) > limit {
+		items = items[:limit]
+		c := items[limit-1].Cursor()
+		p.Next = &c
+	}
+	p.Items = items
+	return p, nil
+}
+
+// ListEvidence pages through a workspace's evidence of one kind in (occurred_at, id)
+// order, starting after the given cursor (nil: from the start). limit is capped at
+// MaxPageSize.
+func (s *Store) ListEvidence(ctx context.Context, ws ids.WorkspaceID, kind EvidenceKind, after *Cursor, limit int) (EvidencePage, error) {
+	if err := validWorkspace(ws); err != nil {
+		return EvidencePage{}, err
+	}
+	if err := validKind(kind); err != nil {
+		return EvidencePage{}, err
+	}
+	limit, err := pageLimit(limit)
+	if err != nil {
+		return EvidencePage{}, err
+	}
+	var p EvidencePage
+	if after == nil {
+		p, err = s.evidencePage(ctx, limit, `SELECT `+evidenceColumns+` FROM workspace_timeline_evidence
+			WHERE workspace_id = $1 AND source = $2 AND source_type = $3
+			ORDER BY occurred_at, id LIMIT $4`, string(ws), kind.Source, kind.SourceType, limit+1)
+	} else {
+		p, err = s.evidencePage(ctx, limit, `SELECT `+evidenceColumns+` FROM workspace_timeline_evidence
+			WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND (occurred_at, id) > ($4, $5)
+			ORDER BY occurred_at, id LIMIT $6`, string(ws), kind.Source, kind.SourceType, after.OccurredAt, after.ID, limit+1)
+	}
+	if err != nil {
+		return EvidencePage{}, fmt.Errorf("list evidence of workspace %s: %w", ws, err)
+	}
+	return p, nil
+}
+
+// RangeQuery selects one chat's Lark message evidence in [From, To).
+type RangeQuery struct {
+	Workspace ids.WorkspaceID
+	Chat      ids.ChatID
+	From, To  time.Time
+	// After continues a previous page (nil: from From).
+	After *Cursor
+	// Limit is capped at MaxPageSize.
+	Limit int
+	// EligibleOnly keeps only synthesis-eligible rows that are not deleted.
+	EligibleOnly bool
+}
+
+// EvidenceInRange pages through one chat's evidence in a time window in (occurred_at, id)
+// order (design §12.1).
+func (s *Store) EvidenceInRange(ctx context.Context, q RangeQuery) (EvidencePage, error) {
+	if err := validWorkspace(q.Workspace); err != nil {
+		return EvidencePage{}, err
+	}
+	if err := validChat(q.Chat); err != nil {
+		return EvidencePage{}, err
+	}
+	if q.From.IsZero() || !q.From.Before(q.To) {
+		return EvidencePage{}, fmt.Errorf("%w: range [%s, %s) is empty", ErrInvalid, q.From, q.To)
+	}
+	limit, err := pageLimit(q.Limit)
+	if err != nil {
+		return EvidencePage{}, err
+	}
+	after := Cursor{OccurredAt: q.From, ID: 0} // ids start at 1: (From, 0) precedes every row at From
+	if q.After != nil {
+		after = *q.After
+	}
+	sql := `SELECT ` + evidenceColumns + ` FROM workspace_timeline_evidence
+		WHERE workspace_id = $1 AND chat_id = $2 AND occurred_at >= $3 AND occurred_at < $4
+		  AND (occurred_at, id) > ($5, $6)`
+	if q.EligibleOnly {
+		sql += ` AND synthesis_eligible AND NOT deleted`
+	}
+	sql += ` ORDER BY occurred_at, id LIMIT $7`
+	p, err := s.evidencePage(ctx, limit, sql, string(q.Workspace), string(q.Chat), q.From, q.To, after.OccurredAt, after.ID, limit+1)
+	if err != nil {
+		return EvidencePage{}, fmt.Errorf("evidence of workspace %s chat %s in range: %w", q.Workspace, q.Chat, err)
+	}
+	return p, nil
+}
+
+// EvidenceByKeys returns the stored rows among sourceKeys, in (occurred_at, id) order.
+// Keys without a row are simply absent; see MissingVersions.
+func (s *Store) EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind EvidenceKind, sourceKeys []string) ([]Evidence, error) {
+	if err := validWorkspace(ws); err != nil {
+		return nil, err
+	}
+	if err := validKind(kind); err != nil {
+		return nil, err
+	}
+	if len(sourceKeys) > MaxKeysPerCall {
+		return nil, fmt.Errorf("%w: %d keys > %d", ErrInvalid, len(sourceKeys), MaxKeysPerCall)
+	}
+	if len(sourceKeys) == 0 {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+evidenceColumns+` FROM workspace_timeline_evidence
+		WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = ANY($4::text[])
+		ORDER BY occurred_at, id`, string(ws), kind.Source, kind.SourceType, sourceKeys)
+	if err != nil {
+		return nil, fmt.Errorf("evidence of workspace %s by key: %w", ws, err)
+	}
+	out, err := pgx.CollectRows(rows, scanEvidence)
+	if err != nil {
+		return nil, fmt.Errorf("evidence of workspace %s by key: %w", ws, err)
+	}
+	return out, nil
+}
+
+// EvidenceVersion names one version of one evidence row, as a closed window lists them.
+type EvidenceVersion struct {
+	SourceKey   string
+	ContentHash string
+}
+
+// MissingVersions returns the versions of want that stored (typically the result of
+// EvidenceByKeys for want's keys) does not hold with exactly that content hash, in want's
+// order. A key stored with another hash counts as missing: the caller decides whether a
+// different (possibly newer) version will do.
+func MissingVersions(stored []Evidence, want []EvidenceVersion) []EvidenceVersion {
+	have := make(map[string]string, len(stored))
+	for i := range stored {
+		have[stored[i].SourceKey] = stored[i].ContentHash
+	}
+	var missing []EvidenceVersion
+	for _, v := range want {
+		if h, ok := have[v.SourceKey]; !ok || h != v.ContentHash {
+			missing = append(missing, v)
+		}
+	}
+	return missing
+}

@@ -1,0 +1,657 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// WindowStatus is a synthesis window's state (design §10.2).
+type WindowStatus string
+
+// Window statuses. completed and ignored are terminal; failed is retried until the
+// attempts are exhausted.
+const (
+	WindowProcessing WindowStatus = "processing"
+	WindowCompleted  WindowStatus = "completed"
+	WindowIgnored    WindowStatus = "ignored"
+	WindowFailed     WindowStatus = "failed"
+)
+
+func (s WindowStatus) valid() bool {
+	switch s {
+	case WindowProcessing, WindowCompleted, WindowIgnored, WindowFailed:
+		return true
+	}
+	return false
+}
+
+// MaxDiagnosticBytes bounds a window's or checkpoint's error diagnostics; longer text
+// is cut. Diagnostics carry ids, hashes and error kinds, never message text.
+const MaxDiagnosticBytes = 1024
+
+// WindowKey identifies one synthesis window of one chat in one processor namespace.
+type WindowKey struct {
+	Workspace ids.WorkspaceID
+	Chat      ids.ChatID
+	// ProcessorVersion selects the namespace; "" means ids.DefaultProcessorVersion.
+	ProcessorVersion string
+	// Start is the window's UTC start (ids.WindowStart).
+	Start time.Time
+}
+
+// SourceKey is the sync-state source_key of the window (ids.WindowSourceKey).
+func (k WindowKey) SourceKey() string {
+	return ids.WindowSourceKey(k.Chat, k.ProcessorVersion, k.Start)
+}
+
+func (k WindowKey) normalized() (WindowKey, error) {
+	if err := validWorkspace(k.Workspace); err != nil {
+		return k, err
+	}
+	if err := validChat(k.Chat); err != nil {
+		return k, err
+	}
+	if k.ProcessorVersion == "" {
+		k.ProcessorVersion = ids.DefaultProcessorVersion
+	}
+	if _, err := ids.ParseProcessorVersion(k.ProcessorVersion); err != nil {
+		return k, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if k.Start.IsZero() {
+		return k, fmt.Errorf("%w: window start is zero", ErrInvalid)
+	}
+	k.Start = k.Start.UTC()
+	return k, nil
+}
+
+// parseWindowSourceKey inverts ids.WindowSourceKey.
+func parseWindowSourceKey(ws ids.WorkspaceID, key string) (WindowKey, error) {
+	parts := strings.Split(key, "/")
+	k := WindowKey{Workspace: ws, ProcessorVersion: ids.DefaultProcessorVersion}
+	var start string
+	switch {
+	case len(parts) == 4 && parts[0] == "chat" && parts[2] == "window":
+		start = parts[3]
+	case len(parts) == 6 && parts[0] == "chat" && parts[2] == "processor" && parts[4] == "window":
+		k.ProcessorVersion, start = parts[3], parts[5]
+	default:
+		return k, fmt.Errorf("window source_key %q has an unknown shape", key)
+	}
+	k.Chat = ids.ChatID(parts[1])
+	t, err := time.Parse(time.RFC3339, start)
+	if err != nil {
+		return k, fmt.Errorf("window source_key %q: start: %w", key, err)
+	}
+	k.Start = t.UTC()
+	return k, nil
+}
+
+// WindowMeta is the window's metadata_json (design §10.2), next to the status and
+// attempts that the store keeps in both columns and metadata.
+type WindowMeta struct {
+	WindowStart   time.Time `json:"window_start"`
+	WindowEnd     time.Time `json:"window_end"`
+	EvidenceCount int       `json:"evidence_count"`
+	ChunkCount    int       `json:"chunk_count"`
+	PromptVersion string    `json:"prompt_version,omitempty"`
+	// CurrentChunkStart is where the next chunk starts (after this position); the store
+	// sets it in AdvanceWindowCursor and clears it when a window restarts.
+	CurrentChunkStart *Cursor `json:"current_chunk_start,omitempty"`
+	// Error holds bounded diagnostics (MaxDiagnosticBytes) of the last failure.
+	Error            string `json:"error,omitempty"`
+	SummaryAttempted bool   `json:"summary_attempted"`
+}
+
+// windowDoc is what metadata_json holds: the meta plus mirrors of the status and
+// attempts columns, written together so they cannot disagree.
+type windowDoc struct {
+	WindowMeta
+	Status   WindowStatus `json:"status"`
+	Attempts int          `json:"attempts"`
+}
+
+// WindowState is one synthesis window's sync-state row.
+type WindowState struct {
+	ID       int64
+	Key      WindowKey
+	Status   WindowStatus
+	Attempts int
+	// Cursor is the last committed (occurred_at, evidence id) inside the window
+	// (last_seen_cursor); nil before the first chunk.
+	Cursor *Cursor
+	// LastProcessedAt is the last successful processing time (last_seen_updated_at).
+	LastProcessedAt time.Time
+	// AggregateHash is last_seen_content_hash: a hash of the ordered (evidence id,
+	// content hash) pairs the window included.
+	AggregateHash string
+	Meta          WindowMeta
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+}
+
+// Lease is the fencing token of a claimed window: a later claim (a takeover) raises
+// the attempt, after which the old lease's writes fail with ErrConflict.
+func (w WindowState) Lease() WindowLease { return WindowLease{Key: w.Key, Attempt: w.Attempts} }
+
+// WindowLease is held by the worker that claimed a window.
+type WindowLease struct {
+	Key     WindowKey
+	Attempt int
+}
+
+const windowColumns = `id, workspace_id, source_key, status, attempts, last_seen_cursor,
+	last_seen_updated_at, last_seen_content_hash, metadata_json, created_at, updated_at`
+
+func scanWindow(row pgx.CollectableRow) (WindowState, error) {
+	var (
+		w         WindowState
+		ws, key   string
+		status    *string
+		cursor    string
+		processed *time.Time
+		meta      []byte
+	)
+	if err := row.Scan(&w.ID, &ws, &key, &status, &w.Attempts, &cursor, &processed, &w.AggregateHash,
+		&meta, &w.CreatedAt, &w.UpdatedAt); err != nil {
+		return w, err
+	}
+	k, err := parseWindowSourceKey(ids.WorkspaceID(ws), key)
+	if err != nil {
+		return w, err
+	}
+	w.Key = k
+	if status != nil {
+		w.Status = WindowStatus(*status)
+	}
+	if cursor != "" {
+		c, err := ParseCursor(cursor)
+		if err != nil {
+			return w, fmt.Errorf("window %d: %w", w.ID, err)
+		}
+		w.Cursor = &c
+	}
+	if processed != nil {
+		w.LastProcessedAt = processed.UTC()
+	}
+	var doc windowDoc
+	if err := json.Unmarshal(meta, &doc); err != nil {
+		return w, fmt.Errorf("window %d: metadata_json: %w", w.ID, err)
+	}
+	w.Meta = doc.WindowMeta
+	w.CreatedAt, w.UpdatedAt = w.CreatedAt.UTC(), w.UpdatedAt.UTC()
+	return w, nil
+}
+
+func windowMetaJSON(w *WindowState) (string, error) {
+	w.Meta.Error = truncateUTF8(w.Meta.Error, MaxDiagnosticBytes)
+	b, err := json.Marshal(windowDoc{WindowMeta: w.Meta, Status: w.Status, Attempts: w.Attempts})
+	return string(b), err
+}
+
+func getWindow(ctx context.Context, q querier, k WindowKey, lock bool) (WindowState, error) {
+	sql := `SELECT ` + windowColumns + ` FROM workspace_timeline_sync_states
+		WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = $4`
+	if lock {
+		sql += ` FOR UPDATE`
+	}
+	rows, err := q.Query(ctx, sql, string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey())
+	if err != nil {
+		return WindowState{}, err
+	}
+	w, err := pgx.CollectExactlyOneRow(rows, scanWindow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return WindowState{}, ErrNotFound
+	}
+	return w, err
+}
+
+// putWindow writes w's mutable fields back; touchProcessed sets last_seen_updated_at.
+func putWindow(ctx context.Context, q querier, w WindowState, touchProcessed bool) (WindowState, error) {
+	meta, err := windowMetaJSON(&w)
+	if err != nil {
+		return WindowState{}, err
+	}
+	cursor := ""
+	if w.Cursor != nil {
+		cursor = w.Cursor.String()
+	}
+	rows, err := q.Query(ctx, `UPDATE workspace_timeline_sync_states SET
+			status = $2, attempts = $3, last_seen_cursor = $4, last_seen_content_hash = $5, metadata_json = $6::jsonb,
+			last_seen_updated_at = CASE WHEN $7 THEN now() ELSE last_seen_updated_at END,
+			updated_at = now()
+		WHERE id = $1 RETURNING `+windowColumns,
+		w.ID, string(w.Status), w.Attempts, cursor, w.AggregateHash, meta, touchProcessed)
+	if err != nil {
+		return WindowState{}, err
+	}
+	return pgx.CollectExactlyOneRow(rows, scanWindow)
+}
+
+// GetWindow returns a window's state, or ErrNotFound.
+func (s *Store) GetWindow(ctx context.Context, key WindowKey) (WindowState, error) {
+	k, err := key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	w, err := getWindow(ctx, s.pool, k, false)
+	if err != nil {
+		return WindowState{}, fmt.Errorf("get window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return w, nil
+}
+
+// ClaimOptions configures ClaimWindow.
+type ClaimOptions struct {
+	// WindowLength is the fixed window length (10m by default in the design); Start must
+	// be aligned to it.
+	WindowLength time.Duration
+	// MaxAttempts bounds whole-window attempts (design default 3).
+	MaxAttempts int
+	// StaleAfter is how long a processing window may go without a write before another
+	// worker takes it over; longer than the model timeout. Measured on the database clock.
+	StaleAfter time.Duration
+	// PromptVersion is recorded in the metadata of a claimed window.
+	PromptVersion string
+}
+
+func (o ClaimOptions) validate(k WindowKey) error {
+	switch {
+	case o.WindowLength <= 0:
+		return fmt.Errorf("%w: window length %s <= 0", ErrInvalid, o.WindowLength)
+	case !ids.WindowStart(k.Start, o.WindowLength).Equal(k.Start):
+		return fmt.Errorf("%w: window start %s is not aligned to %s", ErrInvalid, k.Start.Format(time.RFC3339Nano), o.WindowLength)
+	case o.MaxAttempts < 1:
+		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalid, o.MaxAttempts)
+	case o.StaleAfter <= 0:
+		return fmt.Errorf("%w: stale timeout %s <= 0", ErrInvalid, o.StaleAfter)
+	}
+	return checkText("prompt version", o.PromptVersion, 64, false)
+}
+
+// ClaimOutcome says what ClaimWindow did.
+type ClaimOutcome uint8
+
+// Claim outcomes. The first three hand the window to the caller (Claimed is true).
+const (
+	// ClaimCreated: no state existed; the window now exists in processing, attempt 1.
+	ClaimCreated ClaimOutcome = iota + 1
+	// ClaimRetried: a failed window with attempts left moved to processing.
+	ClaimRetried
+	// ClaimTakenOver: a processing window had gone stale; the caller took it over.
+	ClaimTakenOver
+	// ClaimBusy: another worker is processing the window.
+	ClaimBusy
+	// ClaimDone: the window is completed or ignored.
+	ClaimDone
+	// ClaimExhausted: the window failed MaxAttempts times (a stale window at its last
+	// attempt is marked failed by this call).
+	ClaimExhausted
+)
+
+// Claimed reports whether the caller now holds the window.
+func (o ClaimOutcome) Claimed() bool {
+	return o == ClaimCreated || o == ClaimRetried || o == ClaimTakenOver
+}
+
+func (o ClaimOutcome) String() string {
+	switch o {
+	case ClaimCreated:
+		return "created"
+	case ClaimRetried:
+		return "retried"
+	case ClaimTakenOver:
+		return "taken_over"
+	case ClaimBusy:
+		return "busy"
+	case ClaimDone:
+		return "done"
+	case ClaimExhausted:
+		return "exhausted"
+	}
+	return fmt.Sprintf("ClaimOutcome(%d)", uint8(o))
+}
+
+// CreateWindowIfAbsent creates a window's state in processing (attempt 1) when none
+// exists and the window holds evidence; created is false when a state already existed
+// (returned as is). A range without evidence gets no row: ErrEmptyWindow. Most callers
+// want ClaimWindow, which also retries and takes over.
+func (s *Store) CreateWindowIfAbsent(ctx context.Context, key WindowKey, opts ClaimOptions) (w WindowState, created bool, err error) {
+	k, err := key.normalized()
+	if err != nil {
+		return WindowState{}, false, err
+	}
+	if err := opts.validate(k); err != nil {
+		return WindowState{}, false, err
+	}
+	w, created, err = createWindow(ctx, s.pool, k, opts)
+	if errors.Is(err, ErrNotFound) {
+		w, err = getWindow(ctx, s.pool, k, false)
+		if errors.Is(err, ErrNotFound) {
+			err = ErrEmptyWindow
+		}
+	}
+	if err != nil {
+		return WindowState{}, false, fmt.Errorf("create window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return w, created, nil
+}
+
+// createWindow inserts the processing row if absent and the window holds evidence of
+// the chat. ErrNotFound means nothing was inserted (a row exists, or no evidence).
+func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions) (WindowState, bool, error) {
+	end := k.Start.Add(opts.WindowLength)
+	w := WindowState{Status: WindowProcessing, Attempts: 1,
+		Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion}}
+	meta, err := windowMetaJSON(&w)
+	if err != nil {
+		return WindowState{}, false, err
+	}
+	rows, err := q.Query(ctx, `INSERT INTO workspace_timeline_sync_states
+			(workspace_id, source, source_type, source_key, status, attempts, metadata_json)
+		SELECT $1, $2, $3, $4, 'processing', 1, $5::jsonb
+		WHERE EXISTS (SELECT 1 FROM workspace_timeline_evidence
+			WHERE workspace_id = $1 AND chat_id = $6 AND occurred_at >= $7 AND occurred_at < $8)
+		ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
+		RETURNING `+windowColumns,
+		string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta, string(k.Chat), k.Start, end)
+	if err != nil {
+		return WindowState{}, false, err
+	}
+	w, err = pgx.CollectExactlyOneRow(rows, scanWindow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return WindowState{}, false, ErrNotFound
+	}
+	return w, err == nil, err
+}
+
+// ClaimWindow atomically hands a window to the caller (design §11 step 6):
+//
+//   - absent, with evidence in the window → created in processing, attempt 1;
+//   - absent, without evidence → ErrEmptyWindow, and no row is written;
+//   - failed with attempts < MaxAttempts → processing, attempts+1;
+//   - processing, not written for StaleAfter → processing, attempts+1 (takeover), or
+//     failed when it was the last attempt;
+//   - processing and fresh → ClaimBusy; completed/ignored → ClaimDone; failed with no
+//     attempts left → ClaimExhausted.
+//
+// A retried or taken-over window restarts as a whole: its cursor and chunk counters are
+// reset. Of two callers racing for the same window exactly one gets a Claimed outcome.
+func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOptions) (WindowState, ClaimOutcome, error) {
+	k, err := key.normalized()
+	if err != nil {
+		return WindowState{}, 0, err
+	}
+	if err := opts.validate(k); err != nil {
+		return WindowState{}, 0, err
+	}
+	var (
+		w       WindowState
+		outcome ClaimOutcome
+	)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var (
+			created, stale bool
+			err            error
+		)
+		w, created, err = createWindow(ctx, tx, k, opts)
+		if created {
+			outcome = ClaimCreated
+			return nil
+		}
+		if !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		w, stale, err = lockWindow(ctx, tx, k, opts.StaleAfter)
+		if errors.Is(err, ErrNotFound) {
+			return ErrEmptyWindow
+		}
+		if err != nil {
+			return err
+		}
+		switch {
+		case w.Status == WindowCompleted || w.Status == WindowIgnored:
+			outcome = ClaimDone
+			return nil
+		case w.Status == WindowProcessing && !stale:
+			outcome = ClaimBusy
+			return nil
+		case w.Status == WindowFailed && w.Attempts >= opts.MaxAttempts:
+			outcome = ClaimExhausted
+			return nil
+		case w.Status == WindowProcessing && w.Attempts >= opts.MaxAttempts:
+			w.Status = WindowFailed
+			w.Meta.Error = fmt.Sprintf("attempt %d went stale (no write for %s); attempts exhausted", w.Attempts, opts.StaleAfter)
+			outcome = ClaimExhausted
+		case w.Status == WindowProcessing:
+			w.Meta.Error = fmt.Sprintf("attempt %d went stale (no write for %s)", w.Attempts, opts.StaleAfter)
+			outcome = ClaimTakenOver
+		default: // failed with attempts left
+			outcome = ClaimRetried
+		}
+		if outcome.Claimed() {
+			w.Status = WindowProcessing
+			w.Attempts++
+			w.Cursor = nil
+			w.Meta.EvidenceCount, w.Meta.ChunkCount, w.Meta.CurrentChunkStart = 0, 0, nil
+			if opts.PromptVersion != "" {
+				w.Meta.PromptVersion = opts.PromptVersion
+			}
+		}
+		w, err = putWindow(ctx, tx, w, false)
+		return err
+	})
+	if err != nil {
+		return WindowState{}, 0, fmt.Errorf("claim window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return w, outcome, nil
+}
+
+// lockWindow reads and locks a window, and whether it is stale by the database clock.
+func lockWindow(ctx context.Context, tx pgx.Tx, k WindowKey, staleAfter time.Duration) (WindowState, bool, error) {
+	w, err := getWindow(ctx, tx, k, true)
+	if err != nil {
+		return w, false, err
+	}
+	var stale bool
+	err = tx.QueryRow(ctx, `SELECT updated_at < now() - $2::bigint * interval '1 microsecond'
+		FROM workspace_timeline_sync_states WHERE id = $1`, w.ID, staleAfter.Microseconds()).Scan(&stale)
+	return w, stale, err
+}
+
+// casWindow locks the window, lets check refuse (ErrConflict) and mutate change it, and
+// writes it back, all in one transaction.
+func (s *Store) casWindow(ctx context.Context, k WindowKey, touchProcessed bool,
+	check func(*WindowState) error, mutate func(*WindowState) (bool, error)) (WindowState, error) {
+	var w WindowState
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		if w, err = getWindow(ctx, tx, k, true); err != nil {
+			return err
+		}
+		if err := check(&w); err != nil {
+			return err
+		}
+		changed, err := mutate(&w)
+		if err != nil || !changed {
+			return err
+		}
+		w, err = putWindow(ctx, tx, w, touchProcessed)
+		return err
+	})
+	return w, err
+}
+
+// TransitionWindow moves a window from one of the statuses in from to to, applying
+// mutate (which may change Attempts, Cursor, AggregateHash and Meta; the window bounds
+// are kept) in the same transaction. A window in another status gives ErrConflict and is
+// left alone; a missing window gives ErrNotFound.
+func (s *Store) TransitionWindow(ctx context.Context, key WindowKey, from []WindowStatus, to WindowStatus, mutate func(*WindowState)) (WindowState, error) {
+	k, err := key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	if !to.valid() {
+		return WindowState{}, fmt.Errorf("%w: window status %q", ErrInvalid, to)
+	}
+	w, err := s.casWindow(ctx, k, false, func(w *WindowState) error {
+		if !slices.Contains(from, w.Status) {
+			return fmt.Errorf("%w: window is %s, not one of %v", ErrConflict, w.Status, from)
+		}
+		return nil
+	}, func(w *WindowState) (bool, error) {
+		return true, applyWindowMutation(w, to, mutate)
+	})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("transition window %s of workspace %s to %s: %w", k.SourceKey(), k.Workspace, to, err)
+	}
+	return w, nil
+}
+
+func applyWindowMutation(w *WindowState, to WindowStatus, mutate func(*WindowState)) error {
+	keep := *w
+	if mutate != nil {
+		mutate(w)
+	}
+	w.ID, w.Key, w.Status, w.CreatedAt, w.UpdatedAt, w.LastProcessedAt = keep.ID, keep.Key, to, keep.CreatedAt, keep.UpdatedAt, keep.LastProcessedAt
+	w.Meta.WindowStart, w.Meta.WindowEnd = keep.Meta.WindowStart, keep.Meta.WindowEnd
+	if w.Attempts < 0 {
+		return fmt.Errorf("%w: attempts %d < 0", ErrInvalid, w.Attempts)
+	}
+	if w.Cursor != nil && !w.Meta.WindowEnd.IsZero() &&
+		(w.Cursor.OccurredAt.Before(w.Meta.WindowStart) || !w.Cursor.OccurredAt.Before(w.Meta.WindowEnd)) {
+		return fmt.Errorf("%w: cursor %s outside the window", ErrInvalid, w.Cursor)
+	}
+	return checkText("aggregate hash", w.AggregateHash, MaxContentHashLen, false)
+}
+
+func checkLease(w *WindowState, l WindowLease) error {
+	if w.Status != WindowProcessing || w.Attempts != l.Attempt {
+		return fmt.Errorf("%w: lease of attempt %d lost: window is %s at attempt %d", ErrConflict, l.Attempt, w.Status, w.Attempts)
+	}
+	return nil
+}
+
+// ChunkProgress is one committed chunk of a window.
+type ChunkProgress struct {
+	// Cursor is the last evidence position the chunk covered; inside the window.
+	Cursor Cursor
+	// Evidence is how many evidence rows the chunk covered.
+	Evidence int
+}
+
+// AdvanceWindowCursor records a committed chunk under the caller's lease: it moves the
+// window cursor forward, counts the chunk and its evidence, and refreshes the window's
+// liveness. Repeating the last call (same cursor) changes nothing; a cursor behind the
+// stored one, or a lost lease, gives ErrConflict.
+func (s *Store) AdvanceWindowCursor(ctx context.Context, lease WindowLease, p ChunkProgress) (WindowState, error) {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	if p.Evidence < 0 {
+		return WindowState{}, fmt.Errorf("%w: chunk evidence count %d < 0", ErrInvalid, p.Evidence)
+	}
+	w, err := s.casWindow(ctx, k, true, func(w *WindowState) error { return checkLease(w, lease) },
+		func(w *WindowState) (bool, error) {
+			if w.Cursor != nil {
+				switch {
+				case p.Cursor.Less(*w.Cursor):
+					return false, fmt.Errorf("%w: cursor %s is behind the stored %s", ErrConflict, p.Cursor, w.Cursor)
+				case !w.Cursor.Less(p.Cursor): // equal: a repeated call
+					return false, nil
+				}
+			}
+			cursor, chunkStart := p.Cursor, p.Cursor
+			w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
+			w.Meta.ChunkCount++
+			w.Meta.EvidenceCount += p.Evidence
+			return true, applyWindowMutation(w, WindowProcessing, nil)
+		})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("advance window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return w, nil
+}
+
+// FinishWindow ends the caller's attempt: completed or ignored (terminal; records the
+// processing time) or failed (retried by a later claim while attempts remain). mutate
+// may set AggregateHash and Meta (e.g. Error). A lost lease gives ErrConflict.
+func (s *Store) FinishWindow(ctx context.Context, lease WindowLease, to WindowStatus, mutate func(*WindowState)) (WindowState, error) {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	if to != WindowCompleted && to != WindowIgnored && to != WindowFailed {
+		return WindowState{}, fmt.Errorf("%w: a window finishes completed, ignored or failed, not %q", ErrInvalid, to)
+	}
+	w, err := s.casWindow(ctx, k, to != WindowFailed, func(w *WindowState) error { return checkLease(w, lease) },
+		func(w *WindowState) (bool, error) {
+			attempts := w.Attempts
+			err := applyWindowMutation(w, to, mutate)
+			w.Attempts = attempts // the lease's attempt is not the caller's to change
+			return true, err
+		})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s: %w", k.SourceKey(), k.Workspace, to, err)
+	}
+	return w, nil
+}
+
+// MarkSummaryAttempted sets summary_attempted on a completed window and reports whether
+// this call set it: the caller that gets true makes the window's one summary attempt
+// (design §13). A window that is not completed gives ErrConflict; a missing one
+// ErrNotFound.
+func (s *Store) MarkSummaryAttempted(ctx context.Context, key WindowKey) (bool, error) {
+	k, err := key.normalized()
+	if err != nil {
+		return false, err
+	}
+	var first bool
+	_, err = s.casWindow(ctx, k, false, func(w *WindowState) error {
+		if w.Status != WindowCompleted {
+			return fmt.Errorf("%w: window is %s, not completed", ErrConflict, w.Status)
+		}
+		return nil
+	}, func(w *WindowState) (bool, error) {
+		first = !w.Meta.SummaryAttempted
+		w.Meta.SummaryAttempted = true
+		return first, nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("mark summary attempted for window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return first, nil
+}
+
+// StaleProcessing lists up to limit processing windows not written for staleAfter (by
+// the database clock), oldest first, for a watcher to reclaim with ClaimWindow.
+func (s *Store) StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]WindowState, error) {
+	if staleAfter <= 0 {
+		return nil, fmt.Errorf("%w: stale timeout %s <= 0", ErrInvalid, staleAfter)
+	}
+	limit, err := pageLimit(limit)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+windowColumns+` FROM workspace_timeline_sync_states
+		WHERE status = 'processing' AND source = $1 AND source_type = $2
+		  AND updated_at < now() - $3::bigint * interval '1 microsecond'
+		ORDER BY updated_at, id LIMIT $4`, ids.SourceSystem, ids.SourceTypeLarkWindow, staleAfter.Microseconds(), limit)
+	if err != nil {
+		return nil, fmt.Errorf("list stale processing windows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanWindow)
+	if err != nil {
+		return nil, fmt.Errorf("list stale processing windows: %w", err)
+	}
+	return out, nil
+}

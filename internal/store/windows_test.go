@@ -1,0 +1,386 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+const windowLen = 10 * time.Minute
+
+var claimOpts = ClaimOptions{WindowLength: windowLen, MaxAttempts: 3, StaleAfter: 15 * time.Minute, PromptVersion: "p1"}
+
+func windowKey(ws ids.WorkspaceID) WindowKey {
+	return WindowKey{Workspace: ws, Chat: "oc_a", Start: t0}
+}
+
+// withWindowEvidence stores one message inside the window of windowKey(ws).
+func withWindowEvidence(t *testing.T, s *Store, ws ids.WorkspaceID) []UpsertOutcome {
+	t.Helper()
+	return mustUpsert(t, s,
+		larkEvidence(ws, "oc_a", "om_1", t0.Add(time.Minute), "one"),
+		larkEvidence(ws, "oc_a", "om_2", t0.Add(2*time.Minute), "two"))
+}
+
+// backdate makes a window look unwritten for d (instead of waiting).
+func backdate(t *testing.T, s *Store, id int64, d time.Duration) {
+	t.Helper()
+	if _, err := s.pool.Exec(context.Background(),
+		`UPDATE workspace_timeline_sync_states SET updated_at = updated_at - $2::bigint * interval '1 microsecond' WHERE id = $1`,
+		id, d.Microseconds()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func syncStateRows(t *testing.T, s *Store, ws ids.WorkspaceID) int {
+	return countRows(t, s, "workspace_timeline_sync_states", "workspace_id = $1", string(ws))
+}
+
+func TestClaimWindowWithoutEvidenceCreatesNoRow(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-empty"
+	// Evidence just outside the window, in another chat and in another workspace.
+	mustUpsert(t, s,
+		larkEvidence(ws, "oc_a", "om_before", t0.Add(-time.Microsecond), "x"),
+		larkEvidence(ws, "oc_a", "om_after", t0.Add(windowLen), "x"),
+		larkEvidence(ws, "oc_b", "om_other", t0.Add(time.Minute), "x"),
+		larkEvidence("ws-else", "oc_a", "om_else", t0.Add(time.Minute), "x"))
+	if _, _, err := s.ClaimWindow(ctx, windowKey(ws), claimOpts); !errors.Is(err, ErrEmptyWindow) {
+		t.Fatalf("ClaimWindow on an empty window = %v, want ErrEmptyWindow", err)
+	}
+	if _, _, err := s.CreateWindowIfAbsent(ctx, windowKey(ws), claimOpts); !errors.Is(err, ErrEmptyWindow) {
+		t.Fatalf("CreateWindowIfAbsent on an empty window = %v, want ErrEmptyWindow", err)
+	}
+	if n := syncStateRows(t, s, ws); n != 0 {
+		t.Fatalf("%d sync-state rows for an empty window, want 0", n)
+	}
+	if _, err := s.GetWindow(ctx, windowKey(ws)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("GetWindow = %v, want ErrNotFound", err)
+	}
+}
+
+func TestClaimWindowRaceHasOneWinner(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	const ws ids.WorkspaceID = "ws-race"
+	withWindowEvidence(t, s, ws)
+	const racers = 8
+	var (
+		wg       sync.WaitGroup
+		start    = make(chan struct{})
+		outcomes [racers]ClaimOutcome
+		errs     [racers]error
+	)
+	for i := range racers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, outcomes[i], errs[i] = s.ClaimWindow(context.Background(), windowKey(ws), claimOpts)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	winners := 0
+	for i := range racers {
+		if errs[i] != nil {
+			t.Fatalf("racer %d: %v", i, errs[i])
+		}
+		switch {
+		case outcomes[i] == ClaimCreated:
+			winners++
+		case outcomes[i] != ClaimBusy:
+			t.Fatalf("racer %d: %s, want created or busy", i, outcomes[i])
+		}
+	}
+	if winners != 1 {
+		t.Fatalf("%d winners, want exactly 1 (%v)", winners, outcomes)
+	}
+	if n := syncStateRows(t, s, ws); n != 1 {
+		t.Fatalf("%d window rows, want 1", n)
+	}
+}
+
+func TestWindowLifecycle(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-life"
+	ev := withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+
+	w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil || out != ClaimCreated || w.Status != WindowProcessing || w.Attempts != 1 {
+		t.Fatalf("first claim: %s %+v %v", out, w, err)
+	}
+	if !w.Meta.WindowStart.Equal(t0) || !w.Meta.WindowEnd.Equal(t0.Add(windowLen)) || w.Meta.PromptVersion != "p1" || w.Key.SourceKey() != "chat/oc_a/window/2026-03-01T10:00:00Z" {
+		t.Fatalf("window meta/key: %+v %s", w.Meta, w.Key.SourceKey())
+	}
+	if _, out, _ := s.ClaimWindow(ctx, key, claimOpts); out != ClaimBusy {
+		t.Fatalf("second claim: %s, want busy", out)
+	}
+	lease := w.Lease()
+
+	c1 := Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}
+	c2 := Cursor{OccurredAt: t0.Add(2 * time.Minute), ID: ev[1].ID}
+	if w, err = s.AdvanceWindowCursor(ctx, lease, ChunkProgress{Cursor: c1, Evidence: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if w.Cursor == nil || *w.Cursor != c1 || w.Meta.ChunkCount != 1 || w.Meta.EvidenceCount != 1 || w.LastProcessedAt.IsZero() {
+		t.Fatalf("after chunk 1: %+v", w)
+	}
+	// Repeating the same commit is a no-op; moving backwards is a conflict.
+	if w, err = s.AdvanceWindowCursor(ctx, lease, ChunkProgress{Cursor: c1, Evidence: 1}); err != nil || w.Meta.ChunkCount != 1 {
+		t.Fatalf("repeated chunk: %+v %v", w.Meta, err)
+	}
+	if _, err := s.AdvanceWindowCursor(ctx, lease, ChunkProgress{Cursor: Cursor{OccurredAt: t0, ID: 1}}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("backwards cursor: %v, want ErrConflict", err)
+	}
+	if _, err := s.AdvanceWindowCursor(ctx, lease, ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(windowLen), ID: 1}}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("cursor outside the window: %v, want ErrInvalid", err)
+	}
+	if w, err = s.AdvanceWindowCursor(ctx, lease, ChunkProgress{Cursor: c2, Evidence: 1}); err != nil || w.Meta.ChunkCount != 2 || w.Meta.EvidenceCount != 2 {
+		t.Fatalf("chunk 2: %+v %v", w.Meta, err)
+	}
+	if _, err := s.MarkSummaryAttempted(ctx, key); !errors.Is(err, ErrConflict) {
+		t.Fatalf("summary attempt while processing: %v, want ErrConflict", err)
+	}
+	w, err = s.FinishWindow(ctx, lease, WindowCompleted, func(w *WindowState) {
+		w.AggregateHash = "agg"
+		w.Attempts = 99 // ignored: the lease's attempt stays
+		w.Key.Chat = "oc_evil"
+	})
+	if err != nil || w.Status != WindowCompleted || w.AggregateHash != "agg" || w.Attempts != 1 || w.Key.Chat != "oc_a" {
+		t.Fatalf("finish: %+v %v", w, err)
+	}
+	if _, err := s.FinishWindow(ctx, lease, WindowCompleted, nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("finishing twice: %v, want ErrConflict", err)
+	}
+	if _, out, _ := s.ClaimWindow(ctx, key, claimOpts); out != ClaimDone {
+		t.Fatalf("claim of a completed window: %s, want done", out)
+	}
+	first, err := s.MarkSummaryAttempted(ctx, key)
+	if err != nil || !first {
+		t.Fatalf("first summary attempt: %v %v", first, err)
+	}
+	if again, err := s.MarkSummaryAttempted(ctx, key); err != nil || again {
+		t.Fatalf("second summary attempt: %v %v, want false", again, err)
+	}
+	got, err := s.GetWindow(ctx, key)
+	if err != nil || !got.Meta.SummaryAttempted || got.Status != WindowCompleted {
+		t.Fatalf("GetWindow: %+v %v", got, err)
+	}
+	// Status and attempts are mirrored into metadata_json with the design's fields.
+	var status string
+	var attempts int
+	if err := s.pool.QueryRow(ctx, `SELECT metadata_json->>'status', (metadata_json->>'attempts')::int FROM workspace_timeline_sync_states WHERE id = $1`, got.ID).Scan(&status, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if status != "completed" || attempts != 1 {
+		t.Fatalf("metadata_json status %q attempts %d", status, attempts)
+	}
+}
+
+func TestClaimWindowRetriesFailedUpToMaxAttempts(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-retry"
+	ev := withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+	want := []ClaimOutcome{ClaimCreated, ClaimRetried, ClaimRetried}
+	for i, wantOut := range want {
+		w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+		if err != nil || out != wantOut || w.Attempts != i+1 {
+			t.Fatalf("claim %d: %s attempts %d %v; want %s attempts %d", i+1, out, w.Attempts, err, wantOut, i+1)
+		}
+		if w.Cursor != nil || w.Meta.ChunkCount != 0 {
+			t.Fatalf("claim %d: a retried window restarts as a whole: %+v", i+1, w)
+		}
+		if _, err := s.AdvanceWindowCursor(ctx, w.Lease(), ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}, Evidence: 1}); err != nil {
+			t.Fatal(err)
+		}
+		long := strings.Repeat("é", MaxDiagnosticBytes) // 2 KiB: must be cut
+		if w, err = s.FinishWindow(ctx, w.Lease(), WindowFailed, func(w *WindowState) { w.Meta.Error = long }); err != nil {
+			t.Fatal(err)
+		}
+		if len(w.Meta.Error) > MaxDiagnosticBytes || w.Status != WindowFailed {
+			t.Fatalf("failed window: %d bytes of diagnostics, status %s", len(w.Meta.Error), w.Status)
+		}
+	}
+	w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil || out != ClaimExhausted || w.Status != WindowFailed || w.Attempts != 3 {
+		t.Fatalf("claim after %d failures: %s %+v %v; want exhausted", len(want), out, w, err)
+	}
+	// An operator may allow one more attempt explicitly.
+	more := claimOpts
+	more.MaxAttempts = 4
+	if _, out, err := s.ClaimWindow(ctx, key, more); err != nil || out != ClaimRetried {
+		t.Fatalf("claim with a raised bound: %s %v", out, err)
+	}
+}
+
+func TestClaimWindowTakesOverStaleProcessing(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-stale"
+	ev := withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+	w1, _, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stale, err := s.StaleProcessing(ctx, claimOpts.StaleAfter, 10); err != nil || len(stale) != 0 {
+		t.Fatalf("fresh window listed as stale: %v %v", stale, err)
+	}
+	backdate(t, s, w1.ID, claimOpts.StaleAfter+time.Minute)
+	stale, err := s.StaleProcessing(ctx, claimOpts.StaleAfter, 10)
+	if err != nil || len(stale) != 1 || stale[0].ID != w1.ID || stale[0].Key != w1.Key {
+		t.Fatalf("StaleProcessing = %+v, %v; want the window", stale, err)
+	}
+
+	w2, out, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil || out != ClaimTakenOver || w2.Attempts != 2 || w2.Meta.Error == "" {
+		t.Fatalf("takeover: %s %+v %v", out, w2, err)
+	}
+	// The first worker wakes up: its lease is gone.
+	c := Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}
+	if _, err := s.AdvanceWindowCursor(ctx, w1.Lease(), ChunkProgress{Cursor: c, Evidence: 1}); !errors.Is(err, ErrConflict) {
+		t.Fatalf("old lease advancing: %v, want ErrConflict", err)
+	}
+	if _, err := s.FinishWindow(ctx, w1.Lease(), WindowCompleted, nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("old lease finishing: %v, want ErrConflict", err)
+	}
+	if _, err := s.FinishWindow(ctx, w2.Lease(), WindowIgnored, nil); err != nil {
+		t.Fatalf("new lease finishing: %v", err)
+	}
+}
+
+func TestClaimWindowStaleAtLastAttemptFails(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-stale-last"
+	withWindowEvidence(t, s, ws)
+	opts := claimOpts
+	opts.MaxAttempts = 1
+	w, _, err := s.ClaimWindow(ctx, windowKey(ws), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, s, w.ID, opts.StaleAfter+time.Minute)
+	w, out, err := s.ClaimWindow(ctx, windowKey(ws), opts)
+	if err != nil || out != ClaimExhausted || w.Status != WindowFailed || w.Attempts != 1 {
+		t.Fatalf("stale at the last attempt: %s %+v %v; want exhausted and failed", out, w, err)
+	}
+	if stale, _ := s.StaleProcessing(ctx, opts.StaleAfter, 10); len(stale) != 0 {
+		t.Fatalf("a failed window is still listed as stale processing")
+	}
+}
+
+func TestTransitionWindowCompareAndSet(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-cas"
+	withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+	if _, err := s.TransitionWindow(ctx, key, []WindowStatus{WindowProcessing}, WindowFailed, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("transition of a missing window: %v, want ErrNotFound", err)
+	}
+	w, created, err := s.CreateWindowIfAbsent(ctx, key, claimOpts)
+	if err != nil || !created {
+		t.Fatalf("CreateWindowIfAbsent: %v %v", created, err)
+	}
+	if again, created, err := s.CreateWindowIfAbsent(ctx, key, claimOpts); err != nil || created || again.ID != w.ID {
+		t.Fatalf("second CreateWindowIfAbsent: %v %v", created, err)
+	}
+	cases := []struct {
+		name string
+		from []WindowStatus
+		to   WindowStatus
+		err  error
+	}{
+		{"from a status it is not in", []WindowStatus{WindowFailed, WindowCompleted}, WindowIgnored, ErrConflict},
+		{"processing to failed", []WindowStatus{WindowProcessing}, WindowFailed, nil},
+		{"again from processing", []WindowStatus{WindowProcessing}, WindowFailed, ErrConflict},
+		{"operator replay resets attempts", []WindowStatus{WindowFailed}, WindowFailed, nil},
+		{"invalid target", []WindowStatus{WindowFailed}, "paused", ErrInvalid},
+	}
+	for _, c := range cases {
+		got, err := s.TransitionWindow(ctx, key, c.from, c.to, func(w *WindowState) { w.Attempts = 0 })
+		if c.err != nil {
+			if !errors.Is(err, c.err) {
+				t.Fatalf("%s: %v, want %v", c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got.Status != c.to || got.Attempts != 0 {
+			t.Fatalf("%s: %+v %v", c.name, got, err)
+		}
+	}
+	if _, out, err := s.ClaimWindow(ctx, key, claimOpts); err != nil || out != ClaimRetried {
+		t.Fatalf("claim after reset: %s %v", out, err)
+	}
+}
+
+func TestWindowVersionedNamespacesAreSeparate(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-versions-ns"
+	withWindowEvidence(t, s, ws)
+	v1, v2 := windowKey(ws), windowKey(ws)
+	v2.ProcessorVersion = "v2"
+	w1, o1, err1 := s.ClaimWindow(ctx, v1, claimOpts)
+	w2, o2, err2 := s.ClaimWindow(ctx, v2, claimOpts)
+	if err1 != nil || err2 != nil || o1 != ClaimCreated || o2 != ClaimCreated || w1.ID == w2.ID {
+		t.Fatalf("claims: %s %v, %s %v", o1, err1, o2, err2)
+	}
+	if w2.Key.SourceKey() != "chat/oc_a/processor/v2/window/2026-03-01T10:00:00Z" || w2.Key.ProcessorVersion != "v2" || w1.Key.ProcessorVersion != ids.DefaultProcessorVersion {
+		t.Fatalf("keys %q %q", w1.Key.SourceKey(), w2.Key.SourceKey())
+	}
+	// "" and the default version are the same namespace.
+	v1explicit := v1
+	v1explicit.ProcessorVersion = ids.DefaultProcessorVersion
+	if got, err := s.GetWindow(ctx, v1explicit); err != nil || got.ID != w1.ID {
+		t.Fatalf("default namespace lookup: %v", err)
+	}
+}
+
+func TestClaimOptionsValidated(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	misaligned := windowKey("ws-opts")
+	misaligned.Start = t0.Add(time.Minute)
+	badVersion := windowKey("ws-opts")
+	badVersion.ProcessorVersion = "v/2"
+	cases := []struct {
+		name string
+		key  WindowKey
+		opts ClaimOptions
+	}{
+		{"zero length", windowKey("ws-opts"), ClaimOptions{MaxAttempts: 1, StaleAfter: time.Minute}},
+		{"misaligned start", misaligned, claimOpts},
+		{"no attempts", windowKey("ws-opts"), ClaimOptions{WindowLength: windowLen, StaleAfter: time.Minute}},
+		{"no stale timeout", windowKey("ws-opts"), ClaimOptions{WindowLength: windowLen, MaxAttempts: 1}},
+		{"bad processor version", badVersion, claimOpts},
+		{"bad chat", WindowKey{Workspace: "ws-opts", Chat: "x", Start: t0}, claimOpts},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, _, err := s.ClaimWindow(ctx, c.key, c.opts); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("ClaimWindow = %v, want ErrInvalid", err)
+			}
+		})
+	}
+}

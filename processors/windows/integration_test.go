@@ -1,0 +1,322 @@
+package windows
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// cluster is one test's topics on the real broker.
+type cluster struct {
+	t                                   *testing.T
+	brokers                             []string
+	evidence, checkpoints, closed, dead string
+	codecs                              *schemas.Codecs
+	producer                            *kgo.Client
+}
+
+func newCluster(t *testing.T) *cluster {
+	c := &cluster{t: t, brokers: testenv.KafkaBrokers(t), codecs: mustCodecs(t)}
+	compact := "compact"
+	c.evidence = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
+	c.checkpoints = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
+	c.closed = testenv.NewTopic(t, 3, nil)
+	c.dead = testenv.NewTopic(t, 1, nil)
+	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-it"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.producer, err = kgo.NewClient(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.producer.Close)
+	return c
+}
+
+// uniqueVersion gives each test its own Goka group (and group table).
+func uniqueVersion(t *testing.T) string {
+	b := make([]byte, 5)
+	_, _ = rand.Read(b)
+	return "it" + hex.EncodeToString(b)
+}
+
+func (c *cluster) produce(recs ...schemas.EvidenceRecord) {
+	c.t.Helper()
+	var krs []*kgo.Record
+	for _, r := range recs {
+		b, err := c.codecs.Evidence.Encode(context.Background(), r)
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		krs = append(krs, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: b})
+	}
+	if err := c.producer.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
+		c.t.Fatalf("produce: %v", err)
+	}
+}
+
+func (c *cluster) produceCheckpoint(w ids.WorkspaceID, ch ids.ChatID, until time.Time) {
+	c.t.Helper()
+	b, err := c.codecs.Checkpoint.Encode(context.Background(), schemas.CollectionCheckpoint{
+		WorkspaceID: w, ChatID: ch, CoveredUntil: until, CursorCreateTimeMS: until.UnixMilli() - 1,
+		CursorMessageID: "om_cursor", UpdatedAt: until, ReconcileVersion: "it",
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.producer.ProduceSync(context.Background(), &kgo.Record{
+		Topic: c.checkpoints, Key: []byte(ids.ChatKey(w, ch)), Value: b,
+	}).FirstErr(); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+// instance is one running processor.
+type instance struct {
+	p    *Processor
+	stop func()
+}
+
+func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options)) *instance {
+	c.t.Helper()
+	g, err := kafka.NewGoka(kafka.GokaOptions{
+		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-it-" + version},
+		TableReplication: 1, StreamReplication: 1,
+	})
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	o := Options{
+		Brokers: c.brokers, ProcessorVersion: version,
+		EvidenceTopic: c.evidence, CheckpointTopic: c.checkpoints, ClosedTopic: c.closed, DeadLetterTopic: c.dead,
+		Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour,
+		ScanInterval: 200 * time.Millisecond, Codecs: c.codecs, Clock: clock.Now,
+		// Memory storage: a restarted instance must recover its state from the group table.
+		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.MemoryBuilder())),
+	}
+	if mutate != nil {
+		mutate(&o)
+	}
+	p, err := New(o)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once bool
+	stop := func() {
+		if once {
+			return
+		}
+		once = true
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil && !errors.Is(err, context.Canceled) {
+				c.t.Errorf("processor run: %v", err)
+			}
+		case <-time.After(60 * time.Second):
+			c.t.Errorf("processor did not drain within 60s")
+		}
+	}
+	c.t.Cleanup(stop)
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := p.Goka().WaitForReadyContext(wctx); err != nil {
+		c.t.Fatalf("processor not ready: %v", err)
+	}
+	return &instance{p: p, stop: stop}
+}
+
+// closedRecords reads the closed topic from the start until want records arrived or the
+// deadline passed, then waits a little longer to catch duplicates.
+func (c *cluster) closedRecords(want int, within time.Duration) []schemas.ClosedWindow {
+	c.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.closed),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []schemas.ClosedWindow
+	deadline := time.Now().Add(within)
+	settle := time.Time{}
+	for {
+		now := time.Now()
+		if now.After(deadline) || (!settle.IsZero() && now.After(settle)) {
+			return out
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			w, err := c.codecs.ClosedWindow.Decode(context.Background(), r.Value)
+			if err != nil {
+				c.t.Fatalf("closed record: %v", err)
+			}
+			out = append(out, w)
+		})
+		if len(out) >= want && settle.IsZero() {
+			settle = time.Now().Add(2 * time.Second)
+		}
+	}
+}
+
+func chatRecord(w ids.WorkspaceID, ch ids.ChatID, msg string, at time.Time, label string) schemas.EvidenceRecord {
+	r := evidenceRecord(msg, at, label)
+	r.WorkspaceID, r.ChatID, r.SourceKey = w, ch, ids.MessageSourceKey(ch, ids.MessageID(msg))
+	return r
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func windowHolds(p *Processor, chatKey string, start time.Time, n int) func() bool {
+	return func() bool {
+		v, err := p.Goka().Get(windowKey(chatKey, start))
+		if err != nil || v == nil {
+			return false
+		}
+		tv := v.(*tableValue)
+		return tv.Window != nil && len(tv.Window.Msgs) == n
+	}
+}
+
+func TestIntegrationRestartMidWindow(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, nil)
+	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"), evidenceRecord("om_2", t0.Add(2*time.Minute), "2"))
+	waitFor(t, "two messages in the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 2))
+	a.stop() // killed mid-window: the window is open, nothing emitted
+
+	b := c.start(version, clock, nil) // recovers the group table
+	c.produce(evidenceRecord("om_2", t0.Add(2*time.Minute), "2"), evidenceRecord("om_3", t0.Add(3*time.Minute), "3"))
+	waitFor(t, "three messages after restart", windowHolds(b.p, ids.ChatKey(ws, chat), t0, 3))
+	clock.Set(t0.Add(13 * time.Minute))
+	got := c.closedRecords(1, 30*time.Second)
+	if len(got) != 1 {
+		t.Fatalf("want exactly one closed window, got %d", len(got))
+	}
+	if ids := msgIDs(got[0], "1", "2", "3"); fmt.Sprint(ids) != "[om_1:1 om_2:2 om_3:3]" {
+		t.Fatalf("window lost or duplicated evidence across the restart: %v", ids)
+	}
+}
+
+func TestIntegrationTwoInstancesShareChats(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, nil)
+	b := c.start(version, clock, nil) // rebalance: the two share the three partitions
+	var recs []schemas.EvidenceRecord
+	chats := 9
+	for i := range chats {
+		ch := ids.ChatID(fmt.Sprintf("oc_chat%02d", i))
+		recs = append(recs, chatRecord(ws, ch, fmt.Sprintf("om_%02da", i), t0.Add(time.Minute), "a"),
+			chatRecord(ws, ch, fmt.Sprintf("om_%02db", i), t0.Add(2*time.Minute), "b"))
+	}
+	c.produce(recs...)
+	for i := range chats {
+		key := ids.ChatKey(ws, ids.ChatID(fmt.Sprintf("oc_chat%02d", i)))
+		waitFor(t, "chat "+key+" in one instance", func() bool {
+			return windowHolds(a.p, key, t0, 2)() || windowHolds(b.p, key, t0, 2)()
+		})
+	}
+	clock.Set(t0.Add(13 * time.Minute))
+	got := c.closedRecords(chats, 60*time.Second)
+	if len(got) != chats {
+		t.Fatalf("want %d closed windows (one per chat), got %d", chats, len(got))
+	}
+	seen := map[ids.ChatID]bool{}
+	for _, w := range got {
+		if seen[w.ChatID] || w.EvidenceCount != 2 {
+			t.Fatalf("chat %s closed twice or incomplete: %+v", w.ChatID, w)
+		}
+		seen[w.ChatID] = true
+	}
+}
+
+func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, nil)
+	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"))
+	waitFor(t, "the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 1))
+	// Lose every pending wakeup: only the periodic scan can close the window now.
+	select {
+	case <-a.p.wake:
+	default:
+	}
+	clock.Set(t0.Add(13 * time.Minute))
+	if got := c.closedRecords(1, 30*time.Second); len(got) != 1 {
+		t.Fatalf("periodic scan did not close the quiet chat's window: %d records", len(got))
+	}
+}
+
+func TestIntegrationCoverageGating(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0.Add(30 * time.Minute)}
+	a := c.start(version, clock, func(o *Options) { o.RequireCoverage = true })
+	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"))
+	waitFor(t, "the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 1))
+	if got := c.closedRecords(0, 2*time.Second); len(got) != 0 {
+		t.Fatalf("closed before history covered the window: %+v", got)
+	}
+	c.produceCheckpoint(ws, chat, t0.Add(10*time.Minute))
+	got := c.closedRecords(1, 30*time.Second)
+	if len(got) != 1 || got[0].Reason != ReasonGraceElapsedCovered {
+		t.Fatalf("want one window closed on coverage, got %+v", got)
+	}
+}
+
+func TestIntegrationReplayAlongsideOldVersion(t *testing.T) {
+	c := newCluster(t)
+	clock := &fakeClock{now: t0}
+	v1 := uniqueVersion(t)
+	c.start(v1, clock, nil)
+	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"),
+		evidenceRecord("om_2", t0.Add(11*time.Minute), "2"))
+	clock.Set(t0.Add(30 * time.Minute))
+	if got := c.closedRecords(2, 30*time.Second); len(got) != 2 {
+		t.Fatalf("v1 closed %d windows, want 2", len(got))
+	}
+	v2 := uniqueVersion(t) // a new processor version replays the topic from the start
+	c.start(v2, clock, nil)
+	got := c.closedRecords(4, 60*time.Second)
+	byVersion := map[string][]string{}
+	for _, w := range got {
+		byVersion[w.ProcessorVersion] = append(byVersion[w.ProcessorVersion], w.WindowStart.Format("15:04")+"/"+w.AggregateHash[:8])
+	}
+	for _, v := range []string{v1, v2} {
+		sort.Strings(byVersion[v])
+	}
+	if len(byVersion[v1]) != 2 || fmt.Sprint(byVersion[v1]) != fmt.Sprint(byVersion[v2]) {
+		t.Fatalf("replay did not reproduce v1's windows: %v", byVersion)
+	}
+}
