@@ -1,0 +1,195 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Defaults of [Options].
+const (
+	DefaultTimeout         = 60 * time.Second
+	DefaultMaxRetries      = 2
+	DefaultMaxOutputTokens = 2048
+	DefaultBackoffBase     = 500 * time.Millisecond
+	DefaultBackoffMax      = 15 * time.Second
+	DefaultMaxRetryAfter   = 30 * time.Second
+	// DefaultPromptVersion names the prompts and output schemas in prompt.go. Change it
+	// with them: it is recorded with every entry and summary (design §12.4).
+	DefaultPromptVersion = "openai-timeline-v1"
+	// NoRetries as Options.MaxRetries makes one attempt per call.
+	NoRetries = -1
+
+	maxRetriesLimit   = 10
+	maxTimeout        = 10 * time.Minute
+	maxOutputTokens   = 1 << 20
+	maxModelLen       = 256
+	maxPromptVersion  = 64
+	maxRetryAfterHard = 10 * time.Minute
+)
+
+// Environment variables read by [Options.WithEnv].
+const (
+	EnvBaseURL = "LARKLINE_OPENAI_BASE_URL"
+	EnvModel   = "LARKLINE_OPENAI_MODEL"
+	EnvAPIKey  = "LARKLINE_OPENAI_API_KEY"
+	// Fallbacks understood by most OpenAI tooling.
+	EnvBaseURLFallback = "OPENAI_BASE_URL"
+	EnvAPIKeyFallback  = "OPENAI_API_KEY"
+)
+
+// ErrInvalidOptions is returned (wrapped) by [New]; the message names the field.
+var ErrInvalidOptions = errors.New("invalid openai options")
+
+// Options configures a [Client]. BaseURL and Model are required; there is no default
+// endpoint, so chat text never goes to a third party unless configured to.
+type Options struct {
+	// BaseURL is the API root, e.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1;
+	// requests go to BaseURL + "/chat/completions". http or https, no credentials,
+	// query or fragment.
+	BaseURL string
+	// Model is the model name sent with every request.
+	Model string
+	// APIKey is sent as "Authorization: Bearer <key>"; empty sends no header (local
+	// servers). It is never logged.
+	APIKey string
+	// Timeout bounds each HTTP attempt (0: DefaultTimeout; at most 10m).
+	Timeout time.Duration
+	// MaxRetries bounds the attempts after the first, for unavailability (408, 429,
+	// 5xx, transport errors, timeouts) and invalid output alike: a call makes at most
+	// 1+MaxRetries attempts. 0 means DefaultMaxRetries, NoRetries means none; at most 10.
+	MaxRetries int
+	// MaxOutputTokens is sent as max_tokens (0: DefaultMaxOutputTokens).
+	MaxOutputTokens int
+	// PromptVersion is recorded as Result.PromptVersion (empty: DefaultPromptVersion).
+	PromptVersion string
+	// HTTPClient sends the requests (nil: a client of its own, cloned from
+	// http.DefaultTransport). Attempts are bounded by Timeout through their context.
+	HTTPClient *http.Client
+	// BackoffBase and BackoffMax shape the exponential backoff between attempts after
+	// unavailability: the n-th retry waits about BackoffBase·2ⁿ⁻¹, capped at
+	// BackoffMax, with jitter (0: the defaults).
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
+	// MaxRetryAfter is the longest Retry-After the client waits out; a longer one ends
+	// the call at once with ErrUnavailable, leaving the wait to the worker's window
+	// retry (0: DefaultMaxRetryAfter).
+	MaxRetryAfter time.Duration
+	// Logger receives ids, hashes, counts and status codes; nil discards.
+	Logger *slog.Logger
+	// Registry receives the client's metrics; nil leaves them unregistered.
+	Registry *prometheus.Registry
+}
+
+// WithEnv returns o with BaseURL, Model and APIKey filled from the environment where
+// they are empty: LARKLINE_OPENAI_BASE_URL (else OPENAI_BASE_URL),
+// LARKLINE_OPENAI_MODEL, LARKLINE_OPENAI_API_KEY (else OPENAI_API_KEY). Values set in
+// o (from configuration) win. lookup is os.LookupEnv in production.
+func (o Options) WithEnv(lookup func(string) (string, bool)) Options {
+	get := func(names ...string) string {
+		for _, n := range names {
+			if v, ok := lookup(n); ok && strings.TrimSpace(v) != "" {
+				return strings.TrimSpace(v)
+			}
+		}
+		return ""
+	}
+	if o.BaseURL == "" {
+		o.BaseURL = get(EnvBaseURL, EnvBaseURLFallback)
+	}
+	if o.Model == "" {
+		o.Model = get(EnvModel)
+	}
+	if o.APIKey == "" {
+		o.APIKey = get(EnvAPIKey, EnvAPIKeyFallback)
+	}
+	return o
+}
+
+// normalize applies defaults and validates, returning the endpoint URL.
+func (o *Options) normalize() (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		return "", fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	u, err := url.Parse(strings.TrimSpace(o.BaseURL))
+	switch {
+	case o.BaseURL == "":
+		return bad("BaseURL is required (or set %s)", EnvBaseURL)
+	case err != nil:
+		return bad("BaseURL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return bad("BaseURL scheme %q: want http or https", u.Scheme)
+	case u.Host == "":
+		return bad("BaseURL has no host")
+	case u.User != nil:
+		return bad("BaseURL must not carry credentials; use APIKey")
+	case u.RawQuery != "" || u.Fragment != "":
+		return bad("BaseURL must not have a query or fragment")
+	}
+	endpoint := strings.TrimRight(u.String(), "/") + "/chat/completions"
+
+	switch {
+	case o.Model == "":
+		return bad("Model is required (or set %s)", EnvModel)
+	case len(o.Model) > maxModelLen || strings.IndexFunc(o.Model, unicode.IsSpace) >= 0:
+		return bad("Model must be 1..%d bytes without whitespace", maxModelLen)
+	case strings.IndexFunc(o.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		return bad("APIKey contains whitespace or control characters")
+	}
+
+	if o.Timeout == 0 {
+		o.Timeout = DefaultTimeout
+	}
+	if o.Timeout < 0 || o.Timeout > maxTimeout {
+		return bad("Timeout %v not in (0, %v]", o.Timeout, maxTimeout)
+	}
+	switch {
+	case o.MaxRetries == 0:
+		o.MaxRetries = DefaultMaxRetries
+	case o.MaxRetries == NoRetries:
+		o.MaxRetries = 0
+	case o.MaxRetries < 0 || o.MaxRetries > maxRetriesLimit:
+		return bad("MaxRetries %d not in 0..%d (or NoRetries)", o.MaxRetries, maxRetriesLimit)
+	}
+	if o.MaxOutputTokens == 0 {
+		o.MaxOutputTokens = DefaultMaxOutputTokens
+	}
+	if o.MaxOutputTokens < 0 || o.MaxOutputTokens > maxOutputTokens {
+		return bad("MaxOutputTokens %d not in 1..%d", o.MaxOutputTokens, maxOutputTokens)
+	}
+	if o.PromptVersion == "" {
+		o.PromptVersion = DefaultPromptVersion
+	}
+	if len(o.PromptVersion) > maxPromptVersion || strings.IndexFunc(o.PromptVersion, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		return bad("PromptVersion must be 1..%d bytes without whitespace", maxPromptVersion)
+	}
+	if o.BackoffBase == 0 {
+		o.BackoffBase = DefaultBackoffBase
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = max(DefaultBackoffMax, o.BackoffBase)
+	}
+	if o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase {
+		return bad("backoff base %v and max %v: want 0 < base <= max", o.BackoffBase, o.BackoffMax)
+	}
+	if o.MaxRetryAfter == 0 {
+		o.MaxRetryAfter = DefaultMaxRetryAfter
+	}
+	if o.MaxRetryAfter < 0 || o.MaxRetryAfter > maxRetryAfterHard {
+		return bad("MaxRetryAfter %v not in (0, %v]", o.MaxRetryAfter, maxRetryAfterHard)
+	}
+	if o.HTTPClient == nil {
+		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return endpoint, nil
+}

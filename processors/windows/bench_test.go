@@ -1,0 +1,183 @@
+package windows
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/testenv"
+)
+
+// benchCluster is a cluster for benchmarks (testing.B has no *testing.T).
+func benchCluster(b *testing.B, chats, perChat int) (*cluster, int) {
+	b.Helper()
+	c := &cluster{brokers: testenv.KafkaBrokers(b), codecs: mustCodecs(b)}
+	compact := "compact"
+	c.evidence = testenv.NewTopic(b, 6, map[string]*string{"cleanup.policy": &compact})
+	c.checkpoints = testenv.NewTopic(b, 6, map[string]*string{"cleanup.policy": &compact})
+	c.closed = testenv.NewTopic(b, 6, nil)
+	c.dead = testenv.NewTopic(b, 1, nil)
+	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if c.producer, err = kgo.NewClient(opts...); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(c.producer.Close)
+	ctx := context.Background()
+	n := 0
+	batch := make([]*kgo.Record, 0, 1000)
+	flush := func() {
+		if err := c.producer.ProduceSync(ctx, batch...).FirstErr(); err != nil {
+			b.Fatal(err)
+		}
+		batch = batch[:0]
+	}
+	for i := range perChat {
+		for ch := range chats {
+			chat := ids.ChatID(fmt.Sprintf("oc_bench%05d", ch))
+			r := chatRecord(ws, chat, fmt.Sprintf("om_%05d_%04d", ch, i), t0.Add(time.Duration(i)*time.Second), strconv.Itoa(n))
+			v, err := c.codecs.Evidence.Encode(ctx, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			batch = append(batch, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: v})
+			n++
+			if len(batch) == cap(batch) {
+				flush()
+			}
+		}
+	}
+	if len(batch) > 0 {
+		flush()
+	}
+	return c, n
+}
+
+// BenchmarkProcessorThroughput measures evidence records per second through the window
+// processor on the real broker, next to a bare franz-go consumer reading the same topic
+// in the same run (the practical limit).
+func BenchmarkProcessorThroughput(b *testing.B) {
+	c, n := benchCluster(b, 200, 50) // 10,000 records, 200 chats
+	b.ResetTimer()
+	var bareRate, procRate float64
+	for range b.N {
+		bareRate = bareConsume(b, c, n)
+		procRate = processAll(b, c, n, storage.MemoryBuilder())
+	}
+	b.ReportMetric(bareRate, "bare-records/s")
+	b.ReportMetric(procRate, "processor-records/s")
+	b.ReportMetric(procRate/bareRate, "ratio")
+}
+
+// BenchmarkProcessorMemory10kChats reports resident memory of a processor holding one
+// open window in each of 10,000 active chats, with LevelDB storage as in production.
+func BenchmarkProcessorMemory10kChats(b *testing.B) {
+	c, n := benchCluster(b, 10000, 3)
+	b.ResetTimer()
+	for range b.N {
+		runtime.GC()
+		before := rssBytes()
+		dir := b.TempDir()
+		processAll(b, c, n, storage.DefaultBuilder(dir))
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(rssBytes())/(1<<20), "rss-MiB")
+		b.ReportMetric(float64(rssBytes()-before)/(1<<20), "rss-growth-MiB")
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+	}
+}
+
+func bareConsume(b *testing.B, c *cluster, n int) float64 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.evidence),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	began := time.Now()
+	got := 0
+	for got < n {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		fs := cl.PollFetches(ctx)
+		stalled := ctx.Err() != nil
+		cancel()
+		if stalled {
+			b.Fatalf("bare consumer stalled at %d/%d", got, n)
+		}
+		got += fs.NumRecords()
+	}
+	return float64(n) / time.Since(began).Seconds()
+}
+
+func processAll(b *testing.B, c *cluster, n int, sb storage.Builder) float64 {
+	version := "bench" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
+	g, err := kafka.NewGoka(kafka.GokaOptions{
+		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"},
+		TableReplication: 1, StreamReplication: 1,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	p, err := New(Options{
+		Brokers: c.brokers, ProcessorVersion: version,
+		EvidenceTopic: c.evidence, ClosedTopic: c.closed, DeadLetterTopic: c.dead,
+		Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour,
+		ScanInterval: time.Hour, Codecs: c.codecs, Clock: func() time.Time { return t0 },
+		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(sb)),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	// Count from the first processed record: group join and topic set-up are a fixed
+	// cost of starting, not throughput.
+	for testutil.ToFloat64(p.m.evidence.WithLabelValues("added")) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	began := time.Now()
+	deadline := time.Now().Add(5 * time.Minute)
+	for testutil.ToFloat64(p.m.evidence.WithLabelValues("added")) < float64(n) {
+		if time.Now().After(deadline) {
+			b.Fatalf("processor stalled at %v/%d", testutil.ToFloat64(p.m.evidence.WithLabelValues("added")), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	rate := float64(n) / time.Since(began).Seconds()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
+	}
+	return rate
+}
+
+// rssBytes reads this process's resident set size (Linux).
+func rssBytes() uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseUint(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
