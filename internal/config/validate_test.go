@@ -1,0 +1,503 @@
+package config_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/config"
+)
+
+// want is one expected problem: the key path and a fragment of the message.
+type want struct{ path, contains string }
+
+const tl = "services.workspace.timeline.lark."
+
+const (
+	hashA = "9ed48c47a14f63ffcefa8f13d71867c282b53ec1bc6118d598411c31d133e9b7"
+	hashB = "2c26b46b68ffc68ff99b453c1d30413413422d706483bfa0f98a5e886266e7ae"
+)
+
+func timeline(c *config.Config) *config.LarkTimeline { return &c.Services.Workspace.Timeline.Lark }
+
+// webhookReady turns on event ingestion with the secrets it needs.
+func webhookReady(c *config.Config) {
+	l := timeline(c)
+	l.Enabled, l.EventIngestionEnabled = true, true
+	c.Lark.VerificationToken, c.Lark.EncryptKey = "vt", "ek"
+}
+
+func openAIReady(c *config.Config) {
+	c.Synthesis.Synthesizer = config.SynthesizerOpenAI
+	c.Synthesis.OpenAI.BaseURL = "https://llm.example/v1"
+	c.Synthesis.OpenAI.Model = "m"
+	c.Synthesis.OpenAI.APIKey = "k"
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name   string
+		mutate func(*config.Config)
+		want   []want
+	}{
+		{name: "defaults are valid", mutate: func(*config.Config) {}},
+
+		// services.workspace.timeline.lark
+		{name: "ingestionLookback zero", mutate: func(c *config.Config) { timeline(c).IngestionLookback = 0 },
+			want: []want{{tl + "ingestionLookback", "must be positive"}}},
+		{name: "ingestionLookback above 72h", mutate: func(c *config.Config) { timeline(c).IngestionLookback = 73 * time.Hour },
+			want: []want{{tl + "ingestionLookback", "at most 72h"}}},
+		{name: "ingestionLookback shorter is fine", mutate: func(c *config.Config) {
+			timeline(c).IngestionLookback = 24 * time.Hour
+		}},
+		{name: "synthesisScanInterval below 1s", mutate: func(c *config.Config) { timeline(c).SynthesisScanInterval = 500 * time.Millisecond },
+			want: []want{{tl + "synthesisScanInterval", "at least 1s"}}},
+		{name: "synthesisWindow below 1m", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 30 * time.Second },
+			want: []want{{tl + "synthesisWindow", "at least 1m"}}},
+		{name: "synthesisWindow 7m does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 7 * time.Minute },
+			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
+		{name: "synthesisWindow 2h does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 2 * time.Hour },
+			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
+		{name: "synthesisWindow 15m and 1h are fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 15 * time.Minute }},
+		{name: "synthesisWindow 1h is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = time.Hour }},
+		{name: "close grace negative", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = -time.Second },
+			want: []want{{tl + "synthesisWindowCloseGrace", "must not be negative"}}},
+		{name: "close grace equal to window", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = 10 * time.Minute },
+			want: []want{{tl + "synthesisWindowCloseGrace", "shorter than synthesisWindow (10m)"}}},
+		{name: "close grace zero is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = 0 }},
+		{name: "close grace not compared with a bad window", mutate: func(c *config.Config) {
+			timeline(c).SynthesisWindow = 7 * time.Minute
+			timeline(c).SynthesisWindowCloseGrace = 8 * time.Minute
+		}, want: []want{{tl + "synthesisWindow", "divide an hour"}}},
+		{name: "context lookback negative", mutate: func(c *config.Config) { timeline(c).SynthesisContextLookback = -time.Minute },
+			want: []want{{tl + "synthesisContextLookback", "must not be negative"}}},
+		{name: "stale timeout zero", mutate: func(c *config.Config) { timeline(c).SynthesisStaleTimeout = 0 },
+			want: []want{{tl + "synthesisStaleTimeout", "must be positive"}}},
+		{name: "stale timeout not longer than the model timeout", mutate: func(c *config.Config) {
+			openAIReady(c)
+			timeline(c).SynthesisStaleTimeout = time.Minute
+		}, want: []want{{tl + "synthesisStaleTimeout", "longer than synthesis.openai.timeout (1m)"}}},
+		{name: "stale timeout vs model timeout ignored with rules", mutate: func(c *config.Config) {
+			timeline(c).SynthesisStaleTimeout = time.Second
+		}},
+		{name: "max attempts zero", mutate: func(c *config.Config) { timeline(c).SynthesisWindowMaxAttempts = 0 },
+			want: []want{{tl + "synthesisWindowMaxAttempts", "at least 1"}}},
+		{name: "reconcile interval zero", mutate: func(c *config.Config) { timeline(c).ReconcileInterval = 0 },
+			want: []want{{tl + "reconcileInterval", "at least 1s"}}},
+		{name: "reconcile overlap negative", mutate: func(c *config.Config) { timeline(c).ReconcileOverlap = -time.Minute },
+			want: []want{{tl + "reconcileOverlap", "must not be negative"}}},
+		{name: "refresh interval zero", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshInterval = 0 },
+			want: []want{{tl + "evidenceRefreshInterval", "at least 1s"}}},
+		{name: "refresh lookback zero", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 0 },
+			want: []want{{tl + "evidenceRefreshLookback", "must be positive"}}},
+		{name: "refresh lookback beyond ingestion lookback", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 100 * time.Hour },
+			want: []want{{tl + "evidenceRefreshLookback", "must not exceed ingestionLookback (72h)"}}},
+		{name: "refresh lookback below reconcile overlap", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 5 * time.Minute },
+			want: []want{{tl + "evidenceRefreshLookback", "at least reconcileOverlap (10m)"}}},
+		{name: "evidence batch limit zero", mutate: func(c *config.Config) { timeline(c).EvidenceBatchLimit = 0 },
+			want: []want{{tl + "evidenceBatchLimit", "at least 1"}}},
+		{name: "max concurrent synthesis zero", mutate: func(c *config.Config) { timeline(c).MaxConcurrentSynthesis = 0 },
+			want: []want{{tl + "maxConcurrentSynthesis", "at least 1"}}},
+		{name: "environment empty", mutate: func(c *config.Config) { timeline(c).Environment = "" },
+			want: []want{{tl + "environment", "lower-case"}}},
+		{name: "environment upper case", mutate: func(c *config.Config) { timeline(c).Environment = "Prod" },
+			want: []want{{tl + "environment", "lower-case"}}},
+		{name: "workspace type listed twice", mutate: func(c *config.Config) { timeline(c).WorkspaceTypes = []string{"incident", "incident"} },
+			want: []want{{tl + "workspaceTypes[1]", "listed twice"}}},
+		{name: "workspace type malformed", mutate: func(c *config.Config) { timeline(c).WorkspaceTypes = []string{"incident", "Big Outage"} },
+			want: []want{{tl + "workspaceTypes[1]", "lower-case"}}},
+		{name: "no workspace types while enabled", mutate: func(c *config.Config) {
+			timeline(c).Enabled = true
+			timeline(c).WorkspaceTypes = nil
+		}, want: []want{{tl + "workspaceTypes", "at least one workspace type"}}},
+		{name: "no workspace types while disabled is fine", mutate: func(c *config.Config) { timeline(c).WorkspaceTypes = nil }},
+		{name: "token budget zero", mutate: func(c *config.Config) { timeline(c).MaxEstimatedTokensPerChunk = 0 },
+			want: []want{{tl + "maxEstimatedTokensPerChunk", "at least 1"}}},
+		{name: "message text bytes zero", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 0 },
+			want: []want{{tl + "maxMessageTextBytes", "between 1 and 524288"}}},
+		{name: "message text bytes 1 MiB", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 1 << 20 },
+			want: []want{{tl + "maxMessageTextBytes", "1 MiB"}}},
+		{name: "retention zero", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 0 },
+			want: []want{{tl + "retention.evidenceRetention", "must be positive"}}},
+		{name: "retention shorter than ingestion lookback", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 24 * time.Hour },
+			want: []want{{tl + "retention.evidenceRetention", "at least ingestionLookback (72h)"}}},
+		{name: "retention mode unknown", mutate: func(c *config.Config) { timeline(c).Retention.Mode = "shred" },
+			want: []want{{tl + "retention.mode", "one of redact, delete"}}},
+		{name: "retention mode delete is fine", mutate: func(c *config.Config) { timeline(c).Retention.Mode = config.RetentionDelete }},
+		{name: "retention interval below 1m", mutate: func(c *config.Config) { timeline(c).Retention.Interval = 30 * time.Second },
+			want: []want{{tl + "retention.interval", "at least 1m"}}},
+
+		// kafka
+		{name: "no brokers", mutate: func(c *config.Config) { c.Kafka.Brokers = nil },
+			want: []want{{"kafka.brokers", "at least one broker"}}},
+		{name: "broker without port", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"a:9092", "kafka"} },
+			want: []want{{"kafka.brokers[1]", "host:port"}}},
+		{name: "broker without host", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{":9092"} },
+			want: []want{{"kafka.brokers[0]", "must name a host"}}},
+		{name: "broker port zero", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:0"} },
+			want: []want{{"kafka.brokers[0]", "port between 1 and 65535"}}},
+		{name: "broker port too large", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:70000"} },
+			want: []want{{"kafka.brokers[0]", "port between 1 and 65535"}}},
+		{name: "client id empty", mutate: func(c *config.Config) { c.Kafka.ClientID = "" },
+			want: []want{{"kafka.clientID", "1-256"}}},
+		{name: "client id with space", mutate: func(c *config.Config) { c.Kafka.ClientID = "lark line" },
+			want: []want{{"kafka.clientID", "1-256"}}},
+		{name: "topic with space", mutate: func(c *config.Config) { c.Kafka.Topics.Checkpoints = "lark checkpoints" },
+			want: []want{{"kafka.topics.checkpoints", "Kafka topic name"}}},
+		{name: "topic dot-dot", mutate: func(c *config.Config) { c.Kafka.Topics.DeadLetter = ".." },
+			want: []want{{"kafka.topics.deadLetter", "Kafka topic name"}}},
+		{name: "topic reused", mutate: func(c *config.Config) { c.Kafka.Topics.WindowsClosed = c.Kafka.Topics.Evidence },
+			want: []want{{"kafka.topics.windowsClosed", "must differ from kafka.topics.evidence"}}},
+		{name: "partitions zero", mutate: func(c *config.Config) { c.Kafka.Partitions = 0 },
+			want: []want{{"kafka.partitions", "at least 1"}}},
+		{name: "replication zero", mutate: func(c *config.Config) { c.Kafka.ReplicationFactor = 0 },
+			want: []want{{"kafka.replicationFactor", "at least 1"}}},
+		{name: "acks unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = "most" },
+			want: []want{{"kafka.producer.acks", "one of all, leader, none"}}},
+		{name: "acks leader while idempotent", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = config.AcksLeader },
+			want: []want{{"kafka.producer.acks", "must be all while kafka.producer.idempotent is true"}}},
+		{name: "acks leader without idempotence is fine", mutate: func(c *config.Config) {
+			c.Kafka.Producer.Acks, c.Kafka.Producer.Idempotent = config.AcksLeader, false
+		}},
+		{name: "linger negative", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = -time.Millisecond },
+			want: []want{{"kafka.producer.linger", "must not be negative"}}},
+		{name: "linger above 1m", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = 2 * time.Minute },
+			want: []want{{"kafka.producer.linger", "at most 1m"}}},
+		{name: "linger zero is fine", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = 0 }},
+		{name: "buffered records zero", mutate: func(c *config.Config) { c.Kafka.Producer.MaxBufferedRecords = 0 },
+			want: []want{{"kafka.producer.maxBufferedRecords", "at least 1"}}},
+		{name: "compression unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Compression = "brotli" },
+			want: []want{{"kafka.producer.compression", "one of none, gzip, snappy, lz4, zstd"}}},
+		{name: "session timeout below broker minimum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = time.Second },
+			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
+		{name: "session timeout above broker maximum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = 31 * time.Minute },
+			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
+		{name: "rebalance timeout zero", mutate: func(c *config.Config) { c.Kafka.Consumer.RebalanceTimeout = 0 },
+			want: []want{{"kafka.consumer.rebalanceTimeout", "between 1s and 24h"}}},
+		{name: "fetch max wait 1ms", mutate: func(c *config.Config) { c.Kafka.Consumer.FetchMaxWait = time.Millisecond },
+			want: []want{{"kafka.consumer.fetchMaxWait", "between 10ms and 1m"}}},
+		{name: "sarama version unparsable", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "3.6" },
+			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
+		{name: "sarama version words", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "latest" },
+			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
+		{name: "sarama version 2.0 too old for Kafka 4", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "2.0.0" },
+			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
+		{name: "sarama version 0.11 too old", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "0.11.0.2" },
+			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
+		{name: "sarama version 2.1.0 and 4.1.0 are fine", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "2.1.0" }},
+		{name: "sarama version 4.1.0 is fine", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "4.1.0" }},
+		{name: "schema registry not a URL", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "registry:8081" },
+			want: []want{{"kafka.schemaRegistryURL", "absolute http:// or https:// URL"}}},
+		{name: "schema registry with credentials", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "https://u:p@registry:8081" },
+			want: []want{{"kafka.schemaRegistryURL", "must not carry credentials"}}},
+		{name: "schema registry URL is fine", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "http://registry:8081" }},
+		{name: "tls file while tls off", mutate: func(c *config.Config) { c.Kafka.TLS.CAFile = "/ca.pem" },
+			want: []want{{"kafka.tls.caFile", "kafka.tls.enabled is false"}}},
+		{name: "tls cert without key", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.CertFile = true, "/c.pem" },
+			want: []want{{"kafka.tls.keyFile", "together with kafka.tls.certFile"}}},
+		{name: "tls key without cert", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.KeyFile = true, "/k.pem" },
+			want: []want{{"kafka.tls.certFile", "together with kafka.tls.keyFile"}}},
+		{name: "tls with system roots is fine", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled = true }},
+		{name: "sasl mechanism unknown", mutate: func(c *config.Config) { c.Kafka.SASL.Mechanism = "gssapi" },
+			want: []want{{"kafka.sasl.mechanism", "one of \"\" (none), plain, scram-sha-256, scram-sha-512"}}},
+		{name: "sasl without credentials", mutate: func(c *config.Config) { c.Kafka.SASL.Mechanism = config.SASLScramSHA512 },
+			want: []want{{"kafka.sasl.username", "because kafka.sasl.mechanism is scram-sha-512"}, {"kafka.sasl.password", "kafka.sasl.passwordFile"}}},
+		{name: "sasl credentials without mechanism", mutate: func(c *config.Config) { c.Kafka.SASL.Username, c.Kafka.SASL.Password = "u", "p" },
+			want: []want{{"kafka.sasl.username", "mechanism is empty"}, {"kafka.sasl.password", "mechanism is empty"}}},
+		{name: "sasl plain is fine", mutate: func(c *config.Config) {
+			c.Kafka.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"}
+		}},
+
+		// postgres
+		{name: "max conns zero", mutate: func(c *config.Config) { c.Postgres.MaxConns = 0 },
+			want: []want{{"postgres.maxConns", "at least 1"}}},
+		{name: "connect timeout zero", mutate: func(c *config.Config) { c.Postgres.ConnectTimeout = 0 },
+			want: []want{{"postgres.connectTimeout", "must be positive"}}},
+
+		// lark
+		{name: "mode unknown", mutate: func(c *config.Config) { c.Lark.Mode = "poll" },
+			want: []want{{"lark.mode", "one of webhook, longconn"}}},
+		{name: "app id without cli_", mutate: func(c *config.Config) { c.Lark.AppID = "app123" },
+			want: []want{{"lark.appID", "starts with cli_"}}},
+		{name: "bot open id without ou_", mutate: func(c *config.Config) { c.Lark.BotOpenID = "u_1" },
+			want: []want{{"lark.botOpenID", "starts with ou_"}}},
+		{name: "open base URL empty", mutate: func(c *config.Config) { c.Lark.OpenBaseURL = "" },
+			want: []want{{"lark.openBaseURL", "must be set"}}},
+		{name: "open base URL without scheme", mutate: func(c *config.Config) { c.Lark.OpenBaseURL = "open.larksuite.com" },
+			want: []want{{"lark.openBaseURL", "absolute http:// or https:// URL"}}},
+		{name: "open base URL with path", mutate: func(c *config.Config) { c.Lark.OpenBaseURL = "https://open.larksuite.com/open-apis" },
+			want: []want{{"lark.openBaseURL", "scheme and host only"}}},
+		{name: "feishu base URL is fine", mutate: func(c *config.Config) { c.Lark.OpenBaseURL = config.FeishuOpenBaseURL + "/" }},
+		{name: "local larktest URL is fine", mutate: func(c *config.Config) { c.Lark.OpenBaseURL = "http://127.0.0.1:39111" }},
+		{name: "webhook path relative", mutate: func(c *config.Config) { c.Lark.WebhookPath = "lark/events" },
+			want: []want{{"lark.webhookPath", "starting with /"}}},
+		{name: "webhook path wildcard", mutate: func(c *config.Config) { c.Lark.WebhookPath = "/lark/{x}" },
+			want: []want{{"lark.webhookPath", "wildcards"}}},
+		{name: "webhook path on ops endpoint", mutate: func(c *config.Config) { c.Lark.WebhookPath = "/healthz" },
+			want: []want{{"lark.webhookPath", "ops endpoints"}}},
+		{name: "timestamp skew zero", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 0 },
+			want: []want{{"lark.maxTimestampSkew", "must be positive"}}},
+		{name: "timestamp skew above 1h", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 2 * time.Hour },
+			want: []want{{"lark.maxTimestampSkew", "at most 1h"}}},
+		{name: "requests per second zero", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0 },
+			want: []want{{"lark.api.requestsPerSecond", "at most 50"}}},
+		{name: "requests per second above Lark's limit", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 50.5 },
+			want: []want{{"lark.api.requestsPerSecond", "at most 50"}}},
+		{name: "fractional rate is fine", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0.5 }},
+		{name: "burst zero", mutate: func(c *config.Config) { c.Lark.API.Burst = 0 },
+			want: []want{{"lark.api.burst", "at least 1"}}},
+		{name: "concurrent chats zero", mutate: func(c *config.Config) { c.Lark.API.MaxConcurrentChats = 0 },
+			want: []want{{"lark.api.maxConcurrentChats", "at least 1"}}},
+		{name: "pages per run zero", mutate: func(c *config.Config) { c.Lark.API.MaxPagesPerRun = 0 },
+			want: []want{{"lark.api.maxPagesPerRun", "at least 1"}}},
+		{name: "page size zero", mutate: func(c *config.Config) { c.Lark.API.PageSize = 0 },
+			want: []want{{"lark.api.pageSize", "between 1 and 50"}}},
+		{name: "page size 51", mutate: func(c *config.Config) { c.Lark.API.PageSize = 51 },
+			want: []want{{"lark.api.pageSize", "between 1 and 50"}}},
+		{name: "page size 1 is fine", mutate: func(c *config.Config) { c.Lark.API.PageSize = 1 }},
+		{name: "retries negative", mutate: func(c *config.Config) { c.Lark.API.MaxRetries = -1 },
+			want: []want{{"lark.api.maxRetries", "at least 0"}}},
+		{name: "backoff zero", mutate: func(c *config.Config) { c.Lark.API.MaxBackoff = 0 },
+			want: []want{{"lark.api.maxBackoff", "must be positive"}}},
+
+		// http
+		{name: "listen without port", mutate: func(c *config.Config) { c.HTTP.Listen = "8080" },
+			want: []want{{"http.listen", "host:port"}}},
+		{name: "listen port too large", mutate: func(c *config.Config) { c.HTTP.Listen = "127.0.0.1:99999" },
+			want: []want{{"http.listen", "port between 0 and 65535"}}},
+		{name: "listen on any port of all interfaces is fine", mutate: func(c *config.Config) { c.HTTP.Listen = ":0" }},
+		{name: "token without name", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "", SHA256: hashA, Workspaces: []string{"*"}}}
+		}, want: []want{{"http.apiTokens[0].name", "1-64 letters"}}},
+		{name: "token names repeat", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"*"}}, {Name: "a", SHA256: hashB, Workspaces: []string{"*"}}}
+		}, want: []want{{"http.apiTokens[1].name", "also the name of http.apiTokens[0]"}}},
+		{name: "token hash upper case", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: strings.ToUpper(hashA), Workspaces: []string{"*"}}}
+		}, want: []want{{"http.apiTokens[0].sha256", "64 lower-case hex digits"}}},
+		{name: "token hash too short", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA[:40], Workspaces: []string{"*"}}}
+		}, want: []want{{"http.apiTokens[0].sha256", "64 lower-case hex digits"}}},
+		{name: "token hashes repeat", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"*"}}, {Name: "b", SHA256: hashA, Workspaces: []string{"*"}}}
+		}, want: []want{{"http.apiTokens[1].sha256", "also the hash of http.apiTokens[0]"}}},
+		{name: "token without workspaces", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA}}
+		}, want: []want{{"http.apiTokens[0].workspaces", "must list workspace ids"}}},
+		{name: "token star with others", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"ws-1", "*"}}}
+		}, want: []want{{"http.apiTokens[0].workspaces[1]", "must be alone"}}},
+		{name: "token workspace twice", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"ws-1", "ws-1"}}}
+		}, want: []want{{"http.apiTokens[0].workspaces[1]", "listed twice"}}},
+		{name: "token workspace malformed", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"ws/1"}}}
+		}, want: []want{{"http.apiTokens[0].workspaces[0]", "must be a workspace id"}}},
+		{name: "scoped tokens are fine", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"ws-1", "ws-2"}}, {Name: "b", SHA256: hashB, Workspaces: []string{"*"}}}
+		}},
+		{name: "admin hash malformed", mutate: func(c *config.Config) { c.HTTP.AdminTokenSHA256 = "abc" },
+			want: []want{{"http.adminTokenSHA256", "64 lower-case hex digits"}}},
+		{name: "admin hash equals an API token's", mutate: func(c *config.Config) {
+			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"*"}}}
+			c.HTTP.AdminTokenSHA256 = hashA
+		}, want: []want{{"http.adminTokenSHA256", "must differ from the hash of http.apiTokens[0]"}}},
+
+		// synthesis
+		{name: "synthesizer unknown", mutate: func(c *config.Config) { c.Synthesis.Synthesizer = "gpt" },
+			want: []want{{"synthesis.synthesizer", "one of rules, openai"}}},
+		{name: "openai without its settings", mutate: func(c *config.Config) { c.Synthesis.Synthesizer = config.SynthesizerOpenAI },
+			want: []want{
+				{"synthesis.openai.baseURL", "because synthesis.synthesizer is openai"},
+				{"synthesis.openai.model", "because synthesis.synthesizer is openai"},
+				{"synthesis.openai.apiKey", "LARKLINE_SYNTHESIS__OPENAI__APIKEY"},
+			}},
+		{name: "openai complete is fine", mutate: openAIReady},
+		{name: "openai base URL malformed", mutate: func(c *config.Config) {
+			openAIReady(c)
+			c.Synthesis.OpenAI.BaseURL = "llm.example/v1"
+		}, want: []want{{"synthesis.openai.baseURL", "absolute http:// or https:// URL"}}},
+		{name: "openai timeout zero", mutate: func(c *config.Config) { c.Synthesis.OpenAI.Timeout = 0 },
+			want: []want{{"synthesis.openai.timeout", "must be positive"}}},
+		{name: "openai retries above 10", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 11 },
+			want: []want{{"synthesis.openai.maxRetries", "between 0 and 10"}}},
+		{name: "openai output tokens zero", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxOutputTokens = 0 },
+			want: []want{{"synthesis.openai.maxOutputTokens", "at least 1"}}},
+		{name: "prompt version empty", mutate: func(c *config.Config) { c.Synthesis.PromptVersion = "" },
+			want: []want{{"synthesis.promptVersion", "such as v1"}}},
+		{name: "prompt version with space", mutate: func(c *config.Config) { c.Synthesis.PromptVersion = "v 2" },
+			want: []want{{"synthesis.promptVersion", "such as v1"}}},
+
+		// log
+		{name: "log level unknown", mutate: func(c *config.Config) { c.Log.Level = "verbose" },
+			want: []want{{"log.level", "debug, info, warn, error"}}},
+		{name: "log format unknown", mutate: func(c *config.Config) { c.Log.Format = "xml" },
+			want: []want{{"log.format", "json or text"}}},
+
+		// secrets and ids that switches need
+		{name: "webhook ingestion without its secrets", mutate: func(c *config.Config) {
+			timeline(c).Enabled, timeline(c).EventIngestionEnabled = true, true
+		}, want: []want{
+			{"lark.verificationToken", "eventIngestionEnabled is true with lark.mode webhook"},
+			{"lark.encryptKey", "lark.encryptKeyFile"},
+		}},
+		{name: "webhook ingestion with its secrets is fine", mutate: webhookReady},
+		{name: "ingestion switch ignored while master switch off", mutate: func(c *config.Config) {
+			timeline(c).EventIngestionEnabled, timeline(c).ReconciliationEnabled = true, true
+		}},
+		{name: "longconn ingestion without app credentials", mutate: func(c *config.Config) {
+			timeline(c).Enabled, timeline(c).EventIngestionEnabled = true, true
+			c.Lark.Mode = config.LarkModeLongConn
+		}, want: []want{
+			{"lark.appID", "eventIngestionEnabled is true with lark.mode longconn"},
+			{"lark.appSecret", "LARKLINE_LARK__APPSECRET"},
+		}},
+		{name: "reconciliation without app credentials", mutate: func(c *config.Config) {
+			timeline(c).Enabled, timeline(c).ReconciliationEnabled = true, true
+		}, want: []want{{"lark.appID", "reconciliationEnabled is true"}, {"lark.appSecret", "reconciliationEnabled is true"}}},
+		{name: "one problem per missing value, naming every reason", mutate: func(c *config.Config) {
+			timeline(c).Enabled, timeline(c).EventIngestionEnabled, timeline(c).ReconciliationEnabled = true, true, true
+			c.Lark.Mode = config.LarkModeLongConn
+		}, want: []want{
+			{"lark.appID", "longconn, and services.workspace.timeline.lark.reconciliationEnabled is true"},
+			{"lark.appSecret", "longconn, and services.workspace.timeline.lark.reconciliationEnabled is true"},
+		}},
+		{name: "everything on and complete is fine", mutate: func(c *config.Config) {
+			webhookReady(c)
+			timeline(c).ReconciliationEnabled = true
+			c.Lark.AppID, c.Lark.AppSecret = "cli_x", "s"
+			openAIReady(c)
+			timeline(c).Retention.Enabled = true
+		}},
+
+		// several problems are reported together
+		{name: "all problems at once", mutate: func(c *config.Config) {
+			timeline(c).SynthesisWindow = 7 * time.Minute
+			c.Kafka.Partitions = 0
+			c.Lark.API.PageSize = 100
+			c.Log.Format = "xml"
+		}, want: []want{
+			{tl + "synthesisWindow", "divide"},
+			{"kafka.partitions", "at least 1"},
+			{"lark.api.pageSize", "between 1 and 50"},
+			{"log.format", "json or text"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			tt.mutate(c)
+			checkProblems(t, c.Validate(), tt.want)
+		})
+	}
+}
+
+// checkProblems asserts err lists exactly the wanted problems (by path, in any order),
+// each message containing the wanted fragment, and that every path is a real key.
+func checkProblems(t *testing.T, err error, wants []want) {
+	t.Helper()
+	if len(wants) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if !errors.Is(err, config.ErrInvalid) {
+		t.Fatalf("error = %v, want one matching ErrInvalid", err)
+	}
+	var cerr *config.Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("error %T is not *config.Error", err)
+	}
+	var got []string
+	for _, p := range cerr.Problems {
+		got = append(got, p.Path)
+		structural := strings.HasPrefix(p.Message, "unknown key") || strings.HasPrefix(p.Message, "names no configuration key") ||
+			strings.HasSuffix(p.Path, ".yaml") || p.Path == "the top level" || strings.Contains(p.Message, "merge key")
+		if !structural && !config.KnownPath(p.Path) {
+			t.Errorf("problem path %q names no key", p.Path)
+		}
+	}
+	var wantPaths []string
+	for _, w := range wants {
+		wantPaths = append(wantPaths, w.path)
+	}
+	slices.Sort(got)
+	slices.Sort(wantPaths)
+	if !slices.Equal(got, wantPaths) {
+		t.Fatalf("problem paths = %v, want %v\n%v", got, wantPaths, err)
+	}
+	for _, w := range wants {
+		found := false
+		for _, p := range cerr.Problems {
+			if p.Path == w.path && strings.Contains(p.String(), w.contains) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no problem at %s containing %q in:\n%v", w.path, w.contains, err)
+		}
+	}
+}
+
+func TestValidateNeverPrintsSecrets(t *testing.T) {
+	c := config.Default()
+	c.Kafka.SASL.Password = "hunter2-sasl"
+	c.Postgres.DSN = "postgres://u:hunter2-pg@db/x"
+	c.Synthesis.OpenAI.APIKey = "hunter2-key"
+	c.Synthesis.Synthesizer = config.SynthesizerOpenAI // baseURL, model missing
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("want problems")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("validation error leaks a secret: %v", err)
+	}
+	if !strings.Contains(err.Error(), `kafka.sasl.password = [REDACTED]`) {
+		t.Errorf("a set secret should show as [REDACTED]: %v", err)
+	}
+}
+
+func TestRequire(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(*config.Config)
+		paths []string
+		want  []want
+	}{
+		{name: "empty DSN", paths: []string{"postgres.dsn"},
+			want: []want{{"postgres.dsn", "postgres.dsnFile"}}},
+		{name: "DSN set", setup: func(c *config.Config) { c.Postgres.DSN = "postgres://x" }, paths: []string{"postgres.dsn"}},
+		{name: "empty list and string", setup: func(c *config.Config) { c.Kafka.Brokers = nil }, paths: []string{"kafka.brokers", "lark.appID"},
+			want: []want{{"kafka.brokers", "LARKLINE_KAFKA__BROKERS"}, {"lark.appID", "LARKLINE_LARK__APPID"}}},
+		{name: "unknown path", paths: []string{"postgres.password"}, want: []want{{"postgres.password", "not a configuration key"}}},
+		{name: "section is not a key", paths: []string{"kafka.tls"}, want: []want{{"kafka.tls", "not a configuration key"}}},
+		{name: "nothing asked", paths: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			if tt.setup != nil {
+				tt.setup(c)
+			}
+			err := c.Require(tt.paths...)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			var cerr *config.Error
+			if !errors.As(err, &cerr) || len(cerr.Problems) != len(tt.want) {
+				t.Fatalf("Require = %v, want %d problems", err, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if p := cerr.Problems[i]; p.Path != w.path || !strings.Contains(p.Message, w.contains) {
+					t.Errorf("problem %d = %v, want %s containing %q", i, p, w.path, w.contains)
+				}
+			}
+		})
+	}
+}
