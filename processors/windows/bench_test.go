@@ -76,7 +76,7 @@ func BenchmarkProcessorThroughput(b *testing.B) {
 	var bareRate, procRate float64
 	for range b.N {
 		bareRate = bareConsume(b, c, n)
-		procRate = processAll(b, c, n, storage.MemoryBuilder())
+		procRate = processAll(b, c, n, storage.MemoryBuilder(), nil)
 	}
 	b.ReportMetric(bareRate, "bare-records/s")
 	b.ReportMetric(procRate, "processor-records/s")
@@ -92,13 +92,15 @@ func BenchmarkProcessorMemory10kChats(b *testing.B) {
 		runtime.GC()
 		before := rssBytes()
 		dir := b.TempDir()
-		processAll(b, c, n, storage.DefaultBuilder(dir))
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		b.ReportMetric(float64(rssBytes())/(1<<20), "rss-MiB")
-		b.ReportMetric(float64(rssBytes()-before)/(1<<20), "rss-growth-MiB")
-		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+		processAll(b, c, n, storage.DefaultBuilder(dir), func() {
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			rss := rssBytes()
+			b.ReportMetric(float64(rss)/(1<<20), "rss-MiB")
+			b.ReportMetric(float64(rss-before)/(1<<20), "rss-growth-MiB")
+			b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-inuse-MiB")
+		})
 	}
 }
 
@@ -124,7 +126,10 @@ func bareConsume(b *testing.B, c *cluster, n int) float64 {
 	return float64(n) / time.Since(began).Seconds()
 }
 
-func processAll(b *testing.B, c *cluster, n int, sb storage.Builder) float64 {
+// processAll runs a new processor version over the topic until it has taken in all n
+// records, calls whileRunning (if any) with the processor still running, and returns
+// the records per second from the first processed record.
+func processAll(b *testing.B, c *cluster, n int, sb storage.Builder, whileRunning func()) float64 {
 	version := "bench" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	g, err := kafka.NewGoka(kafka.GokaOptions{
 		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"},
@@ -160,6 +165,9 @@ func processAll(b *testing.B, c *cluster, n int, sb storage.Builder) float64 {
 		time.Sleep(20 * time.Millisecond)
 	}
 	rate := float64(n) / time.Since(began).Seconds()
+	if whileRunning != nil {
+		whileRunning()
+	}
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)

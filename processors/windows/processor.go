@@ -121,11 +121,11 @@ func New(o Options) (*Processor, error) {
 	}
 	edges := []goka.Edge{
 		goka.Input(goka.Stream(o.EvidenceTopic), new(codec.Bytes), p.onEvidence),
-		goka.Loop(jsonCodec[loopMsg]{}, p.onLoop),
+		goka.Loop(loopCodec{}, p.onLoop),
 		goka.Visitor(visitClose, p.onVisit),
 		goka.Output(goka.Stream(o.ClosedTopic), new(codec.Bytes)),
 		goka.Output(goka.Stream(o.DeadLetterTopic), new(codec.Bytes)),
-		goka.Persist(jsonCodec[tableValue]{}),
+		goka.Persist(tableCodec{}),
 	}
 	if o.RequireCoverage {
 		edges = append(edges, goka.Input(goka.Stream(o.CheckpointTopic), new(codec.Bytes), p.onCheckpoint))

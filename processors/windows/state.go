@@ -1,8 +1,6 @@
 package windows
 
 import (
-	"encoding/json"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -225,25 +223,6 @@ func (p closePolicy) nextDue(c *chatState) time.Time {
 		return time.Time{}
 	}
 	return end.Add(p.grace)
-}
-
-// jsonCodec is the goka codec of the group table and the loop topic. The values are
-// internal to one processor version; the Avro schemas cover what leaves the group.
-type jsonCodec[T any] struct{}
-
-func (jsonCodec[T]) Encode(v any) ([]byte, error) {
-	if v == nil {
-		return nil, nil
-	}
-	return json.Marshal(v)
-}
-
-func (jsonCodec[T]) Decode(b []byte) (any, error) {
-	var v T
-	if err := json.Unmarshal(b, &v); err != nil {
-		return nil, fmt.Errorf("windows: decoding %T: %w", v, err)
-	}
-	return &v, nil
 }
 
 // tableValue is the union stored in the group table: exactly one field is set.

@@ -1,0 +1,251 @@
+package windows
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// The group table and the loop topic are internal to one processor version, so their
+// values use a compact binary encoding rather than JSON: a window value is decoded and
+// re-encoded on every evidence version it receives, which made JSON the processor's
+// largest cost. Every value starts with a format byte; an unknown format fails the
+// processor loudly instead of misreading state.
+
+const (
+	formatV1 byte = 1
+
+	tagChat   byte = 1
+	tagWindow byte = 2
+)
+
+// ErrStateFormat means a table or loop value was written by an unknown encoding.
+var ErrStateFormat = errors.New("windows: unknown state encoding")
+
+type enc struct{ b []byte }
+
+func (e *enc) byte(v byte)     { e.b = append(e.b, v) }
+func (e *enc) varint(v int64)  { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) uvarint(v int)   { e.b = binary.AppendUvarint(e.b, uint64(v)) }
+func (e *enc) string(s string) { e.uvarint(len(s)); e.b = append(e.b, s...) }
+func (e *enc) bool(v bool) {
+	if v {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+
+type dec struct {
+	b   []byte
+	err error
+}
+
+func (d *dec) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: truncated or corrupt %s", ErrStateFormat, what)
+	}
+}
+
+func (d *dec) byte() byte {
+	if d.err != nil || len(d.b) == 0 {
+		d.fail("byte")
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *dec) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *dec) uvarint(max int) int {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 || v > uint64(max) {
+		d.fail("length")
+		return 0
+	}
+	d.b = d.b[n:]
+	return int(v)
+}
+
+func (d *dec) string() string {
+	n := d.uvarint(maxStateItems)
+	if d.err == nil && n > len(d.b) {
+		d.fail("string")
+	}
+	if d.err != nil {
+		return ""
+	}
+	s := string(d.b[:n])
+	d.b = d.b[n:]
+	return s
+}
+
+func (d *dec) bool() bool { return d.byte() == 1 }
+
+func (d *dec) done(what string) error {
+	if d.err == nil && len(d.b) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes after %s", ErrStateFormat, len(d.b), what)
+	}
+	return d.err
+}
+
+func encodeRef(e *enc, r msgRef) {
+	e.string(r.ID)
+	e.varint(r.At)
+	e.string(r.Hash)
+}
+
+func decodeRef(d *dec) msgRef {
+	return msgRef{ID: d.string(), At: d.varint(), Hash: d.string()}
+}
+
+// tableCodec is the goka codec of the group table (values *tableValue).
+type tableCodec struct{}
+
+func (tableCodec) Encode(v any) ([]byte, error) {
+	tv, ok := v.(*tableValue)
+	if !ok || tv == nil {
+		return nil, fmt.Errorf("windows: table codec cannot encode %T", v)
+	}
+	e := enc{b: make([]byte, 0, 64)}
+	e.byte(formatV1)
+	switch {
+	case tv.Chat != nil:
+		c := tv.Chat
+		e.byte(tagChat)
+		e.varint(c.CoveredUntil)
+		e.uvarint(len(c.Open))
+		for _, o := range c.Open {
+			e.varint(o.Start)
+			e.varint(o.FirstSeen)
+		}
+	case tv.Window != nil:
+		w := tv.Window
+		e.byte(tagWindow)
+		e.varint(w.Start)
+		e.varint(w.FirstSeen)
+		e.varint(w.ClosedAt)
+		e.string(w.Reason)
+		e.uvarint(w.Count)
+		e.uvarint(w.Late)
+		e.uvarint(len(w.Msgs))
+		for _, r := range w.Msgs {
+			encodeRef(&e, r)
+		}
+	default:
+		return nil, errors.New("windows: empty table value")
+	}
+	return e.b, nil
+}
+
+// maxStateItems bounds a decoded list so corrupt bytes cannot allocate without limit.
+const maxStateItems = 1 << 20
+
+func (tableCodec) Decode(b []byte) (any, error) {
+	d := dec{b: b}
+	if f := d.byte(); d.err == nil && f != formatV1 {
+		return nil, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	}
+	tv := &tableValue{}
+	switch tag := d.byte(); tag {
+	case tagChat:
+		c := &chatState{CoveredUntil: d.varint()}
+		n := d.uvarint(maxStateItems)
+		if n > 0 && d.err == nil {
+			c.Open = make([]openWindow, n)
+			for i := range c.Open {
+				c.Open[i] = openWindow{Start: d.varint(), FirstSeen: d.varint()}
+			}
+		}
+		tv.Chat = c
+	case tagWindow:
+		w := &windowState{Start: d.varint(), FirstSeen: d.varint(), ClosedAt: d.varint(), Reason: d.string()}
+		w.Count = d.uvarint(maxStateItems)
+		w.Late = d.uvarint(1 << 62)
+		n := d.uvarint(maxStateItems)
+		if n > 0 && d.err == nil {
+			w.Msgs = make([]msgRef, n)
+			for i := range w.Msgs {
+				w.Msgs[i] = decodeRef(&d)
+			}
+		}
+		tv.Window = w
+	default:
+		if d.err == nil {
+			return nil, fmt.Errorf("%w: value tag %d", ErrStateFormat, tag)
+		}
+	}
+	if err := d.done("table value"); err != nil {
+		return nil, err
+	}
+	return tv, nil
+}
+
+var loopOps = []loopOp{opEvidence, opOpened, opClose}
+
+// loopCodec is the goka codec of the loop topic (values *loopMsg).
+type loopCodec struct{}
+
+func (loopCodec) Encode(v any) ([]byte, error) {
+	m, ok := v.(*loopMsg)
+	if !ok || m == nil {
+		return nil, fmt.Errorf("windows: loop codec cannot encode %T", v)
+	}
+	e := enc{b: make([]byte, 0, 128)}
+	e.byte(formatV1)
+	op := -1
+	for i, o := range loopOps {
+		if o == m.Op {
+			op = i
+		}
+	}
+	if op < 0 {
+		return nil, fmt.Errorf("windows: unknown loop op %q", m.Op)
+	}
+	e.byte(byte(op))
+	encodeRef(&e, m.Ref)
+	e.bool(m.Deleted)
+	e.varint(m.Start)
+	e.varint(m.FirstSeen)
+	e.string(m.Reason)
+	e.varint(m.ClosedAt)
+	return e.b, nil
+}
+
+func (loopCodec) Decode(b []byte) (any, error) {
+	d := dec{b: b}
+	if f := d.byte(); d.err == nil && f != formatV1 {
+		return nil, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	}
+	op := int(d.byte())
+	if d.err == nil && op >= len(loopOps) {
+		return nil, fmt.Errorf("%w: loop op %d", ErrStateFormat, op)
+	}
+	m := &loopMsg{}
+	if d.err == nil {
+		m.Op = loopOps[op]
+	}
+	m.Ref = decodeRef(&d)
+	m.Deleted = d.bool()
+	m.Start, m.FirstSeen, m.Reason, m.ClosedAt = d.varint(), d.varint(), d.string(), d.varint()
+	if err := d.done("loop message"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,96 @@
+package windows
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func TestStateCodecRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		v    any
+		c    interface {
+			Encode(any) ([]byte, error)
+			Decode([]byte) (any, error)
+		}
+	}{
+		{"chat", &tableValue{Chat: &chatState{CoveredUntil: 1764470400000, Open: []openWindow{{Start: 1, FirstSeen: 2}, {Start: 600000}}}}, tableCodec{}},
+		{"empty chat", &tableValue{Chat: &chatState{CoveredUntil: 5}}, tableCodec{}},
+		{"open window", &tableValue{Window: &windowState{Start: 1764470400000, FirstSeen: 9, Msgs: []msgRef{{ID: "om_a", At: 1, Hash: "aa"}, {ID: "om_b", At: 2, Hash: "bb"}}}}, tableCodec{}},
+		{"closed marker", &tableValue{Window: &windowState{Start: 1, ClosedAt: 2, Reason: ReasonGraceElapsed, Count: 40, Late: 3}}, tableCodec{}},
+		{"loop evidence", &loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: -5, Hash: "h"}, Deleted: true}, loopCodec{}},
+		{"loop close", &loopMsg{Op: opClose, Start: 7, Reason: ReasonGraceElapsedCovered, ClosedAt: 8}, loopCodec{}},
+		{"loop opened", &loopMsg{Op: opOpened, Start: 7, FirstSeen: 9}, loopCodec{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.c.Encode(tt.v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := tt.c.Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tt.v) {
+				t.Fatalf("round trip:\n got %#v\nwant %#v", got, tt.v)
+			}
+			for i := range b { // every truncation is an error, never a panic
+				if _, err := tt.c.Decode(b[:i]); !errors.Is(err, ErrStateFormat) {
+					t.Fatalf("truncated at %d: %v", i, err)
+				}
+			}
+			if _, err := tt.c.Decode(append(b, 0)); !errors.Is(err, ErrStateFormat) {
+				t.Fatalf("trailing byte accepted: %v", err)
+			}
+		})
+	}
+}
+
+func TestStateCodecRejectsUnknown(t *testing.T) {
+	tests := []struct {
+		name string
+		b    []byte
+	}{
+		{"future format", []byte{9, tagChat, 0, 0}},
+		{"unknown tag", []byte{formatV1, 7}},
+		{"huge list", []byte{formatV1, tagChat, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := (tableCodec{}).Decode(tt.b); !errors.Is(err, ErrStateFormat) {
+				t.Fatalf("want ErrStateFormat, got %v", err)
+			}
+		})
+	}
+	if _, err := (loopCodec{}).Decode([]byte{formatV1, 200}); !errors.Is(err, ErrStateFormat) {
+		t.Fatalf("unknown loop op: %v", err)
+	}
+	if _, err := (loopCodec{}).Encode(&loopMsg{Op: "bogus"}); err == nil {
+		t.Fatal("encoded an unknown op")
+	}
+}
+
+func FuzzTableCodec(f *testing.F) {
+	for _, v := range []*tableValue{
+		{Chat: &chatState{CoveredUntil: 1, Open: []openWindow{{Start: 1}}}},
+		{Window: &windowState{Start: 1, Msgs: []msgRef{{ID: "om_a", At: 1, Hash: "h"}}}},
+	} {
+		b, _ := tableCodec{}.Encode(v)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := tableCodec{}.Decode(b)
+		if err != nil {
+			return
+		}
+		again, err := tableCodec{}.Encode(v)
+		if err != nil {
+			t.Fatalf("decoded value does not encode: %v", err)
+		}
+		if _, err := (tableCodec{}).Decode(again); err != nil {
+			t.Fatalf("re-encoded value does not decode: %v", err)
+		}
+	})
+}
