@@ -21,6 +21,7 @@ type Config struct {
 	Lark      Lark      `yaml:"lark"`
 	HTTP      HTTP      `yaml:"http"`
 	Synthesis Synthesis `yaml:"synthesis"`
+	Windows   Windows   `yaml:"windows"`
 	Log       Log       `yaml:"log"`
 
 	// origins maps a key path to where its value came from ("file.yaml:12",
@@ -338,6 +339,17 @@ type OpenAI struct {
 }
 
 // Log configures the process logger (see internal/logging).
+// Windows configures the window processor (processors/windows).
+type Windows struct {
+	// ProcessorVersion names the Goka group larkline-windows-<version> and the
+	// versioned window namespace; a new version replays the evidence topic from the
+	// start next to the old one (larkline replay).
+	ProcessorVersion string `yaml:"processorVersion"`
+	// StateDir holds the processor's local LevelDB copy of its group table; it is a
+	// cache of the table topic and is rebuilt from Kafka when lost.
+	StateDir string `yaml:"stateDir"`
+}
+
 type Log struct {
 	Level  string `yaml:"level"`
 	Format string `yaml:"format"`
@@ -465,7 +477,8 @@ func Default() *Config {
 			},
 			PromptVersion: "v1",
 		},
-		Log: Log{Level: "info", Format: "json"},
+		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows"},
+		Log:     Log{Level: "info", Format: "json"},
 	}
 }
 

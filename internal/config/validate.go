@@ -222,6 +222,12 @@ func (c *Config) validate() []Problem {
 	c.validateLark(ch)
 	c.validateHTTP(ch)
 	c.validateSynthesis(ch)
+	if !versionRE.MatchString(c.Windows.ProcessorVersion) {
+		ch.bad("windows.processorVersion", c.Windows.ProcessorVersion, "must be 1–32 of letters, digits, . _ -")
+	}
+	if c.Windows.StateDir == "" {
+		ch.bad("windows.stateDir", c.Windows.StateDir, "must name a directory for the processor's local state")
+	}
 	if _, err := logging.ParseLevel(c.Log.Level); err != nil {
 		ch.bad("log.level", c.Log.Level, "must be one of debug, info, warn, error")
 	}

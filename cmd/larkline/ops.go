@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/processors/windows"
+)
+
+func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := newFlags("migrate", stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path, "postgres.dsn")
+	if err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	n, err := store.Migrate(ctx, pool)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "migrations applied: %d (schema up to date)\n", n)
+	return nil
+}
+
+func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "ensure" {
+		return fmt.Errorf("%w: larkline topics ensure [--config F]", errUsage)
+	}
+	fs, path := newFlags("topics ensure", stderr)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	cl, err := newKafkaClient(cfg, "admin")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
+	report, err := kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs)
+	if err != nil {
+		return err
+	}
+	for _, t := range report.Created {
+		fmt.Fprintf(stdout, "created   %s\n", t)
+	}
+	for _, t := range report.Matching {
+		fmt.Fprintf(stdout, "ok        %s\n", t)
+	}
+	for _, p := range report.Problems {
+		fmt.Fprintf(stdout, "MISMATCH  %s (left unchanged)\n", p)
+	}
+	return report.Err()
+}
+
+func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := newFlags("lag", stderr)
+	groups := fs.String("groups", "", "comma-separated consumer groups (default: larkline's groups of this config)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	cl, err := newKafkaClient(cfg, "lag")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	names := larklineGroups(cfg.Windows.ProcessorVersion)
+	if *groups != "" {
+		names = strings.Split(*groups, ",")
+	}
+	lags, err := kafka.Lag(ctx, cl, names, kafka.LagOptions{})
+	if err != nil {
+		return err
+	}
+	writeLagTable(stdout, lags)
+	return nil
+}
+
+// larklineGroups are the consumer groups one deployment runs.
+func larklineGroups(processorVersion string) []string {
+	return []string{
+		string(windows.GroupName(processorVersion)),
+		groupSink, groupSynthesis, groupWorkspaces,
+	}
+}
+
+// Consumer group names of the franz-go stages.
+const (
+	groupSink       = "larkline-sink"
+	groupSynthesis  = "larkline-synthesis"
+	groupWorkspaces = "larkline-workspaces"
+)
+
+func writeLagTable(w io.Writer, lags []kafka.GroupLag) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tSTATE\tTOPIC\tPARTITION\tCOMMITTED\tEND\tLAG\tLAG TIME")
+	for _, g := range lags {
+		if g.Err != nil {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\terror: %v\n", g.Group, g.State, g.Err)
+			continue
+		}
+		if len(g.Partitions) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t-\t-\t-\t(no committed offsets)\n", g.Group, g.State)
+		}
+		for _, p := range g.Partitions {
+			lagTime := "unknown"
+			if p.LagTime != kafka.LagTimeUnknown {
+				lagTime = p.LagTime.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", g.Group, g.State, p.Topic, p.Partition, p.Committed, p.End, p.Lag, lagTime)
+		}
+	}
+	_ = tw.Flush()
+}

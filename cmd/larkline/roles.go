@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/opsserver"
+	"github.com/larkline/larkline/processors/windows"
+	"github.com/larkline/larkline/schemas"
+)
+
+// component is anything a role runs: Run until ctx ends and drain, then Close.
+type component interface {
+	Run(ctx context.Context) error
+	Close() error
+}
+
+// runtime is what roles share in one process.
+type runtime struct {
+	cfg    *config.Config
+	log    *slog.Logger
+	reg    *prometheus.Registry
+	ops    *opsserver.Server
+	codecs *schemas.Codecs
+}
+
+// roleBuilders builds each role's components; every role registers its readiness.
+var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]component, error){
+	"windows": buildWindows,
+}
+
+func knownRoles() []string {
+	names := make([]string, 0, len(roleBuilders))
+	for n := range roleBuilders {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func runRoles(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := newFlags("run", stderr)
+	rolesFlag := fs.String("roles", "", "comma-separated roles to run in this process: "+strings.Join(knownRoles(), ","))
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	var roles []string
+	for _, r := range strings.Split(*rolesFlag, ",") {
+		if r = strings.TrimSpace(r); r == "" {
+			continue
+		}
+		if _, ok := roleBuilders[r]; !ok {
+			return fmt.Errorf("%w: unknown role %q (known: %s)", errUsage, r, strings.Join(knownRoles(), ", "))
+		}
+		if !slices.Contains(roles, r) {
+			roles = append(roles, r)
+		}
+	}
+	if len(roles) == 0 {
+		return fmt.Errorf("%w: --roles is required (known: %s)", errUsage, strings.Join(knownRoles(), ", "))
+	}
+	cfg, err := loadConfig(*path)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	return serveRoles(ctx, cfg, log, roles)
+}
+
+// serveRoles runs the ops server and the roles until ctx ends or one fails, then
+// drains them all.
+func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log})
+	if err != nil {
+		return err
+	}
+	codecs, err := newCodecs(cfg)
+	if err != nil {
+		_ = ops.Close()
+		return err
+	}
+	rt := &runtime{cfg: cfg, log: log, reg: reg, ops: ops, codecs: codecs}
+	var comps []component
+	closeAll := func() {
+		for _, c := range slices.Backward(comps) {
+			if err := c.Close(); err != nil {
+				log.Warn("closing a component", "err", err)
+			}
+		}
+	}
+	for _, r := range roles {
+		cs, err := roleBuilders[r](ctx, rt)
+		if err != nil {
+			closeAll()
+			_ = ops.Close()
+			return fmt.Errorf("starting role %s: %w", r, err)
+		}
+		comps = append(comps, cs...)
+	}
+	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		if err == nil || errors.Is(err, context.Canceled) {
+			return
+		}
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		cancel() // one failed component stops the process: its supervisor restarts it
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); fail(ops.Run(ctx)) }()
+	for _, c := range comps {
+		wg.Add(1)
+		go func() { defer wg.Done(); fail(c.Run(ctx)) }()
+	}
+	wg.Wait()
+	closeAll()
+	log.Info("larkline stopped")
+	return errors.Join(errs...)
+}
+
+func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
+	return kafka.NewGoka(kafka.GokaOptions{
+		Options:           kafkaOptions(rt.cfg, suffix),
+		Version:           rt.cfg.Kafka.SaramaVersion,
+		TableReplication:  int(rt.cfg.Kafka.ReplicationFactor),
+		StreamReplication: int(rt.cfg.Kafka.ReplicationFactor),
+	})
+}
+
+func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
+	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.ops.AddReadiness("windows", func(context.Context) error {
+		if !p.Recovered() {
+			return errors.New("window state table recovering")
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	return []component{p}, nil
+}
+
+// newWindowsProcessor builds the window processor of one version with LevelDB state
+// under windows.stateDir/<version>.
+func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error) {
+	g, err := gokaFor(rt, "windows-"+version)
+	if err != nil {
+		return nil, err
+	}
+	l := rt.cfg.Services.Workspace.Timeline.Lark
+	t := rt.cfg.Kafka.Topics
+	dir := filepath.Join(rt.cfg.Windows.StateDir, version)
+	return windows.New(windows.Options{
+		Brokers:          rt.cfg.Kafka.Brokers,
+		ProcessorVersion: version,
+		EvidenceTopic:    t.Evidence,
+		CheckpointTopic:  t.Checkpoints,
+		ClosedTopic:      t.WindowsClosed,
+		DeadLetterTopic:  t.DeadLetter,
+		Window:           l.SynthesisWindow,
+		Grace:            l.SynthesisWindowCloseGrace,
+		RequireCoverage:  l.ReconciliationActive(),
+		Retention:        l.IngestionLookback,
+		ScanInterval:     l.SynthesisScanInterval,
+		Codecs:           rt.codecs,
+		Logger:           rt.log,
+		Registry:         rt.reg,
+		Goka:             append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),
+	})
+}

@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/logging"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// newFlags returns a flag set with the --config flag every command shares.
+func newFlags(name string, stderr io.Writer) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet("larkline "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", os.Getenv(config.EnvConfigFile), "YAML configuration file (env "+config.EnvConfigFile+"); every key can be overridden from the environment")
+	return fs, path
+}
+
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	return nil
+}
+
+// loadConfig reads and validates the configuration, then checks the keys this command
+// needs on top.
+func loadConfig(path string, required ...string) (*config.Config, error) {
+	cfg, err := config.Load(path, os.Environ())
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if len(required) > 0 {
+		if err := cfg.Require(required...); err != nil {
+			return nil, err
+		}
+	}
+	return cfg, nil
+}
+
+func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
+	return logging.New(w, cfg.Log.Level, cfg.Log.Format)
+}
+
+// kafkaOptions maps the kafka section onto internal/kafka's options.
+func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
+	k := cfg.Kafka
+	linger := k.Producer.Linger
+	if linger == 0 {
+		linger = kafka.NoLinger // config 0 means "send at once"; kafka's 0 means its default
+	}
+	id := k.ClientID
+	if clientSuffix != "" {
+		id += "-" + clientSuffix
+	}
+	return kafka.Options{
+		Brokers:  k.Brokers,
+		ClientID: id,
+		TLS:      kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile},
+		SASL:     kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value()},
+		Producer: kafka.ProducerOptions{
+			Acks:               kafka.Acks(k.Producer.Acks),
+			DisableIdempotence: !k.Producer.Idempotent,
+			Linger:             linger,
+			MaxBufferedRecords: k.Producer.MaxBufferedRecords,
+			Compression:        kafka.Compression(k.Producer.Compression),
+		},
+		Consumer: kafka.ConsumerOptions{
+			SessionTimeout:   k.Consumer.SessionTimeout,
+			RebalanceTimeout: k.Consumer.RebalanceTimeout,
+			FetchMaxWait:     k.Consumer.FetchMaxWait,
+		},
+	}
+}
+
+func newKafkaClient(cfg *config.Config, clientSuffix string, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := kafka.NewClientOptions(kafkaOptions(cfg, clientSuffix))
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, extra...)...)
+	if err != nil {
+		return nil, fmt.Errorf("creating kafka client: %w", err)
+	}
+	return cl, nil
+}
+
+func topicNames(cfg *config.Config) kafka.TopicNames {
+	t := cfg.Kafka.Topics
+	return kafka.TopicNames{
+		Evidence: t.Evidence, Checkpoints: t.Checkpoints, Workspaces: t.Workspaces,
+		WindowsClosed: t.WindowsClosed, DeadLetter: t.DeadLetter,
+	}
+}
+
+// newCodecs builds the Avro codecs: the Confluent wire format through the schema
+// registry when one is configured, Avro single-object encoding otherwise.
+func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
+	t := cfg.Kafka.Topics
+	topics := schemas.Topics{Evidence: t.Evidence, ClosedWindow: t.WindowsClosed, Checkpoint: t.Checkpoints,
+		Workspace: t.Workspaces, DeadLetter: t.DeadLetter}
+	var opts []schemas.Option
+	if cfg.Kafka.SchemaRegistryURL != "" {
+		reg, err := schemas.NewRegistry(schemas.RegistryConfig{URL: cfg.Kafka.SchemaRegistryURL})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, schemas.WithRegistry(reg))
+	}
+	return schemas.NewCodecs(topics, opts...)
+}
+
+func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
+	return store.OpenPool(ctx, store.PoolConfig{
+		DSN:            cfg.Postgres.DSN.Value(),
+		MaxConns:       cfg.Postgres.MaxConns,
+		ConnectTimeout: cfg.Postgres.ConnectTimeout,
+	})
+}
