@@ -1,0 +1,72 @@
+package workspaces
+
+import (
+	"errors"
+
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// Sentinel errors. Every error this package returns for bad input wraps ErrInvalid;
+// test with errors.Is. A FieldError carries the field that was rejected.
+var (
+	// ErrInvalid: the input was rejected before anything was written (an unknown
+	// status, a chat id that is not a Lark chat id, a binding to a missing workspace,
+	// a creation time in the future, an empty type, too many chats, ...). The
+	// wrapping message names the field.
+	ErrInvalid = errors.New("invalid workspace input")
+	// ErrWorkspaceNotFound: the workspace does not exist. A binding to a missing
+	// workspace wraps both this and ErrInvalid.
+	ErrWorkspaceNotFound = errors.New("workspace not found")
+	// ErrBindingNotFound: the chat is not bound to the workspace (an unbind of a
+	// binding that does not exist).
+	ErrBindingNotFound = errors.New("binding not found")
+	// ErrStaleVersion: a create or update carried a version that is not newer than the
+	// stored one, or lost a race with a concurrent update. Nothing was written.
+	ErrStaleVersion = errors.New("stale workspace version")
+	// ErrOptions: a constructor's options are invalid; the wrapping message names them.
+	ErrOptions = errors.New("invalid workspaces options")
+	// ErrClosed: the publisher was closed.
+	ErrClosed = errors.New("workspaces: closed")
+)
+
+// FieldError is a rejected input field. It wraps ErrInvalid and, when set, Err (for
+// example ids.ErrInvalidID or ErrWorkspaceNotFound). Its text names the field and
+// quotes ids and codes only, so it is safe to log and to return to API clients.
+type FieldError struct {
+	// Field is the input field, e.g. "status", "chats[2]", "created_at".
+	Field string
+	// Problem says what is wrong with it.
+	Problem string
+	// Err is an underlying cause; may be nil.
+	Err error
+}
+
+func (e *FieldError) Error() string { return "invalid " + e.Field + ": " + e.Problem }
+
+// Unwrap returns ErrInvalid and the cause.
+func (e *FieldError) Unwrap() []error {
+	if e.Err != nil {
+		return []error{ErrInvalid, e.Err}
+	}
+	return []error{ErrInvalid}
+}
+
+func fieldErr(field, problem string, cause error) error {
+	return &FieldError{Field: field, Problem: problem, Err: cause}
+}
+
+// IsRetryable reports whether an operation of this package that failed with err may
+// succeed when repeated unchanged: a Postgres outage (store.IsRetryable), a Kafka
+// failure worth retrying (kafka.IsRetryable) or a schema registry outage
+// (schemas.IsRetryable). Invalid input, missing workspaces, stale versions and a
+// caller's cancellation are not retryable.
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, ErrInvalid) || errors.Is(err, ErrWorkspaceNotFound) ||
+		errors.Is(err, ErrBindingNotFound) || errors.Is(err, ErrStaleVersion) ||
+		errors.Is(err, ErrOptions) || errors.Is(err, ErrClosed) {
+		return false
+	}
+	return store.IsRetryable(err) || kafka.IsRetryable(err) || schemas.IsRetryable(err)
+}
