@@ -30,13 +30,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"demo":    {"run the whole pipeline on the embedded default (in-process Kafka, embedded Postgres, a local Lark)", runDemo},
-	"run":     {"run long-running roles (--roles windows,sink,synthesize,ingest,api,…)", runRoles},
-	"migrate": {"apply the Postgres schema migrations (idempotent)", runMigrate},
-	"topics":  {"topics ensure: create missing topics and report mismatches", runTopics},
-	"replay":  {"run a new window processor version from the start of the evidence topic", runReplay},
-	"lag":     {"print consumer lag per group, topic and partition", runLag},
-	"version": {"print the build version", runVersion},
+	"demo":       {"run the whole pipeline on the embedded default (in-process Kafka, embedded Postgres, a local Lark)", runDemo},
+	"run":        {"run long-running roles (--roles windows,sink,synthesize,ingest,api,…)", runRoles},
+	"migrate":    {"apply the Postgres schema migrations (idempotent)", runMigrate},
+	"topics":     {"topics ensure: create missing topics and report mismatches", runTopics},
+	"replay":     {"run a new window processor version from the start of the evidence topic", runReplay},
+	"lag":        {"print consumer lag per group, topic and partition", runLag},
+	"version":    {"print the build version", runVersion},
+	"workspaces": {"workspaces put|status|get|publish: manage workspaces (Postgres) or publish to the feed (Kafka)", runWorkspaces},
+	"bind":       {"bind add|remove|list: bind Lark chats to workspaces", runBind},
 }
 
 // errUsage marks a command-line mistake: exit code 2.

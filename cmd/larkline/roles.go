@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/opsserver"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/workspaces"
 	"github.com/larkline/larkline/processors/windows"
 	"github.com/larkline/larkline/schemas"
 )
@@ -36,11 +39,46 @@ type runtime struct {
 	reg    *prometheus.Registry
 	ops    *opsserver.Server
 	codecs *schemas.Codecs
+
+	poolOnce sync.Once
+	pgPool   *pgxpool.Pool
+	poolErr  error
+}
+
+// pool opens the process's one Postgres pool on first use, applies the migrations
+// (idempotent, under an advisory lock) and registers its readiness.
+func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
+	rt.poolOnce.Do(func() {
+		if err := rt.cfg.Require("postgres.dsn"); err != nil {
+			rt.poolErr = err
+			return
+		}
+		p, err := openPool(ctx, rt.cfg)
+		if err != nil {
+			rt.poolErr = err
+			return
+		}
+		if _, err := store.Migrate(ctx, p); err != nil {
+			p.Close()
+			rt.poolErr = err
+			return
+		}
+		rt.pgPool = p
+		rt.poolErr = rt.ops.AddReadiness("postgres", p.Ping)
+	})
+	return rt.pgPool, rt.poolErr
+}
+
+func (rt *runtime) close() {
+	if rt.pgPool != nil {
+		rt.pgPool.Close()
+	}
 }
 
 // roleBuilders builds each role's components; every role registers its readiness.
 var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]component, error){
-	"windows": buildWindows,
+	"windows":    buildWindows,
+	"workspaces": buildWorkspaces,
 }
 
 func knownRoles() []string {
@@ -111,6 +149,7 @@ func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		cs, err := roleBuilders[r](ctx, rt)
 		if err != nil {
 			closeAll()
+			rt.close()
 			_ = ops.Close()
 			return fmt.Errorf("starting role %s: %w", r, err)
 		}
@@ -142,6 +181,7 @@ func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 	}
 	wg.Wait()
 	closeAll()
+	rt.close()
 	log.Info("larkline stopped")
 	return errors.Join(errs...)
 }
@@ -199,3 +239,51 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 		Goka:             append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),
 	})
 }
+
+// buildWorkspaces runs the workspace feed consumer and mounts the admin API.
+func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	applier, err := workspaces.NewApplier(st)
+	if err != nil {
+		return nil, err
+	}
+	t := rt.cfg.Kafka.Topics
+	feed, err := workspaces.NewConsumer(workspaces.ConsumerOptions{
+		Kafka: kafkaOptions(rt.cfg, "workspaces"), Group: groupWorkspaces, Topic: t.Workspaces,
+		DeadLetterTopic: t.DeadLetter, Codecs: rt.codecs, Applier: applier,
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	admin, err := workspaces.NewAdmin(st, workspaces.AdminOptions{Logger: rt.log})
+	if err != nil {
+		return nil, err
+	}
+	h, err := workspaces.NewHandler(admin, workspaces.HandlerOptions{
+		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.ops.Handle(workspaces.AdminPathPrefix, h); err != nil {
+		return nil, err
+	}
+	return []component{closerFunc{feed.Run, feed.Close}}, nil
+}
+
+// closerFunc adapts a Run function and a Close without an error result.
+type closerFunc struct {
+	run   func(context.Context) error
+	close func()
+}
+
+func (c closerFunc) Run(ctx context.Context) error { return c.run(ctx) }
+func (c closerFunc) Close() error                  { c.close(); return nil }
