@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/opsserver"
 	"github.com/larkline/larkline/internal/store"
@@ -79,6 +80,7 @@ func (rt *runtime) close() {
 var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]component, error){
 	"windows":    buildWindows,
 	"workspaces": buildWorkspaces,
+	"api":        buildAPI,
 }
 
 func knownRoles() []string {
@@ -125,16 +127,35 @@ func runRoles(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // serveRoles runs the ops server and the roles until ctx ends or one fails, then
 // drains them all.
 func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) error {
+	r, err := startRoles(ctx, cfg, log, roles)
+	if err != nil {
+		return err
+	}
+	return r.wait()
+}
+
+// running is a started set of roles.
+type running struct {
+	rt     *runtime
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	errs   []error
+}
+
+// startRoles builds every role, starts the ops server and the components, and returns
+// at once. The first component that fails cancels the others.
+func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) (*running, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	codecs, err := newCodecs(cfg)
 	if err != nil {
 		_ = ops.Close()
-		return err
+		return nil, err
 	}
 	rt := &runtime{cfg: cfg, log: log, reg: reg, ops: ops, codecs: codecs}
 	var comps []component
@@ -144,46 +165,58 @@ func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 				log.Warn("closing a component", "err", err)
 			}
 		}
+		rt.close()
 	}
 	for _, r := range roles {
 		cs, err := roleBuilders[r](ctx, rt)
 		if err != nil {
 			closeAll()
-			rt.close()
 			_ = ops.Close()
-			return fmt.Errorf("starting role %s: %w", r, err)
+			return nil, fmt.Errorf("starting role %s: %w", r, err)
 		}
 		comps = append(comps, cs...)
 	}
 	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
+	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
 	fail := func(err error) {
 		if err == nil || errors.Is(err, context.Canceled) {
 			return
 		}
-		mu.Lock()
-		errs = append(errs, err)
-		mu.Unlock()
+		r.mu.Lock()
+		r.errs = append(r.errs, err)
+		r.mu.Unlock()
 		cancel() // one failed component stops the process: its supervisor restarts it
 	}
+	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); fail(ops.Run(ctx)) }()
 	for _, c := range comps {
 		wg.Add(1)
 		go func() { defer wg.Done(); fail(c.Run(ctx)) }()
 	}
-	wg.Wait()
-	closeAll()
-	rt.close()
-	log.Info("larkline stopped")
-	return errors.Join(errs...)
+	go func() {
+		wg.Wait()
+		closeAll()
+		log.Info("larkline stopped")
+		close(r.done)
+	}()
+	return r, nil
+}
+
+// stop cancels every component and waits for them to drain.
+func (r *running) stop() error {
+	r.cancel()
+	return r.wait()
+}
+
+// wait blocks until every component returned and reports their failures.
+func (r *running) wait() error {
+	<-r.done
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return errors.Join(r.errs...)
 }
 
 func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
@@ -287,3 +320,31 @@ type closerFunc struct {
 
 func (c closerFunc) Run(ctx context.Context) error { return c.run(ctx) }
 func (c closerFunc) Close() error                  { c.close(); return nil }
+
+// buildAPI mounts the timeline API and the web page on the ops server.
+func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	tokens := make([]httpapi.Token, len(rt.cfg.HTTP.APITokens))
+	for i, t := range rt.cfg.HTTP.APITokens {
+		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces}
+	}
+	api, err := httpapi.New(httpapi.Options{
+		Store: st, Tokens: tokens,
+		EvidenceListed: rt.cfg.Services.Workspace.Timeline.Lark.EvidenceListedInAPI,
+		Logger:         rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(tokens) == 0 {
+		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
+	}
+	return nil, api.Mount(rt.ops)
+}
