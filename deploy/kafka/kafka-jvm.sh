@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# kafka-jvm.sh — run a real single-node KRaft Apache Kafka broker straight from the
+# Maven Central jars pinned in deploy/kafka/pom.xml, for machines without Docker.
+#
+#   kafka-jvm.sh fetch
+#       Resolve the broker's runtime jars with Maven into the jar cache
+#       (default <repo>/.cache/kafka-jars/<kafka.version>, override with
+#       LARKLINE_KAFKA_JARS). A marker file holding the pom's checksum makes a
+#       second call a no-op; concurrent calls are serialised with flock.
+#   kafka-jvm.sh start <dir> <port> <controller-port>
+#       Fetch if needed, write <dir>/server.properties and <dir>/log4j2.properties,
+#       format <dir>/data with a fresh cluster id (unless already formatted, so a
+#       stopped broker restarts with its data), start the broker detached
+#       (pid in <dir>/broker.pid, output in <dir>/broker.log) and wait until
+#       127.0.0.1:<port> accepts connections. On failure the broker is stopped,
+#       the log tail is printed, and the exit status is non-zero.
+#   kafka-jvm.sh stop <dir>
+#       Stop the broker started in <dir> (SIGTERM, then SIGKILL after
+#       LARKLINE_KAFKA_STOP_TIMEOUT seconds). Leaves <dir> in place.
+#   kafka-jvm.sh jars
+#       Print the jar cache directory.
+#
+# Environment:
+#   LARKLINE_KAFKA_JARS           jar cache directory (default above)
+#   LARKLINE_KAFKA_HEAP           broker -Xmx (default 768m)
+#   LARKLINE_KAFKA_START_TIMEOUT  seconds to wait for the listener (default 90)
+#   LARKLINE_KAFKA_STOP_TIMEOUT   seconds to wait for a clean stop (default 30)
+#   JAVA_HOME / JAVA              Java 17+ to use (default: java on PATH)
+#   MVN                           Maven to use for fetch (default: mvn on PATH)
+#
+# Listeners bind to 127.0.0.1 only. Every internal topic is single-replica,
+# group.initial.rebalance.delay.ms=0 and auto.create.topics.enable=false.
+set -euo pipefail
+
+script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo_root="$(cd "${script_dir}/../.." && pwd)"
+pom="${script_dir}/pom.xml"
+dependency_plugin="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
+
+die() {
+	echo "kafka-jvm: $*" >&2
+	exit 1
+}
+
+usage() {
+	cat >&2 <<'EOF'
+usage: kafka-jvm.sh fetch
+       kafka-jvm.sh start <dir> <port> <controller-port>
+       kafka-jvm.sh stop <dir>
+       kafka-jvm.sh jars
+EOF
+	exit 2
+}
+
+kafka_version() {
+	local v
+	v="$(sed -n 's:.*<kafka.version>\([^<]*\)</kafka.version>.*:\1:p' "${pom}" | head -n1)"
+	[[ -n "${v}" ]] || die "cannot read <kafka.version> from ${pom}"
+	printf '%s\n' "${v}"
+}
+
+jars_dir() {
+	if [[ -n "${LARKLINE_KAFKA_JARS:-}" ]]; then
+		printf '%s\n' "${LARKLINE_KAFKA_JARS}"
+	else
+		printf '%s\n' "${repo_root}/.cache/kafka-jars/$(kafka_version)"
+	fi
+}
+
+pom_sum() {
+	sha256sum "${pom}" | cut -d' ' -f1
+}
+
+java_bin() {
+	if [[ -n "${JAVA:-}" ]]; then
+		printf '%s\n' "${JAVA}"
+	elif [[ -n "${JAVA_HOME:-}" ]]; then
+		printf '%s\n' "${JAVA_HOME}/bin/java"
+	else
+		printf '%s\n' java
+	fi
+}
+
+check_java() {
+	local java major
+	java="$(java_bin)"
+	command -v "${java}" >/dev/null 2>&1 || die "java not found (${java}); Kafka 4 needs Java 17 or newer"
+	# First line looks like: openjdk version "17.0.15" 2025-04-15 (or "1.8.0_x" for Java 8).
+	major="$("${java}" -version 2>&1 | sed -n '1s/.*version "\([0-9]*\)[."].*/\1/p')"
+	[[ "${major}" =~ ^[0-9]+$ ]] || die "cannot read the Java version of ${java}"
+	((major >= 17)) || die "${java} is Java ${major}; Kafka 4 needs Java 17 or newer"
+}
+
+fetch() {
+	local dir marker want lock tmp out
+	dir="$(jars_dir)"
+	marker="${dir}/.complete"
+	want="$(pom_sum)"
+	if [[ -f "${marker}" && "$(cat "${marker}")" == "${want}" ]]; then
+		return 0
+	fi
+	command -v "${MVN:-mvn}" >/dev/null 2>&1 || die "mvn not found; it is needed once to fetch the broker jars into ${dir}"
+	mkdir -p "$(dirname "${dir}")"
+	lock="${dir}.lock"
+	exec 9>"${lock}"
+	if command -v flock >/dev/null 2>&1; then
+		flock 9
+	fi
+	# Another process may have completed the fetch while we waited for the lock.
+	if [[ -f "${marker}" && "$(cat "${marker}")" == "${want}" ]]; then
+		exec 9>&-
+		return 0
+	fi
+	tmp="$(mktemp -d "${dir}.tmp.XXXXXX")"
+	echo "kafka-jvm: fetching Kafka $(kafka_version) jars into ${dir}" >&2
+	# Maven's output is shown only when it fails (quiet mode still prints ANSI resets).
+	if ! out="$("${MVN:-mvn}" -q -B -Dstyle.color=never -f "${pom}" "${dependency_plugin}:copy-dependencies" \
+		-DincludeScope=runtime -DoutputDirectory="${tmp}" 2>&1)"; then
+		printf '%s\n' "${out}" >&2
+		rm -rf "${tmp}"
+		die "maven could not resolve the broker jars (see above)"
+	fi
+	compgen -G "${tmp}/kafka_2.13-*.jar" >/dev/null || {
+		rm -rf "${tmp}"
+		die "maven finished but no kafka_2.13 jar was copied"
+	}
+	printf '%s\n' "${want}" >"${tmp}/.complete"
+	rm -rf "${dir}"
+	mv "${tmp}" "${dir}"
+	exec 9>&-
+}
+
+# broker_pid <dir> prints the pid recorded in <dir>/broker.pid when that process
+# is alive and is a Kafka broker (guards against pid reuse); prints nothing otherwise.
+broker_pid() {
+	local pidfile="$1/broker.pid" pid
+	[[ -f "${pidfile}" ]] || return 0
+	pid="$(cat "${pidfile}")"
+	[[ "${pid}" =~ ^[0-9]+$ ]] || return 0
+	alive "${pid}" || return 0
+	if [[ -r "/proc/${pid}/cmdline" ]] && ! tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q 'kafka\.Kafka'; then
+		return 0
+	fi
+	printf '%s\n' "${pid}"
+}
+
+# alive <pid> succeeds while <pid> runs; a zombie (an exited child this script has
+# not reaped) counts as gone.
+alive() {
+	local stat
+	if [[ -r "/proc/$1/stat" ]]; then
+		stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+		stat="${stat##*) }"
+		[[ "${stat:0:1}" != "Z" ]]
+	else
+		kill -0 "$1" 2>/dev/null
+	fi
+}
+
+port_open() {
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+valid_port() {
+	[[ "$1" =~ ^[0-9]+$ ]] && (($1 > 0 && $1 < 65536))
+}
+
+log_tail() {
+	if [[ -f "$1/broker.log" ]]; then
+		echo "kafka-jvm: last lines of $1/broker.log:" >&2
+		tail -n 40 "$1/broker.log" >&2
+	fi
+}
+
+write_config() {
+	local dir="$1" port="$2" cport="$3"
+	cat >"${dir}/server.properties" <<EOF
+# Written by deploy/kafka/kafka-jvm.sh: single-node KRaft broker for tests.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:${cport}
+listeners=PLAINTEXT://127.0.0.1:${port},CONTROLLER://127.0.0.1:${cport}
+advertised.listeners=PLAINTEXT://127.0.0.1:${port}
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=${dir}/data
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=8
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=4
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+delete.topic.enable=true
+EOF
+	cat >"${dir}/log4j2.properties" <<'EOF'
+# Written by deploy/kafka/kafka-jvm.sh: warnings and errors only, to stderr (broker.log).
+status = warn
+name = larkline-test-broker
+appender.stderr.type = Console
+appender.stderr.name = STDERR
+appender.stderr.target = SYSTEM_ERR
+appender.stderr.layout.type = PatternLayout
+appender.stderr.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.stderr.ref = STDERR
+EOF
+}
+
+start() {
+	[[ $# -eq 3 ]] || usage
+	local dir="$1" port="$2" cport="$3" jars java cluster_id pid deadline timeout
+	valid_port "${port}" || die "invalid port: ${port}"
+	valid_port "${cport}" || die "invalid controller port: ${cport}"
+	[[ "${port}" != "${cport}" ]] || die "port and controller port must differ"
+	check_java
+	fetch
+	jars="$(jars_dir)"
+	java="$(java_bin)"
+	mkdir -p "${dir}"
+	dir="$(cd "${dir}" && pwd)"
+	if [[ -n "$(broker_pid "${dir}")" ]]; then
+		die "a broker is already running from ${dir} (pid $(broker_pid "${dir}"))"
+	fi
+	if port_open "${port}"; then
+		die "127.0.0.1:${port} is already in use"
+	fi
+	if port_open "${cport}"; then
+		die "127.0.0.1:${cport} is already in use"
+	fi
+	write_config "${dir}" "${port}" "${cport}"
+
+	# A <dir> whose data is already formatted is a restart: keep its cluster id.
+	if [[ ! -f "${dir}/data/meta.properties" ]]; then
+		cluster_id="$("${java}" -cp "${jars}/*" kafka.tools.StorageTool random-uuid 2>>"${dir}/broker.log")" ||
+			{ log_tail "${dir}"; die "kafka.tools.StorageTool random-uuid failed"; }
+		"${java}" -cp "${jars}/*" kafka.tools.StorageTool format \
+			-t "${cluster_id}" -c "${dir}/server.properties" >>"${dir}/broker.log" 2>&1 ||
+			{ log_tail "${dir}"; die "formatting ${dir}/data failed"; }
+	fi
+
+	# setsid: the broker lives in its own session so a terminal's Ctrl-C reaches the
+	# caller, which stops the broker in order, rather than the JVM directly.
+	local detach=()
+	if command -v setsid >/dev/null 2>&1; then
+		detach=(setsid)
+	fi
+	"${detach[@]}" "${java}" "-Xmx${LARKLINE_KAFKA_HEAP:-768m}" -Djava.awt.headless=true \
+		"-Dlog4j2.configurationFile=${dir}/log4j2.properties" \
+		-cp "${jars}/*" kafka.Kafka "${dir}/server.properties" \
+		>>"${dir}/broker.log" 2>&1 </dev/null &
+	pid=$!
+	printf '%s\n' "${pid}" >"${dir}/broker.pid"
+
+	timeout="${LARKLINE_KAFKA_START_TIMEOUT:-90}"
+	deadline=$((SECONDS + timeout))
+	until port_open "${port}"; do
+		if ! alive "${pid}"; then
+			rm -f "${dir}/broker.pid"
+			log_tail "${dir}"
+			die "broker exited before 127.0.0.1:${port} accepted connections"
+		fi
+		if ((SECONDS >= deadline)); then
+			stop "${dir}" || true
+			log_tail "${dir}"
+			die "broker did not accept connections on 127.0.0.1:${port} within ${timeout}s"
+		fi
+		sleep 0.2
+	done
+	echo "kafka-jvm: broker pid ${pid} listening on 127.0.0.1:${port} (controller ${cport}), dir ${dir}" >&2
+}
+
+stop() {
+	[[ $# -eq 1 ]] || usage
+	local dir="$1" pid deadline timeout
+	[[ -d "${dir}" ]] || return 0
+	pid="$(broker_pid "${dir}")"
+	if [[ -z "${pid}" ]]; then
+		rm -f "${dir}/broker.pid"
+		return 0
+	fi
+	kill -TERM "${pid}" 2>/dev/null || true
+	timeout="${LARKLINE_KAFKA_STOP_TIMEOUT:-30}"
+	deadline=$((SECONDS + timeout))
+	while alive "${pid}"; do
+		if ((SECONDS >= deadline)); then
+			echo "kafka-jvm: broker pid ${pid} did not stop within ${timeout}s; killing it" >&2
+			kill -KILL "${pid}" 2>/dev/null || true
+			break
+		fi
+		sleep 0.2
+	done
+	rm -f "${dir}/broker.pid"
+}
+
+[[ $# -ge 1 ]] || usage
+cmd="$1"
+shift
+case "${cmd}" in
+fetch)
+	[[ $# -eq 0 ]] || usage
+	fetch
+	;;
+start) start "$@" ;;
+stop) stop "$@" ;;
+jars)
+	[[ $# -eq 0 ]] || usage
+	jars_dir
+	;;
+*) usage ;;
+esac

@@ -1,0 +1,175 @@
+package provision
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// modulePath identifies the larkline checkout when looking for the repo root.
+const modulePath = "github.com/larkline/larkline"
+
+// freePorts reserves n distinct free TCP ports on 127.0.0.1 by listening on
+// port 0, then releases them for the service to bind. Another process could
+// take one in between; the service's start then fails with a clear error.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserving a free port: %w", err)
+		}
+		defer ln.Close()
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// repoRoot finds the larkline checkout: Options.RepoRoot, else the first
+// directory up from the working directory whose go.mod declares the larkline
+// module, else the one holding this source file.
+func repoRoot(o Options) (string, error) {
+	if o.RepoRoot != "" {
+		return o.RepoRoot, nil
+	}
+	var starts []string
+	if wd, err := os.Getwd(); err == nil {
+		starts = append(starts, wd)
+	}
+	if _, file, _, ok := runtime.Caller(0); ok && filepath.IsAbs(file) {
+		starts = append(starts, filepath.Dir(file))
+	}
+	for _, dir := range starts {
+		for {
+			if isLarklineRoot(dir) {
+				return dir, nil
+			}
+			parent := filepath.Dir(dir)
+			if parent == dir {
+				break
+			}
+			dir = parent
+		}
+	}
+	return "", unavailable("cannot find the larkline checkout (go.mod of %s) above the working directory", modulePath)
+}
+
+func isLarklineRoot(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, "go.mod"))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) == 2 && fields[0] == "module" {
+			return fields[1] == modulePath
+		}
+	}
+	return false
+}
+
+// runLogged runs cmd, returning its combined output in the error on failure.
+func runLogged(cmd *exec.Cmd) ([]byte, error) {
+	var out bytes.Buffer
+	cmd.Stdout = &out
+	cmd.Stderr = &out
+	cmd.WaitDelay = 5 * time.Second
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%s: %w\n%s", strings.Join(cmd.Args, " "), err, tail(out.String(), 60))
+	}
+	return out.Bytes(), nil
+}
+
+// tail keeps the last n lines of s.
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// reaperPrelude waits until the owner process ($1) is gone. A zombie owner
+// (exited, not yet reaped by its parent) counts as gone.
+const reaperPrelude = `owner=$1; shift
+while kill -0 "$owner" 2>/dev/null; do
+	if [ -r "/proc/$owner/stat" ]; then
+		s=$(cat "/proc/$owner/stat" 2>/dev/null) || break
+		case "${s##*) }" in Z*) break ;; esac
+	fi
+	sleep 1
+done
+`
+
+// reaper is a detached shell that runs a cleanup script once this process has
+// exited, however it exited. It guards against services outliving a test
+// binary that is killed (go test -timeout, SIGKILL) before it can stop them.
+type reaper struct {
+	cmd *exec.Cmd
+}
+
+// startReaper starts a reaper for this process; cleanup is a sh script that
+// sees args as $1...
+func startReaper(cleanup string, args ...string) (*reaper, error) {
+	return startReaperFor(os.Getpid(), cleanup, args...)
+}
+
+// startReaperFor starts a reaper that waits for the process owner.
+func startReaperFor(owner int, cleanup string, args ...string) (*reaper, error) {
+	argv := append([]string{"-c", reaperPrelude + cleanup, "larkline-testenv-reaper", strconv.Itoa(owner)}, args...)
+	cmd := exec.Command("/bin/sh", argv...)
+	detach(cmd)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting the cleanup reaper: %w", err)
+	}
+	return &reaper{cmd: cmd}, nil
+}
+
+// cancel stops the reaper without running its cleanup (the caller cleaned up).
+func (r *reaper) cancel() {
+	if r == nil {
+		return
+	}
+	_ = r.cmd.Process.Kill()
+	_ = r.cmd.Wait()
+}
+
+// stopChain runs the steps in order, all of them, and joins their errors.
+func stopChain(steps ...func(context.Context) error) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, step := range steps {
+			errs = append(errs, step(ctx))
+		}
+		return errors.Join(errs...)
+	}
+}
+
+// removeDir is a stop step that deletes a service's temporary directory.
+func removeDir(dir string) func(context.Context) error {
+	return func(context.Context) error {
+		if err := os.RemoveAll(dir); err != nil {
+			return fmt.Errorf("removing %s: %w", dir, err)
+		}
+		return nil
+	}
+}
+
+// cancelReaper is a stop step that retires a reaper after a clean stop.
+func cancelReaper(r *reaper) func(context.Context) error {
+	return func(context.Context) error {
+		r.cancel()
+		return nil
+	}
+}

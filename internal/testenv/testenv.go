@@ -1,0 +1,131 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/testenv/provision"
+)
+
+const (
+	startTimeout = 5 * time.Minute
+	stopTimeout  = 2 * time.Minute
+	opTimeout    = 30 * time.Second // creating or dropping one topic or database
+)
+
+// errShutDown: a service was asked for after Main stopped them.
+var errShutDown = errors.New("testenv: services already stopped by testenv.Main")
+
+// lazyService starts a service on first use and keeps the outcome, success or
+// failure, for every later caller.
+type lazyService struct {
+	start func(context.Context, provision.Options) (*provision.Service, error)
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	svc     *provision.Service
+	err     error
+}
+
+func (l *lazyService) get() (*provision.Service, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil, errShutDown
+	}
+	if !l.started {
+		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+		defer cancel()
+		l.svc, l.err = l.start(ctx, options())
+		l.started = true
+	}
+	return l.svc, l.err
+}
+
+// kind starts the service if needed and reports its kind, or "" if it failed.
+func (l *lazyService) kind() string {
+	svc, err := l.get()
+	if err != nil {
+		return ""
+	}
+	return string(svc.Kind)
+}
+
+func (l *lazyService) close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if l.svc == nil {
+		return nil
+	}
+	return l.svc.Close(ctx)
+}
+
+var (
+	kafkaService    = &lazyService{start: provision.StartKafka}
+	postgresService = &lazyService{start: provision.StartPostgres}
+)
+
+// options: progress is logged to stderr under `go test -v`; the loud
+// warnings always go to stderr.
+func options() provision.Options {
+	var w io.Writer = io.Discard
+	if flag.Parsed() && testing.Verbose() {
+		w = os.Stderr
+	}
+	return provision.Options{
+		Logger:   slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		Warnings: os.Stderr,
+	}
+}
+
+// Main runs the tests and then stops every service this binary started.
+// Call it from TestMain; it does not return. A failure to stop a service
+// fails the run (exit status 1) after reporting it on stderr.
+func Main(m *testing.M) {
+	code := m.Run()
+	if err := shutdown(); err != nil {
+		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
+		if code == 0 {
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
+	defer cancel()
+	adminClose()
+	return errors.Join(kafkaService.close(ctx), postgresService.close(ctx))
+}
+
+// KafkaKind reports which kind of broker KafkaBrokers hands out: "external",
+// "docker", "jvm" or "embedded" (kfake), or the kind the runner declared in
+// LARKLINE_TEST_KAFKA_KIND. It starts the broker if needed and returns "" if
+// that failed (KafkaBrokers reports the error).
+func KafkaKind() string { return kafkaService.kind() }
+
+// PostgresKind reports which kind of PostgreSQL PostgresDSN uses: "external",
+// "docker", "local" or "embedded", like KafkaKind.
+func PostgresKind() string { return postgresService.kind() }
+
+// KafkaBrokers returns the bootstrap brokers of the binary's Kafka, starting
+// it on first use. It fails the test if no broker can be had.
+func KafkaBrokers(t testing.TB) []string {
+	t.Helper()
+	svc, err := kafkaService.get()
+	if err != nil {
+		t.Fatalf("testenv: kafka: %v", err)
+	}
+	return svc.Brokers()
+}
