@@ -1,0 +1,500 @@
+package synthesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/processors/synthesis/synth"
+)
+
+// maxLookbackRows bounds the rows read for the context before a window; they are read
+// in pages of scanPage rows (rows carry message text, so pages stay small).
+const (
+	maxLookbackRows = 10 * store.MaxPageSize
+	scanPage        = 200
+)
+
+// attemptResult is a whole-window attempt that reached a terminal state.
+type attemptResult struct {
+	outcome string // outcomeCompleted or outcomeIgnored
+	// changed: the window created or materially updated a visible draft (§13).
+	changed bool
+	drafts  int
+	state   store.WindowState
+}
+
+// attempt synthesizes the claimed window chunk by chunk (design §12.1) and finishes
+// it completed or ignored. Errors: an *attemptError (the attempt failed; the caller
+// records it), an error wrapping store.ErrConflict (the lease was lost), or ctx's.
+func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, log *slog.Logger) (attemptResult, error) {
+	var (
+		res    attemptResult
+		lease  = st.Lease()
+		ws     = j.key.Workspace
+		agg    = newAggregate()
+		cursor = st.Cursor
+		chunk  = st.Meta.ChunkCount
+		mem    = &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)}
+		prompt string
+	)
+	if cursor != nil {
+		// The store resumed the window after a committed chunk: the aggregate covers the
+		// evidence before the cursor too.
+		if err := w.seedAggregate(ctx, j, *cursor, agg); err != nil {
+			return res, err
+		}
+	}
+	lookback, err := w.lookback(ctx, j)
+	if err != nil {
+		return res, err
+	}
+	for {
+		var page store.EvidencePage
+		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
+			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: ws, Chat: j.key.Chat,
+				From: j.key.Start, To: j.end, After: cursor, Limit: w.o.EvidenceBatchLimit, EligibleOnly: true})
+			return err
+		})
+		if err != nil {
+			return res, storeFailure(ctx, "reading the window's evidence", err)
+		}
+		if len(page.Items) == 0 {
+			break
+		}
+		msgs := make([]synth.Message, len(page.Items))
+		for i, e := range page.Items {
+			if msgs[i], err = toMessage(j.key.Chat, e, false); err != nil {
+				return res, failAttempt(reasonStore, err)
+			}
+		}
+		existing, err := w.existingEntries(ctx, j)
+		if err != nil {
+			return res, err
+		}
+		// The budget is shared: existing entries take at most an eighth, a quarter is
+		// kept for read-only context, primary evidence takes the rest (and the context
+		// whatever primary evidence left).
+		budget := w.o.MaxEstimatedTokensPerChunk
+		exist, existTokens := pickExisting(existing, budget/8, w.o.MaxExistingEntries)
+		reserve := 0
+		if w.o.MaxContextMessages > 0 {
+			reserve = budget / 4
+		}
+		n, tokens := takePrimary(msgs, w.o.EvidenceBatchLimit, budget, existTokens+reserve)
+		primary, rows := msgs[:n], page.Items[:n]
+		ctxMsgs, ctxTokens, err := w.chunkContext(ctx, j, primary, mem, lookback, max(budget-existTokens-tokens, 0))
+		if err != nil {
+			return res, err
+		}
+		batchID := fmt.Sprintf("%s#%d", j.key.SourceKey(), chunk)
+		req := synth.Request{
+			Workspace: ws, Chat: j.key.Chat, WindowStart: j.key.Start, WindowEnd: j.end,
+			Groups:           groupConversations(append(slices.Clone(primary), ctxMsgs...), w.o.ProximityGap),
+			Existing:         exist,
+			ProcessorVersion: j.processorVersion(),
+		}
+		out, err := w.synthesizeChunk(ctx, req, batchID, log)
+		if err != nil {
+			return res, err
+		}
+		if out.PromptVersion != "" {
+			prompt = out.PromptVersion
+		}
+		changed, err := w.writeDrafts(ctx, j, st, req, rows, out, batchID, log)
+		if err != nil {
+			return res, err
+		}
+		last := rows[n-1].Cursor()
+		var next store.WindowState
+		err = w.withStore(ctx, "advance_window_cursor", func() (err error) {
+			next, err = w.o.Store.AdvanceWindowCursor(ctx, lease, store.ChunkProgress{Cursor: last, Evidence: n})
+			return err
+		})
+		if err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return res, err
+			}
+			return res, storeFailure(ctx, "advancing the window cursor", err)
+		}
+		for i := range rows {
+			agg.add(rows[i].ID, rows[i].ContentHash)
+		}
+		mem.add(primary)
+		cursor = &last
+		chunk = next.Meta.ChunkCount
+		res.drafts += len(out.Drafts)
+		res.changed = res.changed || changed
+		w.m.chunks.Inc()
+		w.m.chunkEvidence.Observe(float64(n))
+		w.m.chunkContext.Observe(float64(len(ctxMsgs)))
+		w.m.chunkTokens.Observe(float64(tokens + ctxTokens + existTokens))
+		log.Debug("chunk committed", "batch_id", batchID, "evidence", n, "context", len(ctxMsgs),
+			"estimated_tokens", tokens+ctxTokens+existTokens, "drafts", len(out.Drafts), "cursor", last.String())
+	}
+
+	res.outcome = outcomeIgnored
+	status := store.WindowIgnored
+	if res.drafts > 0 {
+		res.outcome, status = outcomeCompleted, store.WindowCompleted
+	}
+	err = w.withStore(ctx, "finish_window", func() (err error) {
+		res.state, err = w.o.Store.FinishWindow(ctx, lease, status, func(s *store.WindowState) {
+			s.AggregateHash = agg.sum()
+			s.Meta.EvidenceCount = agg.n
+			s.Meta.Error = ""
+			if prompt != "" {
+				s.Meta.PromptVersion = prompt
+			}
+		})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return res, err
+		}
+		return res, storeFailure(ctx, "finishing the window", err)
+	}
+	return res, nil
+}
+
+// storeFailure turns a store error inside an attempt into an attempt failure, unless
+// ctx ended.
+func storeFailure(ctx context.Context, what string, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return failAttempt(reasonStore, fmt.Errorf("%s: %w", what, err))
+}
+
+// seedAggregate adds the window's eligible evidence up to and including cursor to agg.
+func (w *Worker) seedAggregate(ctx context.Context, j *job, cursor store.Cursor, agg *aggregate) error {
+	var after *store.Cursor
+	for {
+		var page store.EvidencePage
+		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
+			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: j.key.Workspace, Chat: j.key.Chat,
+				From: j.key.Start, To: j.end, After: after, Limit: scanPage, EligibleOnly: true})
+			return err
+		})
+		if err != nil {
+			return storeFailure(ctx, "reading the window's committed evidence", err)
+		}
+		for i := range page.Items {
+			e := &page.Items[i]
+			if cursor.Less(e.Cursor()) {
+				return nil
+			}
+			agg.add(e.ID, e.ContentHash)
+		}
+		if page.Next == nil {
+			return nil
+		}
+		after = page.Next
+	}
+}
+
+// lookback reads the eligible messages of the ContextLookback before the window and
+// keeps the newest MaxContextMessages of them, newest first: read-only context.
+func (w *Worker) lookback(ctx context.Context, j *job) ([]synth.Message, error) {
+	if w.o.MaxContextMessages == 0 {
+		return nil, nil
+	}
+	var (
+		kept  []store.Evidence
+		after *store.Cursor
+		read  int
+	)
+	for read < maxLookbackRows {
+		var page store.EvidencePage
+		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
+			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: j.key.Workspace, Chat: j.key.Chat,
+				From: j.key.Start.Add(-w.o.ContextLookback), To: j.key.Start, After: after,
+				Limit: scanPage, EligibleOnly: true})
+			return err
+		})
+		if err != nil {
+			return nil, storeFailure(ctx, "reading the context before the window", err)
+		}
+		read += len(page.Items)
+		kept = append(kept, page.Items...)
+		if over := len(kept) - w.o.MaxContextMessages; over > 0 {
+			kept = slices.Delete(kept, 0, over)
+		}
+		if page.Next == nil {
+			break
+		}
+		after = page.Next
+	}
+	out := make([]synth.Message, 0, len(kept))
+	for i := len(kept) - 1; i >= 0; i-- {
+		m, err := toMessage(j.key.Chat, kept[i], true)
+		if err != nil {
+			continue // not a message of this chat: nothing to give as context
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
+// chunkContext chooses a chunk's read-only context within budget tokens (design §12.2),
+// in this priority: the roots and parents of the chunk's replies (fetched by key when
+// they are older than anything in hand), earlier messages of the chunk's threads from
+// the attempt's earlier chunks, then the messages just before the window, newest
+// first. Only eligible, live messages before window_end are context.
+func (w *Worker) chunkContext(ctx context.Context, j *job, primary []synth.Message, mem *recent,
+	lookback []synth.Message, budget int) ([]synth.Message, int, error) {
+	if w.o.MaxContextMessages == 0 || budget <= 0 {
+		return nil, 0, nil
+	}
+	exclude := make(map[int64]struct{}, len(primary))
+	inChunk := make(map[string]struct{}, len(primary))
+	for _, m := range primary {
+		exclude[m.EvidenceID] = struct{}{}
+		inChunk[string(m.MessageID)] = struct{}{}
+	}
+	known := make(map[string]synth.Message, len(lookback)+len(mem.msgs))
+	for _, m := range lookback {
+		known[string(m.MessageID)] = m
+	}
+	for _, m := range mem.msgs {
+		known[string(m.MessageID)] = m
+	}
+	var (
+		anchors []synth.Message
+		fetch   []string
+		asked   = map[string]bool{}
+	)
+	for _, m := range primary {
+		for _, ref := range []string{m.RootID, m.ParentID} {
+			if ref == "" || asked[ref] {
+				continue
+			}
+			asked[ref] = true
+			if _, ok := inChunk[ref]; ok {
+				continue
+			}
+			if k, ok := known[ref]; ok {
+				anchors = append(anchors, k)
+				continue
+			}
+			fetch = append(fetch, ids.MessageSourceKey(j.key.Chat, ids.MessageID(ref)))
+		}
+	}
+	if len(fetch) > 0 {
+		var rows []store.Evidence
+		err := w.withStore(ctx, "evidence_by_keys", func() (err error) {
+			rows, err = w.o.Store.EvidenceByKeys(ctx, j.key.Workspace, store.LarkMessageEvidence, fetch)
+			return err
+		})
+		if err != nil {
+			return nil, 0, storeFailure(ctx, "reading the roots of the chunk's replies", err)
+		}
+		for _, e := range rows {
+			if !e.SynthesisEligible || e.Deleted || !e.OccurredAt.Before(j.end) {
+				continue
+			}
+			if m, err := toMessage(j.key.Chat, e, true); err == nil {
+				anchors = append(anchors, m)
+			}
+		}
+	}
+	candidates := append(anchors, mem.relatedTo(primary)...)
+	candidates = append(candidates, lookback...)
+	out, tokens := pickContext(candidates, exclude, budget, w.o.MaxContextMessages)
+	return out, tokens, nil
+}
+
+// existingEntries lists the workspace's visible entries from ExistingEntriesLookback
+// before the window up to its end, for a synthesizer to avoid repeating them.
+func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingEntry, error) {
+	if w.o.MaxExistingEntries == 0 {
+		return nil, nil
+	}
+	var (
+		out   []synth.ExistingEntry
+		after = &store.Cursor{OccurredAt: j.key.Start.Add(-w.o.ExistingEntriesLookback)}
+	)
+	for pages := 0; pages < 10; pages++ {
+		var page store.EntryPage
+		err := w.withStore(ctx, "list_entries", func() (err error) {
+			page, err = w.o.Store.ListEntries(ctx, j.key.Workspace, store.EntryQuery{After: after, Limit: store.MaxPageSize})
+			return err
+		})
+		if err != nil {
+			return nil, storeFailure(ctx, "listing existing entries", err)
+		}
+		for _, e := range page.Items {
+			if !e.OccurredAt.Before(j.end) {
+				return out, nil
+			}
+			k := synth.Kind(e.Kind)
+			if !k.Valid() {
+				continue // a human entry of a kind synthesis does not know
+			}
+			out = append(out, synth.ExistingEntry{Kind: k, Title: e.Title, OccurredAt: e.OccurredAt, Fingerprint: e.Fingerprint})
+			if len(out) > w.o.MaxExistingEntries {
+				out = out[1:]
+			}
+		}
+		if page.Next == nil {
+			break
+		}
+		after = page.Next
+	}
+	return out, nil
+}
+
+// synthesizeChunk calls the synthesizer, retrying retryable failures (unavailable,
+// timed out) up to ChunkRetries times with backoff, and validates the result. Invalid
+// output (after the model client's own bounded retries) fails the attempt at once.
+func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID string, log *slog.Logger) (synth.Result, error) {
+	retry := w.backoff()
+	for try := 0; ; try++ {
+		cctx, cancel := context.WithTimeout(ctx, w.o.ChunkTimeout)
+		started := time.Now()
+		res, err := w.o.Synthesizer.Synthesize(cctx, req)
+		cancel()
+		label := "ok"
+		if err != nil {
+			label = "error"
+		}
+		w.m.modelLatency.WithLabelValues(label).Observe(time.Since(started).Seconds())
+		w.m.modelTokens.WithLabelValues("prompt").Add(float64(res.Usage.PromptTokens))
+		w.m.modelTokens.WithLabelValues("completion").Add(float64(res.Usage.CompletionTokens))
+		if err == nil {
+			if verr := synth.ValidateAll(req, res.Drafts); verr != nil {
+				w.m.validationError.Inc()
+				return res, failAttempt(reasonInvalidOutput, fmt.Errorf("chunk %s from %s: %w", batchID, res.Synthesizer, verr))
+			}
+			return res, nil
+		}
+		if ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+		switch {
+		case errors.Is(err, synth.ErrInvalidOutput):
+			w.m.validationError.Inc()
+			return res, failAttempt(reasonInvalidOutput, fmt.Errorf("chunk %s: %w", batchID, err))
+		case synth.IsRetryable(err) && try < w.o.ChunkRetries:
+			reason := "unavailable"
+			if errors.Is(err, context.DeadlineExceeded) {
+				reason = "timeout"
+			}
+			w.m.chunkRetries.WithLabelValues(reason).Inc()
+			log.Warn("synthesizing a chunk failed; retrying the chunk", "batch_id", batchID, "try", try+1, "error", err)
+			if err := sleep(ctx, retry.next()); err != nil {
+				return res, err
+			}
+		case synth.IsRetryable(err):
+			return res, failAttempt(reasonModelUnavailable, fmt.Errorf("chunk %s after %d tries: %w", batchID, try+1, err))
+		default:
+			return res, failAttempt(reasonModelRejected, fmt.Errorf("chunk %s: %w", batchID, err))
+		}
+	}
+}
+
+// aiMetadata is an AI entry's ai_metadata (design §12.4).
+type aiMetadata struct {
+	ProcessorVersion string        `json:"processor_version"`
+	Synthesizer      string        `json:"synthesizer,omitempty"`
+	Model            string        `json:"model,omitempty"`
+	PromptVersion    string        `json:"prompt_version,omitempty"`
+	BatchID          string        `json:"batch_id"`
+	WindowKey        string        `json:"window_key"`
+	WindowStart      time.Time     `json:"window_start"`
+	WindowEnd        time.Time     `json:"window_end"`
+	ChatID           string        `json:"chat_id"`
+	ThreadIDs        []string      `json:"thread_ids,omitempty"`
+	RootIDs          []string      `json:"root_ids,omitempty"`
+	Evidence         []evidenceRef `json:"evidence"`
+}
+
+// evidenceRef is one supporting evidence row with the content hash it had as input.
+type evidenceRef struct {
+	ID          int64  `json:"id"`
+	MessageID   string `json:"message_id"`
+	ContentHash string `json:"content_hash"`
+}
+
+// writeDrafts upserts the chunk's validated drafts, each deduplicated by
+// synth.Fingerprint and bound to its evidence. changed reports a material change of a
+// visible draft (§13): one created or updated; on a retried or taken-over attempt also
+// one found unchanged, since the earlier attempt may have written it without ever
+// reaching the summary. Confirmed, hidden and human entries keep their text (the store
+// enforces it; counted as protected) and only gain evidence.
+func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, req synth.Request, rows []store.Evidence,
+	res synth.Result, batchID string, log *slog.Logger) (bool, error) {
+	hashes := make(map[int64]string, len(rows))
+	for i := range rows {
+		hashes[rows[i].ID] = rows[i].ContentHash
+	}
+	byID := make(map[int64]synth.Message)
+	for _, g := range req.Groups {
+		for _, m := range g.Messages {
+			if !m.Context {
+				byID[m.EvidenceID] = m
+			}
+		}
+	}
+	changed := false
+	for _, d := range res.Drafts {
+		meta := aiMetadata{
+			ProcessorVersion: j.processorVersion(), Synthesizer: res.Synthesizer, Model: res.Model,
+			PromptVersion: res.PromptVersion, BatchID: batchID, WindowKey: j.key.SourceKey(),
+			WindowStart: j.key.Start, WindowEnd: j.end, ChatID: string(j.key.Chat),
+		}
+		evidence := slices.Clone(d.EvidenceIDs)
+		slices.Sort(evidence)
+		for _, id := range evidence {
+			m := byID[id]
+			meta.Evidence = append(meta.Evidence, evidenceRef{ID: id, MessageID: string(m.MessageID), ContentHash: hashes[id]})
+			if m.ThreadID != "" && !slices.Contains(meta.ThreadIDs, m.ThreadID) {
+				meta.ThreadIDs = append(meta.ThreadIDs, m.ThreadID)
+			}
+			if m.RootID != "" && !slices.Contains(meta.RootIDs, m.RootID) {
+				meta.RootIDs = append(meta.RootIDs, m.RootID)
+			}
+		}
+		raw, err := json.Marshal(meta)
+		if err != nil {
+			return changed, failAttempt(reasonStore, fmt.Errorf("encoding ai metadata of chunk %s: %w", batchID, err))
+		}
+		fp := synth.Fingerprint(j.key.Workspace, d)
+		var r store.EntryResult
+		err = w.withStore(ctx, "upsert_draft_entry", func() (err error) {
+			r, err = w.o.Store.UpsertDraftEntry(ctx, store.EntryDraft{Workspace: j.key.Workspace, Fingerprint: fp,
+				EntryContent: store.EntryContent{OccurredAt: d.OccurredAt, Kind: string(d.Kind), Title: d.Title,
+					Body: d.Body, AIMetadata: raw, EvidenceIDs: evidence}})
+			return err
+		})
+		if err != nil {
+			return changed, storeFailure(ctx, fmt.Sprintf("writing a %s draft of chunk %s", d.Kind, batchID), err)
+		}
+		w.m.draftBindings.Add(float64(len(evidence)))
+		outcome := draftUnchanged
+		switch {
+		case r.HumanOwned:
+			outcome = draftProtected
+		case r.Outcome == store.EntryCreated:
+			outcome, changed = draftCreated, true
+		case r.Outcome == store.EntryUpdated:
+			outcome, changed = draftUpdated, true
+		case r.Outcome == store.EntryEvidenceAttached:
+			outcome = draftAttached
+		}
+		if st.Attempts > 1 && !r.HumanOwned {
+			changed = true
+		}
+		w.m.drafts.WithLabelValues(outcome).Inc()
+		log.Debug("draft written", "batch_id", batchID, "entry_id", r.ID, "fingerprint", fp, "kind", string(d.Kind),
+			"outcome", outcome, "evidence", len(evidence))
+	}
+	return changed, nil
+}

@@ -1,0 +1,114 @@
+// Package synthesis is larkline's window worker: a franz-go consumer-group member that
+// reads the closed-window topic (larkline.windows.closed.v1, key <workspace>/<chat>,
+// Avro ClosedWindow values) and turns each closed window into draft timeline entries
+// bound to their evidence, then makes the window's one summary attempt (design §10.2,
+// §11, §12, §13, §14).
+//
+// The synthesizers themselves live in the subpackages: synth (the contract), rules
+// (deterministic, the default) and openai (any OpenAI-compatible endpoint). This
+// package drives them.
+//
+// # One window
+//
+//  1. A duplicate record of a window already completed or ignored (or failed with its
+//     attempts spent) is skipped at once.
+//  2. The worker waits, at most EvidenceWait with backoff, until the evidence table
+//     holds every evidence version the closed window names (the sink may lag). A
+//     stored version with another content hash counts when it is newer than the
+//     window's (deleted, or observed or updated after the window closed). When the wait
+//     runs out the attempt is claimed and recorded failed ("evidence_missing"), so it
+//     is retried, never processed with evidence missing.
+//  3. The window's sync-state row is claimed by compare-and-set (store.ClaimWindow):
+//     created or retried in processing, or taken over when stale (no write for
+//     StaleTimeout, on the database clock); a window another worker holds is polled
+//     until it is terminal or stale. Whole-window attempts are bounded by MaxAttempts;
+//     then the window stays failed with bounded diagnostics (ids, counts, error kinds).
+//  4. Chunks (§12.1): the window's eligible evidence is read in (occurred_at, id) order,
+//     at most EvidenceBatchLimit rows and MaxEstimatedTokensPerChunk estimated tokens
+//     per chunk, shared by the existing entries given to the synthesizer (at most an
+//     eighth), the read-only context (a quarter is kept for it) and the chunk's
+//     messages (the rest); a message alone over the budget still forms a chunk, it
+//     cannot be split. After each chunk's drafts are
+//     written the window cursor advances under the attempt's lease; a retried or
+//     taken-over window restarts from its beginning (the store resets the cursor), and
+//     re-written drafts land on the same entries through their fingerprints.
+//  5. Grouping (§12.2): a chunk's messages and its read-only context are grouped by
+//     thread_id, root_id, parent and replies, then proximity (ProximityGap); order is
+//     kept inside a group. Context is marked synth.Message.Context and is never cited
+//     and never part of the cursor or the aggregate: the roots and parents of the
+//     chunk's replies, earlier messages of its threads from the attempt's previous
+//     chunks, and the ContextLookback before the window, in that priority, within the
+//     token budget. Later messages of a thread reach the model as primary evidence of
+//     a later chunk, with the earlier ones as their context.
+//  6. Entries (§12.4): every validated draft is upserted as source=ai, status=draft,
+//     deduplicated by synth.Fingerprint and bound to all its evidence, with AI metadata:
+//     processor and prompt version, synthesizer and model, batch id
+//     (<window source key>#<chunk index>), window key and bounds, chat, thread and root
+//     ids, and every evidence id with the content hash it had as input. Confirmed,
+//     hidden and human entries keep their text and only gain evidence (the store
+//     enforces it; counted as protected).
+//  7. A window that produced no draft ends ignored, otherwise completed; the state row
+//     records the aggregate hash (AggregateHash: SHA-256 over the ordered evidence id
+//     and content hash pairs included), the evidence and chunk counts and the prompt
+//     version.
+//  8. Summary (§13): after a completed window that created or materially updated a
+//     visible draft (on a retried or taken-over attempt a draft found already written
+//     counts too: the attempt that wrote it may have died before its summary), when no
+//     human summary exists and summary_attempted was not set yet: summary_attempted is set, then the summarizer runs once over the visible
+//     entries and the text is stored unless a human summary appeared meanwhile. A
+//     failing summary never fails the window and is not retried.
+//
+// Model failures: errors synth.IsRetryable calls retryable (unavailable, timeouts)
+// retry the chunk up to ChunkRetries times with exponential backoff and jitter; invalid
+// output (after the model client's own bounded retries, or failing synth.ValidateAll
+// here) and rejected requests fail the attempt at once. A failed attempt is recorded
+// (FinishWindow failed with diagnostics) and the window is claimed again after a
+// backoff until MaxAttempts.
+//
+// # Offsets, ordering and concurrency
+//
+// Autocommit commits only marked records (kgo.AutoCommitMarks), and a record is
+// marked (MarkCommitRecords, then an immediate commit) only once its window is
+// terminal in the store and every earlier record of its partition is too: a partition's
+// committed offset advances over a contiguous prefix of finished windows only. A
+// worker that stops or crashes therefore has every unfinished window delivered again,
+// and a finished one is not. Records of one chat are processed one at a time, oldest
+// first; different chats and partitions concurrently, at most MaxConcurrentSynthesis
+// windows in the process and at most one per workspace. MaxInFlightRecords bounds the
+// records held. Undecodable records, and records whose key does not match their
+// value, are parked in the dead-letter topic and committed.
+//
+// Every ScanInterval a sweep lists processing windows that went stale
+// (store.StaleProcessing) and takes them over, so a window whose worker died is
+// finished even when no record names it again.
+//
+// # Lifecycle
+//
+// New validates the options; nothing connects until Run. Run consumes until its
+// context ends or Close is called; then no new window starts, windows in progress run
+// for at most DrainTimeout (an attempt still running then is recorded failed, so its
+// next owner retries it at once), finished windows are committed and the worker leaves
+// the group. The store and its pool belong to the caller.
+//
+// # Observability
+//
+// Metrics (registered on the injected registry, no workspace or chat labels):
+// larkline_synthesis_windows_total{outcome}, _claims_total{outcome},
+// _attempt_failures_total{reason}, _window_retries_total, _stale_processing,
+// _windows_in_flight, _window_duration_seconds, _evidence_wait_seconds, _chunks_total,
+// _chunk_evidence, _chunk_context_messages, _chunk_estimated_tokens,
+// _chunk_model_tokens_total{type}, _chunk_synthesize_seconds{outcome},
+// _chunk_retries_total{reason}, _validation_errors_total, _drafts_total{outcome},
+// _draft_evidence_bound_total, _records_total{result}, _offset_commits_total{result},
+// _store_retries_total{operation}; larkline_summary_attempts_total{outcome},
+// larkline_summary_skipped_total{reason} and larkline_summary_lag_seconds (window close
+// to summary). Logs carry workspace, chat and message ids, window keys, batch ids,
+// fingerprints, hashes and counts, never message text, prompts or summaries.
+//
+// # Bounds
+//
+// The worker writes window states, entries, their evidence bindings and the summary;
+// it never writes evidence. Memory per window is one chunk, its context and a bounded
+// memory of recent messages; a window's named evidence is checked in batches of 1000
+// keys. It does not create topics or migrate the schema.
+package synthesis

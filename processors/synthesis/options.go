@@ -1,0 +1,360 @@
+package synthesis
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas"
+)
+
+// Defaults applied by New for zero Options fields. The design's values (§14, §18) where
+// it names one.
+const (
+	// DefaultGroup is the consumer group of the window worker.
+	DefaultGroup = "larkline-synthesis"
+	// DefaultContextLookback is synthesisContextLookback: how far before a window its
+	// read-only context reaches.
+	DefaultContextLookback = 5 * time.Minute
+	// DefaultStaleTimeout is synthesisStaleTimeout.
+	DefaultStaleTimeout = 15 * time.Minute
+	// DefaultMaxAttempts is synthesisWindowMaxAttempts.
+	DefaultMaxAttempts = 3
+	// DefaultScanInterval is synthesisScanInterval: the period of the stale sweep.
+	DefaultScanInterval = 2 * time.Minute
+	// DefaultEvidenceBatchLimit is evidenceBatchLimit: evidence per chunk.
+	DefaultEvidenceBatchLimit = 40
+	// DefaultMaxEstimatedTokensPerChunk is maxEstimatedTokensPerChunk.
+	DefaultMaxEstimatedTokensPerChunk = 6000
+	// DefaultMaxConcurrentSynthesis is maxConcurrentSynthesis.
+	DefaultMaxConcurrentSynthesis = 2
+	// DefaultProximityGap joins otherwise unrelated messages into one conversation
+	// when they follow each other within it (§12.2 step 4).
+	DefaultProximityGap = 2 * time.Minute
+	// DefaultEvidenceWait bounds the wait for the evidence a closed window names.
+	DefaultEvidenceWait = 2 * time.Minute
+	// DefaultChunkTimeout bounds one Synthesize call.
+	DefaultChunkTimeout = 3 * time.Minute
+	// DefaultChunkRetries is how often a chunk is retried after a retryable model
+	// failure within one whole-window attempt.
+	DefaultChunkRetries = 2
+	// DefaultRetryBackoffMin and DefaultRetryBackoffMax bound every backoff of the
+	// worker (chunk retries, window retries, store outages, busy polling).
+	DefaultRetryBackoffMin = time.Second
+	DefaultRetryBackoffMax = 30 * time.Second
+	// DefaultSummaryTimeout bounds the one summary attempt of a window.
+	DefaultSummaryTimeout = 2 * time.Minute
+	// DefaultDrainTimeout bounds how long Run keeps finishing in-flight windows after
+	// its context ends.
+	DefaultDrainTimeout = 30 * time.Second
+	// DefaultMaxInFlightRecords bounds the closed-window records held in memory.
+	DefaultMaxInFlightRecords = 256
+	// DefaultSweepLimit bounds the stale windows one sweep reclaims.
+	DefaultSweepLimit = 100
+	// DefaultExistingEntriesLookback is how far before a window the existing entries
+	// given to a synthesizer reach.
+	DefaultExistingEntriesLookback = time.Hour
+	// DefaultMaxExistingEntries bounds the existing entries given per chunk.
+	DefaultMaxExistingEntries = 20
+	// DefaultMaxContextMessages bounds the read-only context messages per chunk.
+	DefaultMaxContextMessages = 40
+
+	// MaxEvidenceBatchLimit is the largest EvidenceBatchLimit (one store page).
+	MaxEvidenceBatchLimit = store.MaxPageSize
+	// MaxConcurrency is the largest MaxConcurrentSynthesis accepted.
+	MaxConcurrency = 64
+	// minTokensPerChunk is the smallest token budget accepted: one message's overhead
+	// and some text.
+	minTokensPerChunk = 4 * synth.MessageOverheadTokens
+)
+
+// Stage is the dead-letter stage name of this worker.
+const Stage = "synthesis"
+
+var (
+	// ErrInvalidOptions is wrapped by every error New returns for bad Options.
+	ErrInvalidOptions = errors.New("synthesis: invalid options")
+	// ErrClosed is returned by Run after Close.
+	ErrClosed = errors.New("synthesis: worker closed")
+	// ErrAlreadyRun is returned by a second call of Run.
+	ErrAlreadyRun = errors.New("synthesis: Run called twice")
+	// ErrFatal is wrapped by the errors that stop Run: a Kafka client that cannot be
+	// created, or that closed underneath the worker.
+	ErrFatal = errors.New("synthesis: fatal error")
+	// ErrKeyMismatch is the cause recorded for a closed-window record whose Kafka key
+	// is not <workspace>/<chat> of its value; such a record is dead-lettered.
+	ErrKeyMismatch = errors.New("record key does not match the closed window")
+	// ErrInvalidWindow is the cause recorded for a closed window the store cannot hold
+	// (a start not aligned to its length); such a record is dead-lettered.
+	ErrInvalidWindow = errors.New("closed window is not a valid window")
+)
+
+// Store is what the worker reads and writes in Postgres; *store.Store implements it.
+type Store interface {
+	GetWindow(ctx context.Context, key store.WindowKey) (store.WindowState, error)
+	ClaimWindow(ctx context.Context, key store.WindowKey, opts store.ClaimOptions) (store.WindowState, store.ClaimOutcome, error)
+	AdvanceWindowCursor(ctx context.Context, lease store.WindowLease, p store.ChunkProgress) (store.WindowState, error)
+	FinishWindow(ctx context.Context, lease store.WindowLease, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
+	MarkSummaryAttempted(ctx context.Context, key store.WindowKey) (bool, error)
+	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]store.WindowState, error)
+
+	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
+	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
+
+	UpsertDraftEntry(ctx context.Context, d store.EntryDraft) (store.EntryResult, error)
+	ListEntries(ctx context.Context, ws ids.WorkspaceID, q store.EntryQuery) (store.EntryPage, error)
+	ListVisibleEntries(ctx context.Context, ws ids.WorkspaceID) ([]store.Entry, error)
+
+	GetSummary(ctx context.Context, ws ids.WorkspaceID) (store.Summary, error)
+	PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, text string, meta json.RawMessage) (bool, error)
+}
+
+var _ Store = (*store.Store)(nil)
+
+// Options configure a Worker. Kafka.Brokers, Store, Codecs and Synthesizer are
+// required; every other zero field takes the documented default.
+type Options struct {
+	// Kafka holds brokers, security, the dead-letter producer settings and the group
+	// timeouts (package kafka validates it).
+	Kafka kafka.Options
+	// Group is the consumer group id. Default DefaultGroup.
+	Group string
+	// Topic is the closed-window topic consumed. Default kafka.DefaultTopicNames().WindowsClosed.
+	Topic string
+	// DeadLetterTopic receives closed-window records that cannot be decoded. Default
+	// kafka.DefaultTopicNames().DeadLetter.
+	DeadLetterTopic string
+
+	// Store is the repository. Required; the caller owns its pool.
+	Store Store
+	// Codecs decode closed windows and encode dead letters. Required.
+	Codecs *schemas.Codecs
+	// Synthesizer turns chunks into drafts. Required.
+	Synthesizer synth.Synthesizer
+	// Summarizer writes the workspace summary after a completed window; nil turns
+	// summaries off (counted as skipped, reason "disabled").
+	Summarizer synth.Summarizer
+	// PromptVersion is recorded in a window's state when it is claimed; the
+	// synthesizer's own Result.PromptVersion replaces it when the window finishes.
+	PromptVersion string
+
+	// ContextLookback is synthesisContextLookback. Default DefaultContextLookback.
+	ContextLookback time.Duration
+	// StaleTimeout is synthesisStaleTimeout: a processing window not written for this
+	// long is taken over. It must exceed the longest time a live attempt can go
+	// without a write: (ChunkRetries+1)·ChunkTimeout + ChunkRetries·RetryBackoffMax.
+	// Default DefaultStaleTimeout.
+	StaleTimeout time.Duration
+	// MaxAttempts is synthesisWindowMaxAttempts. Default DefaultMaxAttempts.
+	MaxAttempts int
+	// ScanInterval is the period of the stale-processing sweep. Default DefaultScanInterval.
+	ScanInterval time.Duration
+	// EvidenceBatchLimit is the evidence count per chunk. Default
+	// DefaultEvidenceBatchLimit, at most MaxEvidenceBatchLimit.
+	EvidenceBatchLimit int
+	// MaxEstimatedTokensPerChunk is the estimated prompt budget of one chunk: its
+	// messages, its read-only context and the existing entries given with it.
+	// Default DefaultMaxEstimatedTokensPerChunk.
+	MaxEstimatedTokensPerChunk int
+	// MaxConcurrentSynthesis bounds windows processed at once by this worker; at most
+	// one window per workspace runs at a time whatever this says. Default
+	// DefaultMaxConcurrentSynthesis, at most MaxConcurrency.
+	MaxConcurrentSynthesis int
+	// ProximityGap joins unrelated messages into one conversation. Default DefaultProximityGap.
+	ProximityGap time.Duration
+	// EvidenceWait bounds the wait for the evidence versions a closed window names
+	// (the sink may lag); when it passes, the whole-window attempt fails and is
+	// retried. Default DefaultEvidenceWait.
+	EvidenceWait time.Duration
+	// ChunkTimeout bounds one Synthesize call. Default DefaultChunkTimeout.
+	ChunkTimeout time.Duration
+	// ChunkRetries bounds the retries of a chunk after a retryable model failure
+	// within one attempt; NoChunkRetries makes none. Default DefaultChunkRetries.
+	ChunkRetries int
+	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff (with jitter).
+	RetryBackoffMin time.Duration
+	RetryBackoffMax time.Duration
+	// SummaryTimeout bounds the one summary attempt. Default DefaultSummaryTimeout.
+	SummaryTimeout time.Duration
+	// DrainTimeout bounds how long Run keeps finishing in-flight windows after its
+	// context ends; windows still running then are released (failed, retried later).
+	// Default DefaultDrainTimeout.
+	DrainTimeout time.Duration
+	// MaxInFlightRecords bounds the polled records not yet committed. Default
+	// DefaultMaxInFlightRecords.
+	MaxInFlightRecords int
+	// SweepLimit bounds the stale windows one sweep reclaims. Default DefaultSweepLimit.
+	SweepLimit int
+	// ExistingEntriesLookback and MaxExistingEntries select the existing entries
+	// given to a synthesizer with each chunk. Defaults DefaultExistingEntriesLookback
+	// and DefaultMaxExistingEntries.
+	ExistingEntriesLookback time.Duration
+	MaxExistingEntries      int
+	// MaxContextMessages bounds the read-only context messages per chunk. Default
+	// DefaultMaxContextMessages.
+	MaxContextMessages int
+
+	// Clock reads the time for metrics and dead letters. Default time.Now.
+	Clock func() time.Time
+	// Logger receives ids, keys, counts and hashes only. Nil discards.
+	Logger *slog.Logger
+	// Registry receives the larkline_synthesis_* and larkline_summary_* metrics. Nil
+	// registers nothing.
+	Registry *prometheus.Registry
+
+	// afterClaim, when set (tests only), runs right after a window was claimed; an
+	// error abandons the attempt without any further write, as a crash would.
+	afterClaim func(ctx context.Context, st store.WindowState) error
+}
+
+// NoChunkRetries as Options.ChunkRetries makes one Synthesize call per chunk and attempt.
+const NoChunkRetries = -1
+
+func (o Options) withDefaults() Options {
+	names := kafka.DefaultTopicNames()
+	o.Kafka = o.Kafka.WithDefaults()
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	if o.Group == "" {
+		o.Group = DefaultGroup
+	}
+	if o.Topic == "" {
+		o.Topic = names.WindowsClosed
+	}
+	if o.DeadLetterTopic == "" {
+		o.DeadLetterTopic = names.DeadLetter
+	}
+	def(&o.ContextLookback, DefaultContextLookback)
+	def(&o.StaleTimeout, DefaultStaleTimeout)
+	defInt(&o.MaxAttempts, DefaultMaxAttempts)
+	def(&o.ScanInterval, DefaultScanInterval)
+	defInt(&o.EvidenceBatchLimit, DefaultEvidenceBatchLimit)
+	defInt(&o.MaxEstimatedTokensPerChunk, DefaultMaxEstimatedTokensPerChunk)
+	defInt(&o.MaxConcurrentSynthesis, DefaultMaxConcurrentSynthesis)
+	def(&o.ProximityGap, DefaultProximityGap)
+	def(&o.EvidenceWait, DefaultEvidenceWait)
+	def(&o.ChunkTimeout, DefaultChunkTimeout)
+	switch o.ChunkRetries {
+	case 0:
+		o.ChunkRetries = DefaultChunkRetries
+	case NoChunkRetries:
+		o.ChunkRetries = 0
+	}
+	def(&o.RetryBackoffMin, DefaultRetryBackoffMin)
+	if o.RetryBackoffMax == 0 {
+		o.RetryBackoffMax = max(DefaultRetryBackoffMax, o.RetryBackoffMin)
+	}
+	def(&o.SummaryTimeout, DefaultSummaryTimeout)
+	def(&o.DrainTimeout, DefaultDrainTimeout)
+	defInt(&o.MaxInFlightRecords, DefaultMaxInFlightRecords)
+	defInt(&o.SweepLimit, DefaultSweepLimit)
+	def(&o.ExistingEntriesLookback, DefaultExistingEntriesLookback)
+	defInt(&o.MaxExistingEntries, DefaultMaxExistingEntries)
+	defInt(&o.MaxContextMessages, DefaultMaxContextMessages)
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	return o
+}
+
+// longestSilence is the longest a live attempt goes without writing its window state:
+// every try of one chunk timing out, with the longest backoff between them.
+func (o Options) longestSilence() time.Duration {
+	return time.Duration(o.ChunkRetries+1)*o.ChunkTimeout + time.Duration(o.ChunkRetries)*o.RetryBackoffMax
+}
+
+// validate checks o (with defaults applied) and reports every problem at once.
+func (o Options) validate() error {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	positive := func(name string, d, limit time.Duration) {
+		if d <= 0 || d > limit {
+			bad("%s %s: want within (0, %s]", name, d, limit)
+		}
+	}
+	if o.Store == nil {
+		bad("store is required")
+	}
+	if o.Codecs == nil || o.Codecs.ClosedWindow == nil || o.Codecs.DeadLetter == nil {
+		bad("codecs (closed window and dead letter) are required")
+	}
+	if o.Synthesizer == nil {
+		bad("synthesizer is required")
+	}
+	if strings.TrimSpace(o.Group) == "" {
+		bad("group is blank")
+	}
+	if o.Topic == o.DeadLetterTopic {
+		bad("closed-window topic and dead-letter topic are both %q", o.Topic)
+	}
+	if len(o.PromptVersion) > 64 {
+		bad("prompt version longer than 64 bytes")
+	}
+	positive("context lookback", o.ContextLookback, 24*time.Hour)
+	positive("stale timeout", o.StaleTimeout, 24*time.Hour)
+	if o.MaxAttempts < 1 || o.MaxAttempts > 100 {
+		bad("max attempts %d: want 1..100", o.MaxAttempts)
+	}
+	positive("scan interval", o.ScanInterval, 24*time.Hour)
+	if o.EvidenceBatchLimit < 1 || o.EvidenceBatchLimit > MaxEvidenceBatchLimit {
+		bad("evidence batch limit %d: want 1..%d", o.EvidenceBatchLimit, MaxEvidenceBatchLimit)
+	}
+	if o.MaxEstimatedTokensPerChunk < minTokensPerChunk {
+		bad("max estimated tokens per chunk %d: want at least %d", o.MaxEstimatedTokensPerChunk, minTokensPerChunk)
+	}
+	if o.MaxConcurrentSynthesis < 1 || o.MaxConcurrentSynthesis > MaxConcurrency {
+		bad("max concurrent synthesis %d: want 1..%d", o.MaxConcurrentSynthesis, MaxConcurrency)
+	}
+	positive("proximity gap", o.ProximityGap, 24*time.Hour)
+	positive("evidence wait", o.EvidenceWait, 24*time.Hour)
+	positive("chunk timeout", o.ChunkTimeout, time.Hour)
+	if o.ChunkRetries < 0 || o.ChunkRetries > 10 {
+		bad("chunk retries %d: want 0..10 (or NoChunkRetries)", o.ChunkRetries)
+	}
+	if o.RetryBackoffMin <= 0 || o.RetryBackoffMax < o.RetryBackoffMin || o.RetryBackoffMax > time.Hour {
+		bad("retry backoff [%s, %s]: want 0 < min <= max <= 1h", o.RetryBackoffMin, o.RetryBackoffMax)
+	}
+	if o.ChunkTimeout > 0 && o.StaleTimeout > 0 && o.longestSilence() >= o.StaleTimeout {
+		bad("stale timeout %s must exceed the longest silence of a live attempt, %s "+
+			"((chunk retries+1)·chunk timeout + chunk retries·max backoff)", o.StaleTimeout, o.longestSilence())
+	}
+	positive("summary timeout", o.SummaryTimeout, time.Hour)
+	if o.DrainTimeout < 0 || o.DrainTimeout > time.Hour {
+		bad("drain timeout %s: want within [0, 1h]", o.DrainTimeout)
+	}
+	if o.MaxInFlightRecords < 1 || o.MaxInFlightRecords > 100_000 {
+		bad("max in-flight records %d: want 1..100000", o.MaxInFlightRecords)
+	}
+	if o.SweepLimit < 1 || o.SweepLimit > store.MaxPageSize {
+		bad("sweep limit %d: want 1..%d", o.SweepLimit, store.MaxPageSize)
+	}
+	positive("existing entries lookback", o.ExistingEntriesLookback, 30*24*time.Hour)
+	if o.MaxExistingEntries < 0 || o.MaxExistingEntries > store.MaxPageSize {
+		bad("max existing entries %d: want 0..%d", o.MaxExistingEntries, store.MaxPageSize)
+	}
+	if o.MaxContextMessages < 0 || o.MaxContextMessages > store.MaxPageSize {
+		bad("max context messages %d: want 0..%d", o.MaxContextMessages, store.MaxPageSize)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	}
+	return nil
+}

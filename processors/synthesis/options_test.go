@@ -1,0 +1,124 @@
+package synthesis
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/processors/synthesis/rules"
+	"github.com/larkline/larkline/schemas"
+)
+
+func validOptions(t *testing.T) Options {
+	t.Helper()
+	codecs, err := schemas.NewCodecs(schemas.Topics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	syn, err := rules.New(rules.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Options{
+		Kafka:       kafka.Options{Brokers: []string{"127.0.0.1:9092"}},
+		Store:       &store.Store{},
+		Codecs:      codecs,
+		Synthesizer: syn,
+		Summarizer:  syn,
+	}
+}
+
+func TestNewAppliesDefaults(t *testing.T) {
+	w, err := New(validOptions(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := w.o
+	for _, c := range []struct {
+		name      string
+		got, want any
+	}{
+		{"group", o.Group, DefaultGroup},
+		{"topic", o.Topic, kafka.DefaultTopicNames().WindowsClosed},
+		{"dead-letter topic", o.DeadLetterTopic, kafka.DefaultTopicNames().DeadLetter},
+		{"context lookback", o.ContextLookback, 5 * time.Minute},
+		{"stale timeout", o.StaleTimeout, 15 * time.Minute},
+		{"max attempts", o.MaxAttempts, 3},
+		{"scan interval", o.ScanInterval, 2 * time.Minute},
+		{"evidence batch limit", o.EvidenceBatchLimit, 40},
+		{"max tokens", o.MaxEstimatedTokensPerChunk, 6000},
+		{"concurrency", o.MaxConcurrentSynthesis, 2},
+		{"chunk retries", o.ChunkRetries, DefaultChunkRetries},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
+		}
+	}
+	if o.longestSilence() >= o.StaleTimeout {
+		t.Errorf("defaults break their own rule: silence %s >= stale %s", o.longestSilence(), o.StaleTimeout)
+	}
+	o2 := validOptions(t)
+	o2.ChunkRetries = NoChunkRetries
+	w2, err := New(o2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w2.o.ChunkRetries != 0 {
+		t.Errorf("NoChunkRetries gave %d retries", w2.o.ChunkRetries)
+	}
+}
+
+func TestNewRejectsBadOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		mutate func(*Options)
+		want   string
+	}{
+		{"no store", func(o *Options) { o.Store = nil }, "store is required"},
+		{"no codecs", func(o *Options) { o.Codecs = nil }, "codecs"},
+		{"no synthesizer", func(o *Options) { o.Synthesizer = nil }, "synthesizer is required"},
+		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "brokers"},
+		{"same topics", func(o *Options) { o.Topic, o.DeadLetterTopic = "t", "t" }, "both"},
+		{"batch limit too large", func(o *Options) { o.EvidenceBatchLimit = MaxEvidenceBatchLimit + 1 }, "evidence batch limit"},
+		{"negative batch limit", func(o *Options) { o.EvidenceBatchLimit = -1 }, "evidence batch limit"},
+		{"token budget too small", func(o *Options) { o.MaxEstimatedTokensPerChunk = 10 }, "max estimated tokens"},
+		{"no concurrency", func(o *Options) { o.MaxConcurrentSynthesis = -1 }, "max concurrent"},
+		{"attempts", func(o *Options) { o.MaxAttempts = -3 }, "max attempts"},
+		{"backoff inverted", func(o *Options) { o.RetryBackoffMin, o.RetryBackoffMax = time.Minute, time.Second }, "retry backoff"},
+		{"stale timeout shorter than a live attempt's silence", func(o *Options) {
+			o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = time.Minute, 30*time.Second, 1
+		}, "must exceed the longest silence"},
+		{"chunk retries", func(o *Options) { o.ChunkRetries = 11 }, "chunk retries"},
+		{"negative drain", func(o *Options) { o.DrainTimeout = -time.Second }, "drain timeout"},
+		{"prompt version too long", func(o *Options) { o.PromptVersion = strings.Repeat("v", 65) }, "prompt version"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions(t)
+			tc.mutate(&o)
+			_, err := New(o)
+			if !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("err = %v, want ErrInvalidOptions", err)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v, want it to mention %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRegistersMetricsOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := validOptions(t)
+	o.Registry = reg
+	if _, err := New(o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(o); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("second registration on one registry: err = %v, want ErrInvalidOptions", err)
+	}
+}

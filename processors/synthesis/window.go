@@ -1,0 +1,434 @@
+package synthesis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// storeRetries bounds the retries of one store call inside an attempt; the attempt
+// fails after them (and is retried as a whole).
+const storeRetries = 4
+
+// releaseTimeout bounds the write that releases a window whose attempt was
+// interrupted by shutdown.
+const releaseTimeout = 5 * time.Second
+
+// job is one window to bring to a terminal state.
+type job struct {
+	key store.WindowKey
+	end time.Time
+	// versions are the evidence versions the closed window names; nil for a sweep.
+	versions []store.EvidenceVersion
+	// closedAt and closedAggregate come from the closed-window record (zero for a sweep).
+	closedAt        time.Time
+	closedAggregate string
+	// sweep marks a job of the stale sweep: it does not wait for evidence and leaves a
+	// window another worker is on alone.
+	sweep bool
+}
+
+func jobOf(cw *schemas.ClosedWindow) *job {
+	j := &job{
+		key: store.WindowKey{Workspace: cw.WorkspaceID, Chat: cw.ChatID, ProcessorVersion: cw.ProcessorVersion,
+			Start: cw.WindowStart.UTC()},
+		end:             cw.WindowEnd.UTC(),
+		closedAt:        cw.ClosedAt,
+		closedAggregate: cw.AggregateHash,
+		versions:        make([]store.EvidenceVersion, len(cw.Evidence)),
+	}
+	for i, e := range cw.Evidence {
+		j.versions[i] = store.EvidenceVersion{SourceKey: ids.MessageSourceKey(cw.ChatID, e.MessageID), ContentHash: e.ContentHash}
+	}
+	return j
+}
+
+// validate checks what the closed-window schema cannot: the window is aligned to its
+// own length, as every window state must be.
+func (j *job) validate() error {
+	length := j.end.Sub(j.key.Start)
+	if length <= 0 || !ids.WindowStart(j.key.Start, length).Equal(j.key.Start) {
+		return fmt.Errorf("%w: %w: window [%s, %s) is not aligned to its length", schemas.ErrInvalidRecord, ErrInvalidWindow,
+			j.key.Start.Format(time.RFC3339Nano), j.end.Format(time.RFC3339Nano))
+	}
+	return nil
+}
+
+func (j *job) processorVersion() string {
+	if j.key.ProcessorVersion == "" {
+		return ids.DefaultProcessorVersion
+	}
+	return j.key.ProcessorVersion
+}
+
+func (j *job) claimOptions(o *Options) store.ClaimOptions {
+	return store.ClaimOptions{WindowLength: j.end.Sub(j.key.Start), MaxAttempts: o.MaxAttempts,
+		StaleAfter: o.StaleTimeout, PromptVersion: o.PromptVersion}
+}
+
+func (j *job) logAttrs() []any {
+	attrs := []any{"workspace_id", string(j.key.Workspace), "chat_id", string(j.key.Chat),
+		"window_key", j.key.SourceKey(), "processor_version", j.processorVersion()}
+	if j.closedAggregate != "" {
+		attrs = append(attrs, "closed_aggregate_hash", j.closedAggregate)
+	}
+	if j.sweep {
+		attrs = append(attrs, "sweep", true)
+	}
+	return attrs
+}
+
+// attemptError is a whole-window attempt that failed for reason (a bounded label);
+// its text (ids, counts, kinds, never message text) becomes the window's diagnostics.
+type attemptError struct {
+	reason string
+	err    error
+}
+
+func (e *attemptError) Error() string { return e.reason + ": " + e.err.Error() }
+func (e *attemptError) Unwrap() error { return e.err }
+
+func failAttempt(reason string, err error) error { return &attemptError{reason: reason, err: err} }
+
+// errAbandoned is returned when the test hook abandons a claimed window like a crash.
+var errAbandoned = errors.New("window attempt abandoned")
+
+// step says what runWindow does after one claim.
+type step int
+
+const (
+	stepFinished step = iota // a terminal outcome was reached
+	stepRetry                // back off, then claim again
+	stepEmpty                // the table holds no evidence of the window
+)
+
+// runWindow brings one window to a terminal state for this job: completed, ignored,
+// failed, or found so (skipped_done, skipped_exhausted, no_evidence); for a sweep also
+// busy. Claims and attempts run under ctx; waits (for evidence, for the workspace, for
+// another worker, between attempts) also end when stop does, and no new claim starts
+// after stop. It returns an error only when it ended early that way (or the test hook
+// abandoned the attempt): the window is then not finished as far as this job is
+// concerned.
+func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
+	wait, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(stop, cancel)()
+
+	log := w.log.With(j.logAttrs()...)
+	retry := w.backoff()
+	verified := j.versions == nil
+	missing := ""
+	empty := 0
+	for {
+		if err := wait.Err(); err != nil {
+			return "", err
+		}
+		if !verified {
+			if out, done, err := w.alreadyTerminal(wait, j, retry, log); err != nil || done {
+				return out, err
+			}
+			ok, diag, err := w.waitEvidence(wait, j, log)
+			if err != nil {
+				return "", err
+			}
+			verified, missing = ok, diag
+		}
+		release, err := w.limits.acquire(wait, j.key.Workspace)
+		if err != nil {
+			return "", err
+		}
+		if err := wait.Err(); err != nil {
+			release()
+			return "", err
+		}
+		w.m.inFlight.Set(float64(w.limits.inUse()))
+		out, next, err := w.claimOnce(ctx, j, verified, missing, log)
+		release()
+		w.m.inFlight.Set(float64(w.limits.inUse()))
+		if err != nil {
+			return "", err
+		}
+		switch next {
+		case stepFinished:
+			return out, nil
+		case stepEmpty:
+			empty++
+			if empty >= w.o.MaxAttempts {
+				log.Warn("closed window names evidence the table does not hold; giving the window up",
+					"claims", empty)
+				return outcomeNoEvidence, nil
+			}
+			verified = j.versions == nil
+		}
+		if err := sleep(wait, retry.next()); err != nil {
+			return "", err
+		}
+	}
+}
+
+// alreadyTerminal checks, before any wait, whether a duplicate record names a window
+// that is already terminal.
+func (w *Worker) alreadyTerminal(ctx context.Context, j *job, retry *backoff, log *slog.Logger) (string, bool, error) {
+	for {
+		st, err := w.o.Store.GetWindow(ctx, j.key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			return "", false, nil
+		case err == nil:
+			switch {
+			case st.Status == store.WindowCompleted || st.Status == store.WindowIgnored:
+				w.m.claims.WithLabelValues(store.ClaimDone.String()).Inc()
+				return outcomeSkippedDone, true, nil
+			case st.Status == store.WindowFailed && st.Attempts >= w.o.MaxAttempts:
+				w.m.claims.WithLabelValues(store.ClaimExhausted.String()).Inc()
+				return outcomeSkippedExhausted, true, nil
+			}
+			return "", false, nil
+		}
+		if err := w.storeTrouble(ctx, "get_window", err, retry, log); err != nil {
+			return "", false, err
+		}
+	}
+}
+
+// storeTrouble logs a store failure outside an attempt and waits before the caller
+// tries again; it returns an error only when ctx ended.
+func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *backoff, log *slog.Logger) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	w.m.storeRetries.WithLabelValues(op).Inc()
+	log.Warn("store call failed; retrying", "operation", op, "retryable", store.IsRetryable(err), "error", err)
+	return sleep(ctx, retry.next())
+}
+
+// waitEvidence waits, up to EvidenceWait, until the evidence table holds every version
+// the closed window names (the sink may lag behind the window processor). A stored
+// version with another content hash will do when it is newer than the window's: it
+// was deleted, or observed or updated after the window closed (an edit after the
+// close, which design §16 says does not reopen the window). ok is false when the
+// wait ran out; diag then says what is missing (ids and counts only).
+func (w *Worker) waitEvidence(ctx context.Context, j *job, log *slog.Logger) (ok bool, diag string, err error) {
+	started := w.o.Clock()
+	defer func() { w.m.evidenceWait.Observe(w.o.Clock().Sub(started).Seconds()) }()
+	deadline := started.Add(w.o.EvidenceWait)
+	retry := w.backoff()
+	verified := 0 // versions[:verified] are known to be present
+	for {
+		missing, total, err := w.missingVersions(ctx, j, &verified)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return false, "", ctx.Err()
+		case err != nil:
+			w.m.storeRetries.WithLabelValues("evidence_by_keys").Inc()
+			log.Warn("reading the window's evidence failed; retrying", "error", err)
+			diag = fmt.Sprintf("reading the window's evidence failed: %v", err)
+		case len(missing) == 0:
+			return true, "", nil
+		default:
+			diag = fmt.Sprintf("%d of %d evidence versions the closed window names are not in the evidence table after %s (first: %s content_hash %s)",
+				total, len(j.versions), w.o.EvidenceWait, missing[0].SourceKey, missing[0].ContentHash)
+		}
+		left := deadline.Sub(w.o.Clock())
+		if left <= 0 {
+			log.Warn("evidence of the closed window did not arrive in time", "missing", total, "evidence", len(j.versions))
+			return false, diag, nil
+		}
+		if err := sleep(ctx, min(retry.next(), left)); err != nil {
+			return false, "", err
+		}
+	}
+}
+
+// missingVersions checks the job's versions from *verified on, in batches, and moves
+// *verified past every batch found complete. It returns the first incomplete batch's
+// missing versions and how many versions are missing in all.
+func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]store.EvidenceVersion, int, error) {
+	const batch = 1000
+	var (
+		first []store.EvidenceVersion
+		total int
+	)
+	for from := *verified; from < len(j.versions); from += batch {
+		want := j.versions[from:min(from+batch, len(j.versions))]
+		keys := make([]string, len(want))
+		for i, v := range want {
+			keys[i] = v.SourceKey
+		}
+		stored, err := w.o.Store.EvidenceByKeys(ctx, j.key.Workspace, store.LarkMessageEvidence, keys)
+		if err != nil {
+			return nil, 0, err
+		}
+		missing := store.MissingVersions(stored, want)
+		if len(missing) > 0 {
+			newer := make(map[string]bool, len(stored))
+			for i := range stored {
+				e := &stored[i]
+				newer[e.SourceKey] = e.Deleted || (!j.closedAt.IsZero() && (e.ObservedAt.After(j.closedAt) || e.SourceUpdatedAt.After(j.closedAt)))
+			}
+			kept := missing[:0]
+			for _, v := range missing {
+				if !newer[v.SourceKey] {
+					kept = append(kept, v)
+				}
+			}
+			missing = kept
+		}
+		if len(missing) == 0 {
+			if first == nil && total == 0 {
+				*verified = from + len(want)
+			}
+			continue
+		}
+		if first == nil {
+			first = missing
+		}
+		total += len(missing)
+	}
+	return first, total, nil
+}
+
+// claimOnce claims the window and, when it gets it, runs one whole-window attempt.
+// The caller holds the workspace lock and a global slot.
+func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing string, log *slog.Logger) (string, step, error) {
+	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
+	if errors.Is(err, store.ErrEmptyWindow) {
+		log.Warn("window holds no evidence in the table; waiting for it")
+		return "", stepEmpty, nil
+	}
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return "", 0, ctx.Err()
+		case errors.Is(err, store.ErrInvalid):
+			return "", 0, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
+		}
+		w.m.storeRetries.WithLabelValues("claim_window").Inc()
+		level := slog.LevelWarn
+		if !store.IsRetryable(err) {
+			level = slog.LevelError
+		}
+		log.Log(ctx, level, "claiming the window failed; retrying", "retryable", store.IsRetryable(err), "error", err)
+		return "", stepRetry, nil
+	}
+	w.m.claims.WithLabelValues(oc.String()).Inc()
+	switch oc {
+	case store.ClaimDone:
+		return outcomeSkippedDone, stepFinished, nil
+	case store.ClaimExhausted:
+		log.Info("window attempts are exhausted", "attempts", st.Attempts, "diagnostics", st.Meta.Error)
+		return outcomeSkippedExhausted, stepFinished, nil
+	case store.ClaimBusy:
+		if j.sweep {
+			return outcomeBusy, stepFinished, nil
+		}
+		log.Debug("another worker is processing the window; waiting", "attempt", st.Attempts)
+		return "", stepRetry, nil
+	case store.ClaimRetried, store.ClaimTakenOver:
+		w.m.windowRetries.Inc()
+	}
+	log = log.With("attempt", st.Attempts)
+	log.Info("window claimed", "claim", oc.String())
+	if hook := w.o.afterClaim; hook != nil {
+		if err := hook(ctx, st); err != nil {
+			return "", 0, fmt.Errorf("%w: %w", errAbandoned, err)
+		}
+	}
+
+	started := w.o.Clock()
+	var (
+		res  attemptResult
+		aerr error
+	)
+	if verified {
+		res, aerr = w.attempt(ctx, st, j, log)
+	} else {
+		aerr = failAttempt(reasonEvidenceMissing, errors.New(missing))
+	}
+	w.m.windowDuration.Observe(w.o.Clock().Sub(started).Seconds())
+	if aerr == nil {
+		log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
+			"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
+		w.summarize(ctx, j, res, log)
+		return res.outcome, stepFinished, nil
+	}
+	if errors.Is(aerr, store.ErrConflict) {
+		log.Warn("window lease lost (taken over by another worker); re-checking the window", "error", aerr)
+		return "", stepRetry, nil
+	}
+	if ctx.Err() != nil {
+		w.release(ctx, st, log)
+		return "", 0, ctx.Err()
+	}
+	reason := reasonStore
+	if ae, ok := errors.AsType[*attemptError](aerr); ok {
+		reason = ae.reason
+	}
+	w.m.attemptFailures.WithLabelValues(reason).Inc()
+	if err := w.finishFailed(ctx, st.Lease(), aerr); err != nil {
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		// The window stays processing; a later claim takes it over once stale.
+		log.Warn("recording the failed attempt failed", "error", err)
+		return "", stepRetry, nil
+	}
+	if st.Attempts >= w.o.MaxAttempts {
+		log.Error("window failed; attempts exhausted", "reason", reason, "error", aerr)
+		return outcomeFailed, stepFinished, nil
+	}
+	log.Warn("window attempt failed; the window will be retried", "reason", reason, "error", aerr)
+	return "", stepRetry, nil
+}
+
+// finishFailed records a failed attempt with bounded diagnostics.
+func (w *Worker) finishFailed(ctx context.Context, lease store.WindowLease, cause error) error {
+	return w.withStore(ctx, "finish_window", func() error {
+		_, err := w.o.Store.FinishWindow(ctx, lease, store.WindowFailed, func(s *store.WindowState) {
+			s.Meta.Error = cause.Error()
+		})
+		return err
+	})
+}
+
+// release ends an attempt interrupted by shutdown as failed, so the window's next owner
+// retries it at once instead of waiting for it to go stale. It counts as an attempt.
+func (w *Worker) release(ctx context.Context, st store.WindowState, log *slog.Logger) {
+	w.m.attemptFailures.WithLabelValues(reasonInterrupted).Inc()
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+	defer cancel()
+	_, err := w.o.Store.FinishWindow(rctx, st.Lease(), store.WindowFailed, func(s *store.WindowState) {
+		s.Meta.Error = "attempt interrupted: the worker shut down"
+	})
+	if err != nil {
+		log.Warn("releasing the interrupted window failed; it is taken over once stale", "error", err)
+		return
+	}
+	log.Info("interrupted window released for retry")
+}
+
+// withStore runs op, retrying store.IsRetryable failures with backoff up to
+// storeRetries times; the last error is returned.
+func (w *Worker) withStore(ctx context.Context, op string, f func() error) error {
+	retry := w.backoff()
+	for try := 0; ; try++ {
+		err := f()
+		if err == nil || !store.IsRetryable(err) || try >= storeRetries || ctx.Err() != nil {
+			return err
+		}
+		w.m.storeRetries.WithLabelValues(op).Inc()
+		if sleep(ctx, retry.next()) != nil {
+			return err
+		}
+	}
+}
+
+func (w *Worker) backoff() *backoff {
+	return &backoff{min: w.o.RetryBackoffMin, max: w.o.RetryBackoffMax}
+}
