@@ -23,6 +23,10 @@ import (
 	"github.com/larkline/larkline/internal/opsserver"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/workspaces"
+	"github.com/larkline/larkline/processors/synthesis"
+	"github.com/larkline/larkline/processors/synthesis/openai"
+	"github.com/larkline/larkline/processors/synthesis/rules"
+	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/processors/windows"
 	"github.com/larkline/larkline/schemas"
 )
@@ -81,6 +85,7 @@ var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]componen
 	"windows":    buildWindows,
 	"workspaces": buildWorkspaces,
 	"api":        buildAPI,
+	"synthesize": buildSynthesize,
 }
 
 func knownRoles() []string {
@@ -347,4 +352,53 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
 	}
 	return nil, api.Mount(rt.ops)
+}
+
+// buildSynthesize runs the window worker with the configured synthesizer.
+func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		syn synth.Synthesizer
+		sum synth.Summarizer
+	)
+	switch rt.cfg.Synthesis.Synthesizer {
+	case config.SynthesizerOpenAI:
+		o := rt.cfg.Synthesis.OpenAI
+		c, err := openai.New(openai.Options{
+			BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
+			MaxRetries: o.MaxRetries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: rt.cfg.Synthesis.PromptVersion,
+			Logger: rt.log, Registry: rt.reg,
+		})
+		if err != nil {
+			return nil, err
+		}
+		syn, sum = c, c
+	default:
+		r, err := rules.New(rules.Options{})
+		if err != nil {
+			return nil, err
+		}
+		syn, sum = r, r
+	}
+	l := rt.cfg.Services.Workspace.Timeline.Lark
+	t := rt.cfg.Kafka.Topics
+	w, err := synthesis.New(synthesis.Options{
+		Kafka: kafkaOptions(rt.cfg, "synthesis"), Group: groupSynthesis, Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
+		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
+		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
+		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
+		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []component{closerFunc{w.Run, w.Close}}, nil
 }
