@@ -1,0 +1,440 @@
+package lagexport
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+func uniqueGroup(t testing.TB) string {
+	t.Helper()
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return "larkline-lagexport-test-" + hex.EncodeToString(b[:])
+}
+
+func testContext(t testing.TB, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// admin returns an admin client on the test broker; groups are deleted at cleanup.
+func admin(t testing.TB, groups ...string) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.KafkaBrokers(t)...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(cl)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if _, err := adm.DeleteGroups(ctx, groups...); err != nil {
+			t.Logf("deleting groups %v: %v", groups, err)
+		}
+		cl.Close()
+	})
+	return adm
+}
+
+func commit(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, at map[int32]int64) {
+	t.Helper()
+	offsets := kadm.Offsets{}
+	for p, o := range at {
+		offsets.Add(kadm.Offset{Topic: topic, Partition: p, At: o, LeaderEpoch: -1})
+	}
+	if err := adm.CommitAllOffsets(ctx, group, offsets); err != nil {
+		t.Fatalf("committing %v for %s: %v", at, group, err)
+	}
+}
+
+// fakeClock is the evaluator's clock: the test decides how far apart samples are.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+// value reads one series from reg: found reports whether it exists.
+func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (v float64, found bool) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			got := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				got[lp.GetName()] = lp.GetValue()
+			}
+			if len(got) != len(labels) {
+				continue
+			}
+			for k, want := range labels {
+				if got[k] != want {
+					continue metrics
+				}
+			}
+			return metricValue(m), true
+		}
+	}
+	return 0, false
+}
+
+func metricValue(m *dto.Metric) float64 {
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue()
+	case m.Counter != nil:
+		return m.GetCounter().GetValue()
+	}
+	return 0
+}
+
+// series counts the series of name whose labels include the given ones.
+func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) int {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("gather: %v", err)
+	}
+	n := 0
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	metrics:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if want, ok := labels[lp.GetName()]; ok && want != lp.GetValue() {
+					continue metrics
+				}
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// wantStatus checks that exactly the given status of the group is 1.
+func wantStatus(t *testing.T, reg *prometheus.Registry, group string, want kafka.Status) {
+	t.Helper()
+	for _, s := range statuses {
+		v, ok := value(t, reg, "larkline_consumergroup_status", map[string]string{"group": group, "status": s.String()})
+		if !ok {
+			t.Fatalf("status %s of group %s not exported", s, group)
+		}
+		if (s == want) != (v == 1) || (v != 0 && v != 1) {
+			t.Fatalf("larkline_consumergroup_status{group=%s,status=%s} = %v, want the current status to be %s", group, s, v, want)
+		}
+	}
+}
+
+func wantGauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string, want float64) {
+	t.Helper()
+	v, ok := value(t, reg, name, labels)
+	if !ok {
+		t.Fatalf("%s%v not exported", name, labels)
+	}
+	if v != want {
+		t.Fatalf("%s%v = %v, want %v", name, labels, v, want)
+	}
+}
+
+// TestExporterOnRealBroker produces N records, commits N-k for a group, and checks the
+// exported lag, lag_seconds, members and status; then it moves the group and watches
+// the status follow the evaluator: STOP → OK for a group without members, WARN →
+// STALL for one whose member does not commit.
+func TestExporterOnRealBroker(t *testing.T) {
+	const n, k = 30, 8
+	ctx := testContext(t, 3*time.Minute)
+	topic := testenv.NewTopic(t, 2, nil)
+	stopped, stuck, absent := uniqueGroup(t), uniqueGroup(t), uniqueGroup(t)
+	adm := admin(t, stopped, stuck, absent)
+
+	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(t), ClientID: "larkline-lagexport-test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	producer, err := kgo.NewClient(append(opts, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	// Partition 0: N records with CreateTime base+i seconds; partition 1: two.
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	var recs []*kgo.Record
+	for i := 0; i < n; i++ {
+		recs = append(recs, &kgo.Record{Partition: 0, Value: []byte{byte(i)}, Timestamp: base.Add(time.Duration(i) * time.Second)})
+	}
+	recs = append(recs, &kgo.Record{Partition: 1, Value: []byte("a"), Timestamp: base}, &kgo.Record{Partition: 1, Value: []byte("b"), Timestamp: base})
+	if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n - k, 1: 2})
+	commit(t, ctx, adm, stuck, topic, map[int32]int64{0: n - k, 1: 2})
+
+	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{
+		Kafka:    kafka.Options{Brokers: testenv.KafkaBrokers(t), ClientID: "larkline-lagexport-test"},
+		Groups:   []string{stopped, stuck, absent},
+		Clock:    clock.now,
+		Registry: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+
+	p0 := map[string]string{"group": stopped, "topic": topic, "partition": "0"}
+	p1 := map[string]string{"group": stopped, "topic": topic, "partition": "1"}
+
+	t.Run("lag k on the partition behind, sane lag seconds, STOP without members", func(t *testing.T) {
+		before := time.Now()
+		e.poll(ctx)
+		after := time.Now()
+		if s := e.Snapshot(); s.Err != nil || !s.At.Equal(clock.now()) {
+			t.Fatalf("snapshot err %v at %v", s.Err, s.At)
+		}
+		wantGauge(t, reg, "larkline_consumergroup_lag", p0, k)
+		wantGauge(t, reg, "larkline_consumergroup_lag", p1, 0)
+		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p1, 0)
+		// lag_seconds is the age of the record at the committed offset N-k.
+		ts := base.Add((n - k) * time.Second)
+		got, ok := value(t, reg, "larkline_consumergroup_lag_seconds", p0)
+		if !ok {
+			t.Fatal("lag_seconds of partition 0 not exported")
+		}
+		if lo, hi := before.Sub(ts).Seconds(), after.Sub(ts).Seconds(); got < lo || got > hi {
+			t.Fatalf("lag_seconds = %v, want within [%v, %v]", got, lo, hi)
+		}
+		wantGauge(t, reg, "larkline_consumergroup_members", map[string]string{"group": stopped}, 0)
+		wantStatus(t, reg, stopped, kafka.StatusStop)
+		// A group that never committed has no partitions, no members and is OK.
+		wantStatus(t, reg, absent, kafka.StatusOK)
+		wantGauge(t, reg, "larkline_consumergroup_members", map[string]string{"group": absent}, 0)
+		if c := series(t, reg, "larkline_consumergroup_lag", map[string]string{"group": absent}); c != 0 {
+			t.Fatalf("group without commits has %d lag series", c)
+		}
+		if v, _ := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.now().Unix()) {
+			t.Fatalf("last success = %v, want %v", v, clock.now().Unix())
+		}
+	})
+
+	t.Run("caught up is OK", func(t *testing.T) {
+		commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n})
+		clock.advance(time.Minute)
+		e.poll(ctx)
+		wantGauge(t, reg, "larkline_consumergroup_lag", p0, 0)
+		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p0, 0)
+		wantStatus(t, reg, stopped, kafka.StatusOK)
+	})
+
+	t.Run("a member that does not commit: WARN by age, then STALL", func(t *testing.T) {
+		member, err := kgo.NewClient(append(opts,
+			kgo.ConsumerGroup(stuck), kgo.ConsumeTopics(topic), kgo.DisableAutoCommit(),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer member.Close()
+		go func() { // polling keeps the member in the group; it never commits
+			for ctx.Err() == nil && !member.PollFetches(ctx).IsClientClosed() {
+			}
+		}()
+		for {
+			d, err := adm.DescribeGroups(ctx, stuck)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := d[stuck]; g.State == "Stable" && len(g.Members) == 1 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("member did not join group %s: %v", stuck, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+		s0 := map[string]string{"group": stuck, "topic": topic, "partition": "0"}
+		clock.advance(time.Minute)
+		e.poll(ctx)
+		wantGauge(t, reg, "larkline_consumergroup_members", map[string]string{"group": stuck}, 1)
+		wantGauge(t, reg, "larkline_consumergroup_lag", s0, k)
+		// The oldest unconsumed record is an hour old: WARN (default WarnAfter 2m).
+		wantStatus(t, reg, stuck, kafka.StatusWarn)
+		// Same committed offset across samples DefaultStallAfter apart: STALL.
+		clock.advance(kafka.DefaultStallAfter)
+		e.poll(ctx)
+		wantStatus(t, reg, stuck, kafka.StatusStall)
+		wantStatus(t, reg, stopped, kafka.StatusOK)
+	})
+}
+
+// TestExporterPollFailure points the exporter at a port where no broker listens: the
+// sample fails, every group is ERR, no lag series remain, and the failure is counted.
+func TestExporterPollFailure(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{
+		Kafka:       kafka.Options{Brokers: []string{"127.0.0.1:1"}},
+		Groups:      []string{"larkline-sink", "larkline-synthesis"},
+		PollTimeout: 2 * time.Second,
+		Registry:    reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	e.poll(context.Background())
+	s := e.Snapshot()
+	if s.Err == nil {
+		t.Fatal("snapshot has no error")
+	}
+	for _, g := range []string{"larkline-sink", "larkline-synthesis"} {
+		wantStatus(t, reg, g, kafka.StatusErr)
+		if c := series(t, reg, "larkline_consumergroup_members", map[string]string{"group": g}); c != 0 {
+			t.Fatalf("members of %s exported after a failed sample", g)
+		}
+	}
+	if c := series(t, reg, "larkline_consumergroup_lag", nil); c != 0 {
+		t.Fatalf("%d lag series after a failed sample", c)
+	}
+	wantGauge(t, reg, "larkline_lagexport_poll_failures_total", map[string]string{}, 1)
+	if _, ok := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); !ok {
+		t.Fatal("last success gauge not exported")
+	}
+	if v, _ := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); v != 0 {
+		t.Fatalf("last success = %v after only a failure", v)
+	}
+}
+
+// TestRunAndClose runs the loop on the real broker until a sample lands, then closes.
+func TestRunAndClose(t *testing.T) {
+	ctx := testContext(t, time.Minute)
+	group := uniqueGroup(t)
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{
+		Kafka:    kafka.Options{Brokers: testenv.KafkaBrokers(t)},
+		Groups:   []string{group},
+		Interval: time.Second,
+		Registry: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	for e.Snapshot().At.IsZero() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("no sample before the deadline")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := e.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run: %v", err)
+	}
+	wantStatus(t, reg, group, kafka.StatusOK)
+	e.Close()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v after Close", err)
+	}
+	if err := e.Run(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Run after Close: %v", err)
+	}
+	if c := series(t, reg, "larkline_consumergroup_status", nil); c != 0 {
+		t.Fatalf("%d status series after Close unregistered the exporter", c)
+	}
+	e.Close() // idempotent
+}
+
+func TestOptionsValidation(t *testing.T) {
+	valid := func() Options {
+		return Options{Kafka: kafka.Options{Brokers: []string{"127.0.0.1:9092"}}, Groups: []string{"larkline-sink"}}
+	}
+	many := make([]string, MaxGroups+1)
+	for i := range many {
+		many[i] = fmt.Sprintf("g%d", i)
+	}
+	tests := []struct {
+		name   string
+		mutate func(*Options)
+		want   string // substring of the error; "" means valid
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"no groups", func(o *Options) { o.Groups = nil }, "at least one group"},
+		{"blank group", func(o *Options) { o.Groups = []string{" "} }, "blank"},
+		{"duplicate group", func(o *Options) { o.Groups = []string{"a", "a"} }, "listed twice"},
+		{"too many groups", func(o *Options) { o.Groups = many }, "at most"},
+		{"interval too short", func(o *Options) { o.Interval = time.Millisecond }, "interval"},
+		{"interval too long", func(o *Options) { o.Interval = 2 * time.Hour }, "interval"},
+		{"negative poll timeout", func(o *Options) { o.PollTimeout = -time.Second }, "poll timeout"},
+		{"timestamp timeout beyond poll", func(o *Options) { o.PollTimeout = time.Second; o.Lag.TimestampTimeout = 2 * time.Second }, "timestamp timeout"},
+		{"bad timestamp fetches", func(o *Options) { o.Lag.MaxTimestampFetches = -2 }, "timestamp fetches"},
+		{"bad evaluator", func(o *Options) { o.Evaluator.Window = 1 }, "evaluator"},
+		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "brokers"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := valid()
+			tt.mutate(&o)
+			e, err := New(o)
+			if tt.want == "" {
+				if err != nil {
+					t.Fatalf("New: %v", err)
+				}
+				e.Close()
+				return
+			}
+			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("New: %v, want ErrInvalidOptions mentioning %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRegisterTwice: a second exporter on the same registry is refused, not panicking.
+func TestRegisterTwice(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	o := Options{Kafka: kafka.Options{Brokers: []string{"127.0.0.1:9092"}}, Groups: []string{"larkline-sink"}, Registry: reg}
+	e, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if _, err := New(o); err == nil {
+		t.Fatal("second exporter on one registry: no error")
+	}
+}

@@ -1,0 +1,128 @@
+package lagexport
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/kafka"
+)
+
+// Defaults and bounds of Options.
+const (
+	// DefaultInterval is how often the groups are sampled.
+	DefaultInterval = 15 * time.Second
+	// DefaultPollTimeout bounds one sample: describing the groups, listing offsets and
+	// reading the record timestamps behind lag_seconds.
+	DefaultPollTimeout = 10 * time.Second
+	// MinInterval and MaxInterval bound Options.Interval.
+	MinInterval = time.Second
+	MaxInterval = time.Hour
+	// MaxPollTimeout bounds Options.PollTimeout.
+	MaxPollTimeout = 5 * time.Minute
+	// MaxGroups bounds the configured groups, and with them the label cardinality.
+	MaxGroups = 64
+)
+
+// ErrInvalidOptions is wrapped by every error New returns for bad Options.
+var ErrInvalidOptions = errors.New("lag exporter: invalid options")
+
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("lag exporter: closed")
+
+// ErrAlreadyRunning is returned by a second Run on the same Exporter.
+var ErrAlreadyRunning = errors.New("lag exporter: already running")
+
+// Options configure an Exporter. Kafka.Brokers and Groups are required; every other
+// zero field takes the documented default.
+type Options struct {
+	// Kafka holds the brokers and security settings (package kafka validates them).
+	// Only the connection settings matter: the exporter never produces or joins a
+	// group.
+	Kafka kafka.Options
+	// Groups are the consumer groups to export, e.g. larkline-windows-v1,
+	// larkline-sink, larkline-synthesis, larkline-workspaces. 1..MaxGroups distinct,
+	// non-blank names.
+	Groups []string
+	// Interval between two samples. Default DefaultInterval, within
+	// [MinInterval, MaxInterval].
+	Interval time.Duration
+	// PollTimeout bounds one sample. Default DefaultPollTimeout, at most
+	// MaxPollTimeout.
+	PollTimeout time.Duration
+	// Lag bounds the timestamp look-ups of one sample (kafka.LagOptions). A zero
+	// TimestampTimeout becomes half the poll timeout (at most
+	// kafka.DefaultTimestampTimeout); it must leave room within PollTimeout.
+	Lag kafka.LagOptions
+	// Evaluator tunes the Burrow-style status (kafka.EvaluatorOptions: window,
+	// WARN and STALL thresholds).
+	Evaluator kafka.EvaluatorOptions
+	// Clock stamps the samples the evaluator sees. Default time.Now.
+	Clock func() time.Time
+	// Logger receives group names and errors only. Nil discards.
+	Logger *slog.Logger
+	// Registry receives the exporter (a prometheus.Collector). Nil registers nothing.
+	Registry *prometheus.Registry
+}
+
+func (o Options) withDefaults() Options {
+	o.Kafka = o.Kafka.WithDefaults()
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.PollTimeout == 0 {
+		o.PollTimeout = DefaultPollTimeout
+	}
+	if o.Lag.TimestampTimeout == 0 {
+		o.Lag.TimestampTimeout = min(kafka.DefaultTimestampTimeout, o.PollTimeout/2)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// validate checks o (defaults applied) and reports every problem at once.
+func (o Options) validate() error {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	switch n := len(o.Groups); {
+	case n == 0:
+		bad("at least one group is required")
+	case n > MaxGroups:
+		bad("%d groups, at most %d", n, MaxGroups)
+	}
+	seen := make(map[string]bool, len(o.Groups))
+	for _, g := range o.Groups {
+		switch {
+		case strings.TrimSpace(g) == "":
+			bad("a group name is blank")
+		case seen[g]:
+			bad("group %q is listed twice", g)
+		}
+		seen[g] = true
+	}
+	if o.Interval < MinInterval || o.Interval > MaxInterval {
+		bad("interval %s: want within [%s, %s]", o.Interval, MinInterval, MaxInterval)
+	}
+	if o.PollTimeout <= 0 || o.PollTimeout > MaxPollTimeout {
+		bad("poll timeout %s: want within (0, %s]", o.PollTimeout, MaxPollTimeout)
+	}
+	if o.Lag.MaxTimestampFetches < -1 {
+		bad("lag max timestamp fetches %d: want -1 (none), 0 (default) or more", o.Lag.MaxTimestampFetches)
+	}
+	if o.Lag.TimestampTimeout < 0 || o.Lag.TimestampTimeout >= o.PollTimeout {
+		bad("lag timestamp timeout %s: want within [0, poll timeout %s)", o.Lag.TimestampTimeout, o.PollTimeout)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// Mode says what happens to evidence past retention.
+type Mode string
+
+// Modes.
+const (
+	// ModeRedact replaces the row with its redacted version and publishes it.
+	ModeRedact Mode = "redact"
+	// ModeDelete deletes the row and publishes a tombstone.
+	ModeDelete Mode = "delete"
+)
+
+// Defaults and bounds of Options.
+const (
+	// DefaultInterval is Run's period.
+	DefaultInterval = time.Hour
+	// DefaultBatchSize is the rows of one batch: one produce round and one statement.
+	DefaultBatchSize = 500
+	// MaxBatchSize bounds Options.BatchSize.
+	MaxBatchSize = 5000
+	// DefaultMaxRunTime bounds one run; it stops between batches and the next run
+	// carries on.
+	DefaultMaxRunTime = 30 * time.Minute
+	// DefaultProduceTimeout bounds the acknowledgement of one batch of records.
+	DefaultProduceTimeout = 30 * time.Second
+	// DefaultDBTimeout bounds one database statement.
+	DefaultDBTimeout = 30 * time.Second
+	// MinInterval bounds Options.Interval from below.
+	MinInterval = time.Second
+)
+
+// Sentinel errors.
+var (
+	// ErrInvalidOptions is wrapped by every error New returns for bad Options.
+	ErrInvalidOptions = errors.New("retention: invalid options")
+	// ErrClosed is returned by Run and RunOnce after Close.
+	ErrClosed = errors.New("retention: closed")
+	// ErrAlreadyRunning is returned by a second Run on the same Job.
+	ErrAlreadyRunning = errors.New("retention: already running")
+	// ErrBusy is returned by a (non-dry) RunOnce while another run, in this process or
+	// another, holds the retention lock. Nothing was done; try again later.
+	ErrBusy = errors.New("retention: another run is in progress")
+)
+
+// IsRetryable reports whether a run that failed with err may succeed later unchanged:
+// ErrBusy, and the retryable failures of Kafka (kafka.IsRetryable) and Postgres
+// (store.IsRetryable).
+func IsRetryable(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, ErrClosed) {
+		return false
+	}
+	return errors.Is(err, ErrBusy) || kafka.IsRetryable(err) || store.IsRetryable(err)
+}
+
+// Options configure a Job. Kafka.Brokers, Pool, Codecs and Retention are required;
+// every other zero field takes the documented default.
+type Options struct {
+	// Kafka holds the brokers, security and producer settings (package kafka
+	// validates them). The producer must use acks=all (the default).
+	Kafka kafka.Options
+	// EvidenceTopic receives redacted versions and tombstones. Default
+	// kafka.DefaultTopicNames().Evidence.
+	EvidenceTopic string
+	// CheckpointTopic receives the tombstones of removed checkpoints. Default
+	// kafka.DefaultTopicNames().Checkpoints.
+	CheckpointTopic string
+	// Pool is the database (schema migrated by store.Migrate). Required; the caller
+	// owns it. The job uses at most two connections.
+	Pool *pgxpool.Pool
+	// Codecs encode redacted evidence versions (Codecs.Evidence). Required.
+	Codecs *schemas.Codecs
+	// Retention is how long evidence is kept, by occurred_at
+	// (services.workspace.timeline.lark.retention.evidenceRetention). Required, > 0.
+	Retention time.Duration
+	// Mode is ModeRedact (default) or ModeDelete.
+	Mode Mode
+	// Interval is Run's period. Default DefaultInterval, at least MinInterval.
+	Interval time.Duration
+	// BatchSize is the rows per batch. Default DefaultBatchSize, at most MaxBatchSize.
+	BatchSize int
+	// MaxRunTime bounds one run (checked between batches). Default DefaultMaxRunTime.
+	MaxRunTime time.Duration
+	// ProduceTimeout bounds the acknowledgement of one batch. Default
+	// DefaultProduceTimeout.
+	ProduceTimeout time.Duration
+	// DBTimeout bounds one database statement. Default DefaultDBTimeout.
+	DBTimeout time.Duration
+	// Clock decides the cutoff and stamps redacted versions. Default time.Now.
+	Clock func() time.Time
+	// Logger receives ids, hashes and counts only. Nil discards.
+	Logger *slog.Logger
+	// Registry receives the larkline_retention_* metrics. Nil registers nothing.
+	Registry *prometheus.Registry
+}
+
+func (o Options) withDefaults() Options {
+	names := kafka.DefaultTopicNames()
+	o.Kafka = o.Kafka.WithDefaults()
+	if o.EvidenceTopic == "" {
+		o.EvidenceTopic = names.Evidence
+	}
+	if o.CheckpointTopic == "" {
+		o.CheckpointTopic = names.Checkpoints
+	}
+	if o.Mode == "" {
+		o.Mode = ModeRedact
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.MaxRunTime == 0 {
+		o.MaxRunTime = DefaultMaxRunTime
+	}
+	if o.ProduceTimeout == 0 {
+		o.ProduceTimeout = DefaultProduceTimeout
+	}
+	if o.DBTimeout == 0 {
+		o.DBTimeout = DefaultDBTimeout
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// validate checks o (defaults applied) and reports every problem at once.
+func (o Options) validate() error {
+	var problems []string
+	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	if o.Pool == nil {
+		bad("pool is required")
+	}
+	if o.Codecs == nil || o.Codecs.Evidence == nil {
+		bad("codecs (evidence) are required")
+	}
+	if o.Retention <= 0 {
+		bad("retention %s: must be positive", o.Retention)
+	}
+	if o.Mode != ModeRedact && o.Mode != ModeDelete {
+		bad("mode %q: want %q or %q", o.Mode, ModeRedact, ModeDelete)
+	}
+	if o.Kafka.Producer.Acks != kafka.AcksAll {
+		bad("producer acks %q: retention publishes before it changes the database and needs acks=%q", o.Kafka.Producer.Acks, kafka.AcksAll)
+	}
+	if strings.TrimSpace(o.EvidenceTopic) == "" || strings.TrimSpace(o.CheckpointTopic) == "" {
+		bad("evidence and checkpoint topics must not be blank")
+	} else if o.EvidenceTopic == o.CheckpointTopic {
+		bad("evidence topic and checkpoint topic are both %q", o.EvidenceTopic)
+	}
+	if o.Interval < MinInterval {
+		bad("interval %s: at least %s", o.Interval, MinInterval)
+	}
+	if o.BatchSize < 1 || o.BatchSize > MaxBatchSize {
+		bad("batch size %d: want 1..%d", o.BatchSize, MaxBatchSize)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"max run time", o.MaxRunTime}, {"produce timeout", o.ProduceTimeout}, {"db timeout", o.DBTimeout}} {
+		if d.v <= 0 || d.v > 24*time.Hour {
+			bad("%s %s: want within (0, 24h]", d.name, d.v)
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
+	}
+	return nil
+}

@@ -1,0 +1,201 @@
+package retention
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
+)
+
+// unknownMessageType stands in for a row whose metadata lacks a usable message type
+// (never the case for rows the sink wrote): the redaction hash needs one.
+const unknownMessageType = "unknown"
+
+// evidenceRow is the part of a workspace_timeline_evidence row retention reads.
+type evidenceRow struct {
+	ID              int64
+	Workspace       ids.WorkspaceID
+	SourceKey       string
+	OccurredAt      time.Time
+	SourceUpdatedAt time.Time
+	ActorID         string
+	ActorName       string
+	Content         string
+	ContentHash     string
+	Metadata        []byte
+	Deleted         bool
+	Eligible        bool
+}
+
+// ref is the evidence key of a row: its topic key when it parses.
+type ref struct {
+	chat ids.ChatID
+	msg  ids.MessageID
+	ok   bool
+}
+
+func parseRef(sourceKey string) ref {
+	parts := strings.Split(sourceKey, "/")
+	if len(parts) != 4 || parts[0] != "chat" || parts[2] != "message" {
+		return ref{}
+	}
+	c, err := ids.ParseChatID(parts[1])
+	if err != nil {
+		return ref{}
+	}
+	m, err := ids.ParseMessageID(parts[3])
+	if err != nil {
+		return ref{}
+	}
+	return ref{chat: c, msg: m, ok: true}
+}
+
+// topicKey is <workspace>/<chat>/<message>.
+func (r evidenceRow) topicKey() (string, bool) {
+	k := parseRef(r.SourceKey)
+	if !k.ok {
+		return "", false
+	}
+	return ids.EvidenceKey(r.Workspace, k.chat, k.msg), true
+}
+
+// redaction is the redacted version of one row.
+type redaction struct {
+	hash     string
+	metadata []byte // JSON object
+	// record is the version to publish; nil when the row has no valid key or its
+	// fields do not make a valid record.
+	record *schemas.EvidenceRecord
+}
+
+// redact computes the redacted version of r, exactly as normalize.Redact computes a
+// recall: the same content hash for the message type, the same metadata keys.
+func redact(r evidenceRow, observed time.Time) redaction {
+	md := map[string]any{}
+	if len(r.Metadata) > 0 {
+		// A jsonb object column always decodes; an undecodable value counts as empty.
+		_ = json.Unmarshal(r.Metadata, &md)
+		if md == nil {
+			md = map[string]any{}
+		}
+	}
+	mt, _ := md[normalize.MetaMessageType].(string)
+	if !isToken(mt, schemas.MaxTokenLen) {
+		mt = unknownMessageType
+	}
+	red := normalize.Redact(normalize.Message{MessageType: mt, Metadata: md}, time.Time{})
+	meta, err := json.Marshal(red.Metadata)
+	if err != nil {
+		// Only kept structural values of an already stored JSON object: cannot fail.
+		meta = []byte(`{"deleted":true}`)
+	}
+	out := redaction{hash: red.ContentHash, metadata: meta}
+
+	k := parseRef(r.SourceKey)
+	if !k.ok {
+		return out
+	}
+	rec := schemas.EvidenceRecord{
+		WorkspaceID:       r.Workspace,
+		ChatID:            k.chat,
+		MessageID:         k.msg,
+		Source:            ids.SourceLark,
+		SourceType:        ids.SourceTypeLarkMessage,
+		SourceKey:         r.SourceKey,
+		OccurredAt:        r.OccurredAt.UTC(),
+		SourceUpdatedAt:   r.SourceUpdatedAt.UTC(),
+		ObservedAt:        observed.UTC(),
+		MessageType:       mt,
+		ContentHash:       red.ContentHash,
+		Deleted:           true,
+		SynthesisEligible: false,
+		IneligibleReason:  schemas.IneligibleDeleted,
+		MetadataJSON:      string(meta),
+		// The schema has no retention ingest path; an operator-initiated change is
+		// the closest of event, reconcile, refresh and manual.
+		IngestPath: schemas.IngestManual,
+	}
+	if isToken(r.ActorID, ids.MaxIDLen) {
+		rec.ActorID = r.ActorID
+	}
+	if s, _ := md[normalize.MetaThreadID].(string); isToken(s, ids.MaxIDLen) {
+		rec.ThreadID = s
+	}
+	if s, _ := md[normalize.MetaRootID].(string); s != "" {
+		rec.RootID, _ = ids.ParseMessageID(s)
+	}
+	if s, _ := md[normalize.MetaParentID].(string); s != "" {
+		rec.ParentID, _ = ids.ParseMessageID(s)
+	}
+	if rec.Validate() == nil {
+		out.record = &rec
+	}
+	return out
+}
+
+// alreadyRedacted reports whether r is exactly its redacted version (a previous run,
+// or a recall that also cleared the display name).
+func alreadyRedacted(r evidenceRow, red redaction) bool {
+	if !r.Deleted || r.Eligible || r.Content != "" || r.ActorName != "" || r.ContentHash != red.hash {
+		return false
+	}
+	return jsonEqual(r.Metadata, red.metadata)
+}
+
+func jsonEqual(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		return true
+	}
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+// isToken mirrors the schemas token rule: 1..max bytes of [A-Za-z0-9_.:-].
+func isToken(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.' || c == ':') {
+			return false
+		}
+	}
+	return true
+}
+
+// keptMetadataKeys are the metadata keys a redaction keeps, found by asking
+// normalize.Redact itself (its list is not exported): every documented key goes in,
+// what comes out is kept. The SQL pre-filter uses them to skip rows already redacted;
+// alreadyRedacted stays the authority, so a key missing here only costs a re-read.
+var keptMetadataKeys = func() []string {
+	probe := map[string]any{}
+	for _, k := range []string{
+		normalize.MetaChatID, normalize.MetaChatType, normalize.MetaThreadID, normalize.MetaRootID,
+		normalize.MetaParentID, normalize.MetaUpperMessageID, normalize.MetaMessageType,
+		normalize.MetaSenderType, normalize.MetaSenderAppID, normalize.MetaEdited, normalize.MetaDeleted,
+		normalize.MetaTruncated, normalize.MetaTextBytes, normalize.MetaImageKey, normalize.MetaImageKeys,
+		normalize.MetaFileKey, normalize.MetaFileName, normalize.MetaMediaFileKeys, normalize.MetaDurationMS,
+		normalize.MetaShareChatID, normalize.MetaShareUserID, normalize.MetaTaskID, normalize.MetaCalendarID,
+		normalize.MetaCalendarEventID, normalize.MetaForwardedMessageIDs, normalize.MetaMentionOpenIDs,
+		normalize.MetaMentionAll, normalize.MetaRefsTruncated,
+	} {
+		probe[k] = "x"
+	}
+	red := normalize.Redact(normalize.Message{MessageType: "text", Metadata: probe}, time.Time{})
+	keys := make([]string, 0, len(red.Metadata))
+	for k := range red.Metadata {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}()
