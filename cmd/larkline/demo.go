@@ -31,7 +31,7 @@ import (
 )
 
 // demoRoles is the whole pipeline, in one process.
-var demoRoles = []string{"workspaces", "ingest", "reconcile", "sink", "windows", "synthesize", "api"}
+var demoRoles = []string{"workspaces", "ingest", "reconcile", "sink", "windows", "synthesize", "api", "lag"}
 
 type demoFlags struct {
 	http, apiToken, scenario, dataDir, format string

@@ -39,6 +39,7 @@ var commands = map[string]command{
 	"version":    {"print the build version", runVersion},
 	"workspaces": {"workspaces put|status|get|publish: manage workspaces (Postgres) or publish to the feed (Kafka)", runWorkspaces},
 	"bind":       {"bind add|remove|list: bind Lark chats to workspaces", runBind},
+	"retention":  {"retention run [--dry-run]: redact or delete evidence past the retention period", runRetention},
 }
 
 // errUsage marks a command-line mistake: exit code 2.

@@ -20,7 +20,9 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lagexport"
 	"github.com/larkline/larkline/internal/opsserver"
+	"github.com/larkline/larkline/internal/retention"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/workspaces"
 	"github.com/larkline/larkline/processors/synthesis"
@@ -69,7 +71,9 @@ func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 			return
 		}
 		rt.pgPool = p
-		rt.poolErr = rt.ops.AddReadiness("postgres", p.Ping)
+		if rt.ops != nil {
+			rt.poolErr = rt.ops.AddReadiness("postgres", p.Ping)
+		}
 	})
 	return rt.pgPool, rt.poolErr
 }
@@ -86,6 +90,8 @@ var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]componen
 	"workspaces": buildWorkspaces,
 	"api":        buildAPI,
 	"synthesize": buildSynthesize,
+	"lag":        buildLag,
+	"retention":  buildRetention,
 }
 
 func knownRoles() []string {
@@ -401,4 +407,45 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	return []component{closerFunc{w.Run, w.Close}}, nil
+}
+
+// buildLag exports consumer lag of larkline's groups (one instance per deployment).
+func buildLag(_ context.Context, rt *runtime) ([]component, error) {
+	exp, err := lagexport.New(lagexport.Options{
+		Kafka:  kafkaOptions(rt.cfg, "lag"),
+		Groups: larklineGroups(rt.cfg.Windows.ProcessorVersion),
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []component{closerFunc{exp.Run, exp.Close}}, nil
+}
+
+// buildRetention runs the retention job every interval when it is enabled (it is off
+// by default: design §15 wants the organisation's approved policy configured first).
+func buildRetention(ctx context.Context, rt *runtime) ([]component, error) {
+	job, err := newRetentionJob(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	if !rt.cfg.Services.Workspace.Timeline.Lark.Retention.Enabled {
+		rt.log.Warn("retention role started but retention is disabled (services.workspace.timeline.lark.retention.enabled): it does nothing")
+		return []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, job.Close}}, nil
+	}
+	return []component{closerFunc{job.Run, job.Close}}, nil
+}
+
+func newRetentionJob(ctx context.Context, rt *runtime) (*retention.Job, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r := rt.cfg.Services.Workspace.Timeline.Lark.Retention
+	return retention.New(retention.Options{
+		Kafka:         kafkaOptions(rt.cfg, "retention"),
+		EvidenceTopic: rt.cfg.Kafka.Topics.Evidence, CheckpointTopic: rt.cfg.Kafka.Topics.Checkpoints,
+		Pool: pool, Codecs: rt.codecs, Retention: r.EvidenceRetention,
+		Mode: retention.Mode(r.Mode), Interval: r.Interval, Logger: rt.log, Registry: rt.reg,
+	})
 }
