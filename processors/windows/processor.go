@@ -145,21 +145,31 @@ func New(o Options) (*Processor, error) {
 
 const visitClose = "close-due"
 
+// scanTimeout bounds one watcher pass over the state.
+const scanTimeout = 2 * time.Minute
+
 // Run consumes until ctx ends, closing due windows every ScanInterval and earlier when
 // a window becomes due or Wakeup is called. It returns after the Goka processor has
 // drained and committed.
 func (p *Processor) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	wg.Add(1)
+	// The watcher stops (and its scan finishes) before Goka is told to stop: Goka's
+	// VisitAll races with its own shutdown when a visit is abandoned midway.
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	gokaCtx, stopGoka := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopGoka()
+	watched := make(chan struct{})
 	go func() {
-		defer wg.Done()
-		p.watch(ctx)
+		defer close(watched)
+		p.watch(watchCtx)
 	}()
-	err := p.proc.Run(ctx)
-	cancel()
-	wg.Wait()
+	go func() {
+		<-watchCtx.Done()
+		<-watched
+		stopGoka()
+	}()
+	err := p.proc.Run(gokaCtx)
+	stopWatch()
+	<-watched
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("windows: processor %s: %w", GroupName(p.opts.ProcessorVersion), err)
 	}
@@ -222,7 +232,12 @@ func (p *Processor) watch(ctx context.Context) {
 				continue
 			}
 		}
-		if err := p.ScanOnce(ctx); err != nil && ctx.Err() == nil {
+		// A started scan runs to its end even when shutdown begins (Goka's VisitAll is
+		// not safe to abandon midway); it is bounded by scanTimeout instead.
+		scanCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scanTimeout)
+		err := p.ScanOnce(scanCtx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
 			p.log.Warn("window scan failed; retrying at the next interval", "err", err)
 		}
 		wait := p.opts.ScanInterval
