@@ -1,0 +1,587 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/schemas"
+)
+
+// Defaults of Options.
+const (
+	// DefaultTimeout bounds the handling of one event, Kafka's acknowledgement
+	// included, safely below Lark's 3 s.
+	DefaultTimeout = 2500 * time.Millisecond
+	// DefaultRecallLookupTimeout bounds the get-message call a recall of an unknown
+	// message makes.
+	DefaultRecallLookupTimeout = time.Second
+	// DefaultRecentMessages bounds the in-process index of recently ingested
+	// messages that lets a recall be redacted without calling Lark.
+	DefaultRecentMessages = 10_000
+
+	// maxTimeout is Lark's callback limit; a larger Timeout could never be answered.
+	maxTimeout = 3 * time.Second
+)
+
+// Resolver finds the workspaces a message goes to; *bindings.Resolver satisfies it.
+type Resolver interface {
+	Resolve(ctx context.Context, chat ids.ChatID, occurredAt time.Time) (bindings.Resolution, error)
+}
+
+// Producer writes records and waits for Kafka's acknowledgement of each;
+// *kgo.Client satisfies it. The client must be built with kafka.NewClientOptions
+// (acks=all, idempotent, the shared partitioner).
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Names gives sender display names without blocking; *Contacts satisfies it.
+type Names interface {
+	// Name returns the cached display name of a user's open_id, queueing a lookup
+	// when it is unknown or stale. It never blocks on I/O.
+	Name(openID string) (string, bool)
+	// Observe offers a name Lark sent along (an @-mention's name).
+	Observe(openID, name string)
+}
+
+// MessageLookup fetches one message from Lark's history; *LarkMessages satisfies
+// it. It answers ErrMessageNotFound (wrapped) for a message Lark does not serve.
+type MessageLookup interface {
+	GetMessage(ctx context.Context, id ids.MessageID) (*larkim.Message, error)
+}
+
+// Options configure an Ingester.
+type Options struct {
+	// Normalizer is the shared pure normalizer. Required.
+	Normalizer *normalize.Normalizer
+	// Resolver maps a chat to its eligible workspaces. Required.
+	Resolver Resolver
+	// Producer writes evidence. Required.
+	Producer Producer
+	// Codec encodes evidence values. Required.
+	Codec *schemas.Codec[schemas.EvidenceRecord]
+	// Topic is the evidence topic (default schemas.DefaultEvidenceTopic).
+	Topic string
+	// Names fills ActorDisplayName from a cache; optional.
+	Names Names
+	// Messages finds a recalled message the recent index does not hold; optional.
+	// Without it such a recall is ignored (reconciliation's refresh redacts it).
+	Messages MessageLookup
+	// RecentMessages bounds the recent-message index (default DefaultRecentMessages).
+	RecentMessages int
+	// Timeout bounds the handling of one event (default DefaultTimeout, at most 3 s).
+	Timeout time.Duration
+	// RecallLookupTimeout bounds one Messages call (default DefaultRecallLookupTimeout).
+	RecallLookupTimeout time.Duration
+	// Notify, when set, is called once per workspace and chat after their evidence
+	// was acknowledged: a best-effort in-process wakeup. It must not block.
+	Notify func(ids.WorkspaceID, ids.ChatID)
+	// Clock stamps observed_at and record timestamps (default time.Now).
+	Clock func() time.Time
+	// Logger receives one line per event that was not accepted (ids and hashes only,
+	// never text). Nil discards.
+	Logger *slog.Logger
+	// Registry receives the larkline_lark_event* metrics. Nil: not registered.
+	Registry *prometheus.Registry
+}
+
+// Ingester is the event path shared by the webhook and the long connection:
+// normalize → resolve bindings → one evidence record per eligible workspace →
+// produce all and wait for Kafka's acknowledgements. It is safe for concurrent use.
+type Ingester struct {
+	norm          *normalize.Normalizer
+	resolver      Resolver
+	producer      Producer
+	codec         *schemas.Codec[schemas.EvidenceRecord]
+	topic         string
+	names         Names
+	messages      MessageLookup
+	timeout       time.Duration
+	lookupTimeout time.Duration
+	notify        func(ids.WorkspaceID, ids.ChatID)
+	now           func() time.Time
+	log           *slog.Logger
+	m             *ingestMetrics
+
+	mu     sync.Mutex
+	recent *lru[ids.MessageID, recentMessage]
+}
+
+// recentMessage is what the recent index remembers of a message: its redacted
+// skeleton (identity and structure, no text) and whether it was recalled.
+type recentMessage struct {
+	msg      normalize.Message // redacted; zero when only a recall is known
+	known    bool
+	recalled bool
+	recallAt time.Time
+	chat     ids.ChatID
+}
+
+// New validates opts and returns an Ingester.
+func New(opts Options) (*Ingester, error) {
+	switch {
+	case opts.Normalizer == nil:
+		return nil, fmt.Errorf("%w: Normalizer is required", ErrInvalidOptions)
+	case opts.Resolver == nil:
+		return nil, fmt.Errorf("%w: Resolver is required", ErrInvalidOptions)
+	case opts.Producer == nil:
+		return nil, fmt.Errorf("%w: Producer is required", ErrInvalidOptions)
+	case opts.Codec == nil:
+		return nil, fmt.Errorf("%w: Codec is required", ErrInvalidOptions)
+	}
+	if opts.Topic == "" {
+		opts.Topic = schemas.DefaultEvidenceTopic
+	}
+	switch {
+	case opts.Timeout == 0:
+		opts.Timeout = DefaultTimeout
+	case opts.Timeout < 0 || opts.Timeout > maxTimeout:
+		return nil, fmt.Errorf("%w: Timeout %s outside (0, %s] (Lark's callback limit)", ErrInvalidOptions, opts.Timeout, maxTimeout)
+	}
+	switch {
+	case opts.RecallLookupTimeout == 0:
+		opts.RecallLookupTimeout = DefaultRecallLookupTimeout
+	case opts.RecallLookupTimeout < 0 || opts.RecallLookupTimeout >= opts.Timeout:
+		return nil, fmt.Errorf("%w: RecallLookupTimeout %s must be positive and below Timeout %s", ErrInvalidOptions, opts.RecallLookupTimeout, opts.Timeout)
+	}
+	switch {
+	case opts.RecentMessages == 0:
+		opts.RecentMessages = DefaultRecentMessages
+	case opts.RecentMessages < 0:
+		return nil, fmt.Errorf("%w: RecentMessages %d is negative", ErrInvalidOptions, opts.RecentMessages)
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	m, err := newIngestMetrics(opts.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &Ingester{
+		norm: opts.Normalizer, resolver: opts.Resolver, producer: opts.Producer, codec: opts.Codec,
+		topic: opts.Topic, names: opts.Names, messages: opts.Messages, timeout: opts.Timeout,
+		lookupTimeout: opts.RecallLookupTimeout, notify: opts.Notify, now: opts.Clock,
+		log: log.With("component", "lark.ingest"), m: m,
+		recent: newLRU[ids.MessageID, recentMessage](opts.RecentMessages),
+	}, nil
+}
+
+// HandleReceive ingests one im.message.receive_v1 event and returns only after Kafka
+// acknowledged every record it produced (or the attempt failed). Own-app messages and
+// cards are produced as evidence, flagged ineligible for synthesis (design §7.3).
+// The webhook and the long connection call it for every message event; call it
+// directly to feed events from another transport.
+func (g *Ingester) HandleReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1) Result {
+	return g.handleReceive(ctx, ev, transportDirect)
+}
+
+// HandleRecall turns one im.message.recalled_v1 event into a redacted evidence
+// version (no text, deleted, a new hash) for every eligible bound workspace.
+func (g *Ingester) HandleRecall(ctx context.Context, ev *larkim.P2MessageRecalledV1) Result {
+	return g.handleRecall(ctx, ev, transportDirect)
+}
+
+func (g *Ingester) handleReceive(ctx context.Context, ev *larkim.P2MessageReceiveV1, transport string) Result {
+	start := g.now()
+	res := g.receive(ctx, ev)
+	g.finish(transport, start, res, eventIDOf(ev))
+	return res
+}
+
+func (g *Ingester) handleRecall(ctx context.Context, ev *larkim.P2MessageRecalledV1, transport string) Result {
+	start := g.now()
+	res := g.recall(ctx, ev)
+	g.finish(transport, start, res, recallEventIDOf(ev))
+	return res
+}
+
+func (g *Ingester) receive(ctx context.Context, ev *larkim.P2MessageReceiveV1) (res Result) {
+	defer g.recoverInto(&res)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+
+	in, err := normalize.FromReceiveEvent(ev)
+	if err != nil {
+		return normalizeResult(err)
+	}
+	msg, err := g.norm.Normalize(in)
+	if err != nil {
+		return normalizeResult(err)
+	}
+	g.mu.Lock()
+	prev, seen := g.recent.get(msg.MessageID)
+	g.mu.Unlock()
+	if seen && prev.recalled {
+		// The recall overtook this delivery: the newest truth is the recall.
+		msg = normalize.Redact(msg, prev.recallAt)
+	}
+	res, err = g.resolveAndProduce(ctx, msg, in.Mentions, ReasonOK)
+	if err == nil && res.Outcome == OutcomeAccepted {
+		g.remember(msg, seen && prev.recalled, prev.recallAt)
+	}
+	return res
+}
+
+func (g *Ingester) recall(ctx context.Context, ev *larkim.P2MessageRecalledV1) (res Result) {
+	defer g.recoverInto(&res)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+
+	if ev == nil || ev.Event == nil {
+		return rejected(normalize.ReasonMalformedEnvelope, fmt.Errorf("%w: recall event without body", normalize.ErrMalformedEnvelope))
+	}
+	msgID, chat, recallAt, r, ok := parseRecall(ev)
+	if !ok {
+		return r
+	}
+	if recallAt.IsZero() {
+		recallAt = g.now()
+	}
+	// Is the chat bound to any eligible workspace at all? (Checked at the most
+	// permissive message time, now, so an unbound chat costs no Lark API call.)
+	pre, err := g.resolver.Resolve(ctx, chat, g.now())
+	if err != nil {
+		return bindingsFailure(ctx, err)
+	}
+	if len(pre.Targets) == 0 {
+		g.markRecalled(msgID, chat, recallAt)
+		return ignored(pre.Reason())
+	}
+
+	msg, r, ok := g.recalledMessage(ctx, msgID, chat)
+	if !ok {
+		if r.Outcome == OutcomeIgnored {
+			g.markRecalled(msgID, chat, recallAt)
+		}
+		return r
+	}
+	msg = normalize.Redact(msg, recallAt)
+	res, err = g.resolveAndProduce(ctx, msg, nil, ReasonRecall)
+	if err == nil && res.Outcome == OutcomeAccepted {
+		g.remember(msg, true, recallAt)
+	}
+	return res
+}
+
+// parseRecall validates the ids and time of a recall event.
+func parseRecall(ev *larkim.P2MessageRecalledV1) (ids.MessageID, ids.ChatID, time.Time, Result, bool) {
+	rawMsg, rawChat := deref(ev.Event.MessageId), deref(ev.Event.ChatId)
+	if rawMsg == "" || rawChat == "" {
+		return "", "", time.Time{}, rejected(normalize.ReasonMissingID, fmt.Errorf("%w: recall event without message_id or chat_id", normalize.ErrMissingID)), false
+	}
+	msgID, err := ids.ParseMessageID(rawMsg)
+	if err != nil {
+		return "", "", time.Time{}, rejected(normalize.ReasonInvalidID, fmt.Errorf("%w: recall message_id", normalize.ErrInvalidID)), false
+	}
+	chat, err := ids.ParseChatID(rawChat)
+	if err != nil {
+		return "", "", time.Time{}, rejected(normalize.ReasonInvalidID, fmt.Errorf("%w: recall chat_id (message %s)", normalize.ErrInvalidID, msgID)), false
+	}
+	recallAt, err := normalize.ParseTimestamp(deref(ev.Event.RecallTime))
+	if err != nil {
+		return "", "", time.Time{}, rejected(normalize.ReasonInvalidTimestamp, fmt.Errorf("recall of message %s: recall_time: %w", msgID, err)), false
+	}
+	return msgID, chat, recallAt, Result{}, true
+}
+
+// recalledMessage finds the message a recall is about: in the recent index, else
+// through Lark's get-message API.
+func (g *Ingester) recalledMessage(ctx context.Context, msgID ids.MessageID, chat ids.ChatID) (normalize.Message, Result, bool) {
+	g.mu.Lock()
+	prev, ok := g.recent.get(msgID)
+	g.mu.Unlock()
+	if ok && prev.known {
+		g.m.recalls.WithLabelValues("recent", "found").Inc()
+		if prev.msg.ChatID != chat {
+			return normalize.Message{}, rejected(ReasonChatMismatch, fmt.Errorf("recall of message %s names chat %s, the message is in %s", msgID, chat, prev.msg.ChatID)), false
+		}
+		return prev.msg, Result{}, true
+	}
+	if g.messages == nil {
+		g.m.recalls.WithLabelValues("none", "unknown").Inc()
+		return normalize.Message{}, ignored(ReasonRecallUnknownMessage), false
+	}
+	lctx, cancel := context.WithTimeout(ctx, g.lookupTimeout)
+	defer cancel()
+	item, err := g.messages.GetMessage(lctx, msgID)
+	switch {
+	case errors.Is(err, ErrMessageNotFound):
+		g.m.recalls.WithLabelValues("api", "not_found").Inc()
+		return normalize.Message{}, ignored(ReasonRecallUnknownMessage), false
+	case err != nil && (IsRetryable(err) || ctx.Err() != nil):
+		g.m.recalls.WithLabelValues("api", "error").Inc()
+		return normalize.Message{}, failed(ReasonLarkAPIUnavailable, fmt.Errorf("recall of message %s: %w", msgID, err)), false
+	case err != nil:
+		g.m.recalls.WithLabelValues("api", "refused").Inc()
+		g.log.Warn("lark refused the recalled message", "message_id", msgID, "chat_id", chat, "err", err)
+		return normalize.Message{}, ignored(ReasonRecallLookupRefused), false
+	}
+	g.m.recalls.WithLabelValues("api", "found").Inc()
+	in, err := normalize.FromHistoryMessage(item)
+	if err != nil {
+		return normalize.Message{}, normalizeResult(err), false
+	}
+	in.Deleted = true // the recall event is authoritative even if history lags
+	msg, err := g.norm.Normalize(in)
+	if err != nil {
+		return normalize.Message{}, normalizeResult(err), false
+	}
+	if msg.ChatID != chat {
+		return normalize.Message{}, rejected(ReasonChatMismatch, fmt.Errorf("recall of message %s names chat %s, Lark says %s", msgID, chat, msg.ChatID)), false
+	}
+	return msg, Result{}, true
+}
+
+// resolveAndProduce stores msg in every eligible workspace of its chat. The error is
+// non-nil exactly when the result is not acknowledged.
+func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message, mentions []normalize.Mention, reason string) (Result, error) {
+	res, err := g.resolver.Resolve(ctx, msg.ChatID, msg.CreatedAt)
+	if err != nil {
+		r := bindingsFailure(ctx, err)
+		return r, r.Err
+	}
+	if len(res.Targets) == 0 {
+		return ignored(res.Reason()), nil
+	}
+	if g.names != nil {
+		for _, mn := range mentions {
+			if mn.OpenID != "" && mn.Name != "" {
+				g.names.Observe(mn.OpenID, mn.Name)
+			}
+		}
+	}
+	recs, err := g.records(ctx, msg, res.Targets)
+	if err != nil {
+		if errors.Is(err, schemas.ErrInvalidRecord) {
+			r := rejected(ReasonInvalidRecord, err)
+			return r, err
+		}
+		r := failed(ReasonEncodeFailed, err)
+		return r, err
+	}
+	if err := g.produce(ctx, recs); err != nil {
+		r := produceFailure(err, msg.MessageID)
+		return r, r.Err
+	}
+	if !msg.SynthesisEligible {
+		g.m.ineligible.WithLabelValues(msg.IneligibleReason).Add(float64(len(recs)))
+	}
+	if g.notify != nil {
+		for _, t := range res.Targets {
+			g.notify(t.Workspace, msg.ChatID)
+			g.m.notify.Inc()
+		}
+	}
+	return accepted(reason, len(recs)), nil
+}
+
+// records builds and encodes one evidence record per target.
+func (g *Ingester) records(ctx context.Context, msg normalize.Message, targets []bindings.Target) ([]*kgo.Record, error) {
+	meta, err := json.Marshal(msg.Metadata)
+	if err != nil {
+		return nil, fmt.Errorf("evidence metadata of message %s: %w", msg.MessageID, err)
+	}
+	if msg.Metadata == nil {
+		meta = []byte("{}")
+	}
+	var name string
+	if g.names != nil && msg.SenderType == normalize.SenderUser && msg.SenderOpenID != "" {
+		name, _ = g.names.Name(msg.SenderOpenID)
+	}
+	observed := g.now().UTC()
+	recs := make([]*kgo.Record, 0, len(targets))
+	for _, t := range targets {
+		rec := schemas.EvidenceRecord{
+			WorkspaceID:       t.Workspace,
+			ChatID:            msg.ChatID,
+			MessageID:         msg.MessageID,
+			Source:            ids.SourceLark,
+			SourceType:        ids.SourceTypeLarkMessage,
+			SourceKey:         ids.MessageSourceKey(msg.ChatID, msg.MessageID),
+			OccurredAt:        msg.CreatedAt,
+			SourceUpdatedAt:   msg.UpdatedAt,
+			ObservedAt:        observed,
+			ActorID:           msg.SenderOpenID,
+			ActorDisplayName:  name,
+			MessageType:       msg.MessageType,
+			Content:           msg.Text,
+			ContentHash:       msg.ContentHash,
+			Deleted:           msg.Deleted,
+			SynthesisEligible: msg.SynthesisEligible,
+			IneligibleReason:  msg.IneligibleReason,
+			ThreadID:          msg.ThreadID,
+			RootID:            msg.RootID,
+			ParentID:          msg.ParentID,
+			MetadataJSON:      string(meta),
+			IngestPath:        schemas.IngestEvent,
+		}
+		value, err := g.codec.Encode(ctx, rec)
+		if err != nil {
+			return nil, fmt.Errorf("evidence of message %s for workspace %s: %w", msg.MessageID, t.Workspace, err)
+		}
+		// The record timestamp is the observed time: franz-go measures a delivery
+		// timeout from it, and Lark's create time may be hours old.
+		recs = append(recs, &kgo.Record{
+			Topic:     g.topic,
+			Key:       []byte(rec.Key()),
+			Value:     value,
+			Timestamp: observed,
+		})
+	}
+	return recs, nil
+}
+
+// produce writes every record and waits for every acknowledgement, or for ctx.
+// franz-go's idempotent producer does not give up a request already sent to the
+// broker when ctx ends (that would break its sequence numbers), so ProduceSync may
+// outlive ctx; the wait for it does not. Records abandoned that way are not
+// acknowledged to Lark, which delivers the event again (an identical version).
+func (g *Ingester) produce(ctx context.Context, recs []*kgo.Record) error {
+	done := make(chan kgo.ProduceResults, 1)
+	go func() { done <- g.producer.ProduceSync(ctx, recs...) }()
+	var results kgo.ProduceResults
+	select {
+	case results = <-done:
+	case <-ctx.Done():
+		g.m.records.WithLabelValues("abandoned").Add(float64(len(recs)))
+		return fmt.Errorf("%d evidence records not acknowledged in time: %w", len(recs), context.Cause(ctx))
+	}
+	var errs []error
+	for _, r := range results {
+		if r.Err != nil {
+			g.m.records.WithLabelValues("failed").Inc()
+			errs = append(errs, r.Err)
+			continue
+		}
+		g.m.records.WithLabelValues("acked").Inc()
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	// One cause is enough (they share it); the count says how many failed.
+	return fmt.Errorf("%d of %d evidence records not acknowledged: %w", len(errs), len(recs), errs[0])
+}
+
+func bindingsFailure(ctx context.Context, err error) Result {
+	switch {
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		return failed(ReasonCanceled, err)
+	case errors.Is(err, context.DeadlineExceeded):
+		return failed(ReasonTimeout, err)
+	case errors.Is(err, bindings.ErrClosed):
+		return failed(ReasonShuttingDown, err)
+	}
+	return failed(ReasonBindingsUnavailable, err)
+}
+
+// produceFailure classifies a failed produce. The call only waited on Kafka, so a
+// deadline means Kafka did not acknowledge in time: unavailable.
+func produceFailure(err error, msgID ids.MessageID) Result {
+	err = fmt.Errorf("produce evidence of message %s: %w", msgID, err)
+	switch {
+	case errors.Is(err, context.Canceled):
+		return failed(ReasonCanceled, err)
+	case kafka.IsRetryable(err):
+		return failed(ReasonKafkaUnavailable, err)
+	}
+	return failed(ReasonKafkaError, err)
+}
+
+// remember records an acknowledged message (as its redacted skeleton) so that a
+// later recall needs no Lark call, and an out-of-order redelivery after a recall
+// stays redacted.
+func (g *Ingester) remember(msg normalize.Message, recalled bool, recallAt time.Time) {
+	skel := normalize.Redact(msg, time.Time{})
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.recent.put(msg.MessageID, recentMessage{msg: skel, known: true, recalled: recalled, recallAt: recallAt, chat: msg.ChatID})
+}
+
+// markRecalled remembers a recall whose message is not known, so that a delivery of
+// the message arriving after it is redacted.
+func (g *Ingester) markRecalled(id ids.MessageID, chat ids.ChatID, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	prev, _ := g.recent.get(id)
+	prev.recalled, prev.recallAt, prev.chat = true, at, chat
+	g.recent.put(id, prev)
+}
+
+// recoverInto turns a panic into a failed result, so that an event is never
+// acknowledged by accident and the process keeps serving.
+func (g *Ingester) recoverInto(res *Result) {
+	if p := recover(); p != nil {
+		g.log.Error("panic while handling a lark event", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		*res = failed(ReasonInternal, fmt.Errorf("panic: %v", p))
+	}
+}
+
+// finish counts and logs one handled event.
+func (g *Ingester) finish(transport string, start time.Time, res Result, eventID string) {
+	g.m.events.WithLabelValues(string(res.Outcome), res.Reason).Inc()
+	g.m.ack.WithLabelValues(transport, string(res.Outcome)).Observe(g.now().Sub(start).Seconds())
+	switch res.Outcome {
+	case OutcomeFailed:
+		g.log.Warn("lark event not acknowledged", "transport", transport, "event_id", eventID,
+			"outcome", res.Outcome, "reason", res.Reason, "err", res.Err)
+	case OutcomeRejected:
+		// Info, not Warn: anyone can post forged requests; the counter is the signal.
+		g.log.Info("lark event rejected", "transport", transport, "event_id", eventID,
+			"reason", res.Reason, "err", res.Err)
+	case OutcomeIgnored:
+		g.log.Debug("lark event ignored", "transport", transport, "event_id", eventID, "reason", res.Reason)
+	}
+}
+
+func eventIDOf(ev *larkim.P2MessageReceiveV1) string {
+	if ev == nil || ev.EventV2Base == nil || ev.EventV2Base.Header == nil {
+		return ""
+	}
+	return boundedID(ev.EventV2Base.Header.EventID)
+}
+
+func recallEventIDOf(ev *larkim.P2MessageRecalledV1) string {
+	if ev == nil || ev.EventV2Base == nil || ev.EventV2Base.Header == nil {
+		return ""
+	}
+	return boundedID(ev.EventV2Base.Header.EventID)
+}
+
+// boundedID keeps an untrusted id loggable: at most 64 bytes of id characters.
+func boundedID(s string) string {
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return "(invalid)"
+		}
+	}
+	return s
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,353 @@
+package ingest
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"time"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
+	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+)
+
+// Defaults of WebhookOptions.
+const (
+	// DefaultMaxTimestampSkew is how far X-Lark-Request-Timestamp may lie from now.
+	DefaultMaxTimestampSkew = 5 * time.Minute
+	// DefaultMaxBodyBytes bounds a callback body. Lark's largest message content
+	// (150 KB of text) encrypted and base64-encoded stays far below it.
+	DefaultMaxBodyBytes = 1 << 20
+	// DefaultWebhookPath is where the webhook is mounted by default.
+	DefaultWebhookPath = "/lark/events"
+
+	maxMaxBodyBytes = 64 << 20
+)
+
+// Lark event types the event path handles.
+const (
+	EventTypeMessageReceive  = "im.message.receive_v1"
+	EventTypeMessageRecalled = "im.message.recalled_v1"
+)
+
+// WebhookOptions configure a Webhook.
+type WebhookOptions struct {
+	// Ingester handles the events. Required.
+	Ingester *Ingester
+	// VerificationToken is the app's Verification Token: url_verification and every
+	// event's header.token must carry it. Required.
+	VerificationToken string
+	// EncryptKey is the app's Encrypt Key. When set, bodies must be encrypted with it
+	// and every event must be signed (X-Lark-Signature over timestamp, nonce, key and
+	// body). Strongly recommended: without it a request is authenticated by the
+	// verification token alone.
+	EncryptKey string
+	// MaxTimestampSkew: an X-Lark-Request-Timestamp further than this from now
+	// (either way) is refused. Default DefaultMaxTimestampSkew.
+	MaxTimestampSkew time.Duration
+	// MaxBodyBytes bounds the request body. Default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Clock is the time source of the freshness check. Default time.Now.
+	Clock func() time.Time
+	// Logger receives the SDK's sanitized warnings. Nil discards.
+	Logger *slog.Logger
+}
+
+// Webhook is the HTTP endpoint Lark posts events to (mount it at
+// DefaultWebhookPath, or the configured path, on the ops server). It is built on the
+// SDK's event dispatcher (dispatcher.NewEventDispatcher with OnP2MessageReceiveV1 and
+// OnP2MessageRecalledV1) and adds what the SDK does not check; see the package
+// documentation. ServeHTTP runs the whole event path synchronously and answers 200
+// only once Kafka acknowledged the event's evidence.
+type Webhook struct {
+	ing     *Ingester
+	d       *dispatcher.EventDispatcher
+	token   []byte
+	key     string
+	skew    time.Duration
+	maxBody int64
+	now     func() time.Time
+}
+
+// resultSlot carries the pipeline's Result out of the SDK's handler callback.
+type resultSlot struct {
+	res Result
+	set bool
+}
+
+type slotKey struct{}
+
+// NewWebhook validates opts and returns the webhook handler.
+func NewWebhook(opts WebhookOptions) (*Webhook, error) {
+	switch {
+	case opts.Ingester == nil:
+		return nil, fmt.Errorf("%w: Ingester is required", ErrInvalidOptions)
+	case opts.VerificationToken == "":
+		return nil, fmt.Errorf("%w: VerificationToken is required", ErrInvalidOptions)
+	}
+	switch {
+	case opts.MaxTimestampSkew == 0:
+		opts.MaxTimestampSkew = DefaultMaxTimestampSkew
+	case opts.MaxTimestampSkew < time.Second:
+		return nil, fmt.Errorf("%w: MaxTimestampSkew %s is below 1s (timestamps have second precision)", ErrInvalidOptions, opts.MaxTimestampSkew)
+	}
+	switch {
+	case opts.MaxBodyBytes == 0:
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	case opts.MaxBodyBytes < 1024 || opts.MaxBodyBytes > maxMaxBodyBytes:
+		return nil, fmt.Errorf("%w: MaxBodyBytes %d outside [1024, %d]", ErrInvalidOptions, opts.MaxBodyBytes, maxMaxBodyBytes)
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	h := &Webhook{
+		ing: opts.Ingester, token: []byte(opts.VerificationToken), key: opts.EncryptKey,
+		skew: opts.MaxTimestampSkew, maxBody: opts.MaxBodyBytes, now: opts.Clock,
+	}
+	d := dispatcher.NewEventDispatcher(opts.VerificationToken, opts.EncryptKey)
+	d.InitConfig(larkevent.WithLogger(sdkLogger{log.With("component", "lark.webhook")}), larkevent.WithLogLevel(larkcore.LogLevelInfo))
+	d.OnP2MessageReceiveV1(func(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
+		return deliver(ctx, h.ing.receive(ctx, ev))
+	})
+	d.OnP2MessageRecalledV1(func(ctx context.Context, ev *larkim.P2MessageRecalledV1) error {
+		return deliver(ctx, h.ing.recall(ctx, ev))
+	})
+	h.d = d
+	return h, nil
+}
+
+// deliver stores the pipeline's result for ServeHTTP and tells the SDK whether the
+// event was handled.
+func deliver(ctx context.Context, res Result) error {
+	if slot, ok := ctx.Value(slotKey{}).(*resultSlot); ok {
+		slot.res, slot.set = res, true
+	}
+	if res.Outcome.Acknowledged() {
+		return nil
+	}
+	return &EventError{Outcome: res.Outcome, Reason: res.Reason, Err: res.Err}
+}
+
+// envelope is the part of a plaintext callback the webhook reads before dispatching:
+// the url_verification fields and the v2 header.
+type envelope struct {
+	Type      string `json:"type"`
+	Challenge string `json:"challenge"`
+	Token     string `json:"token"`
+	Encrypt   string `json:"encrypt"`
+	Header    *struct {
+		EventID   string `json:"event_id"`
+		EventType string `json:"event_type"`
+		Token     string `json:"token"`
+	} `json:"header"`
+}
+
+// ServeHTTP answers one Lark callback. The answer is JSON: {"msg":"success"} for an
+// accepted event, {"challenge":…} for url_verification, and {"msg":outcome,
+// "reason":…} otherwise, with the status of Result.HTTPStatus.
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := h.ing.now()
+	var (
+		res     Result
+		eventID string
+		body    []byte
+	)
+	defer func() {
+		if p := recover(); p != nil {
+			h.ing.log.Error("panic while answering a lark callback", "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			res = failed(ReasonInternal, fmt.Errorf("panic: %v", p))
+		}
+		if res.Reason == ReasonURLVerification {
+			h.ing.finish(transportWebhook, start, res, "")
+			return // already answered
+		}
+		h.ing.finish(transportWebhook, start, res, eventID)
+		writeAnswer(w, res)
+	}()
+
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		res = rejected(ReasonMethodNotAllowed, fmt.Errorf("method %s", r.Method))
+		return
+	}
+	body, res = h.readBody(w, r)
+	if res.Outcome != "" {
+		return
+	}
+	req := &larkevent.EventReq{Header: r.Header, Body: body, RequestURI: r.RequestURI}
+	ctx := r.Context()
+
+	// A signed request is verified before anything is decrypted. url_verification
+	// arrives unsigned, so a missing signature is only refused once the body is
+	// known to be an event.
+	signed := r.Header.Get(larkevent.EventSignature) != ""
+	if signed && h.key != "" {
+		if res = h.verifySignature(r, body); res.Outcome != "" {
+			return
+		}
+	}
+	plain, env, res := h.open(ctx, req)
+	if res.Outcome != "" {
+		return
+	}
+	if env.Type == string(larkevent.ReqTypeChallenge) {
+		res = h.challenge(w, env)
+		return
+	}
+	if env.Header == nil {
+		res = rejected(ReasonMissingHeader, errors.New("not a v2 event envelope (no header)"))
+		return
+	}
+	eventID = boundedID(env.Header.EventID)
+	if subtle.ConstantTimeCompare([]byte(env.Header.Token), h.token) != 1 {
+		res = rejected(ReasonBadToken, errors.New("header.token is not the verification token"))
+		return
+	}
+	if h.key != "" && !signed {
+		res = rejected(ReasonMissingSignature, errors.New("event without X-Lark-Signature although an encrypt key is set"))
+		return
+	}
+	if res = h.checkTimestamp(r); res.Outcome != "" {
+		return
+	}
+	switch env.Header.EventType {
+	case EventTypeMessageReceive, EventTypeMessageRecalled:
+	default:
+		res = ignored(ReasonUnsupportedEventType)
+		return
+	}
+
+	slot := &resultSlot{}
+	ctx = context.WithValue(ctx, slotKey{}, slot)
+	_, err := h.d.DoHandle(ctx, larkevent.ReqType(env.Type), env.Header.EventType, env.Challenge, env.Header.Token, plain, r.RequestURI, req)
+	switch {
+	case slot.set:
+		res = slot.res
+	case err != nil:
+		// The SDK could not decode the event into its typed struct.
+		res = rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
+	default:
+		res = failed(ReasonInternal, errors.New("the SDK dispatched no handler"))
+	}
+}
+
+// readBody reads at most maxBody bytes.
+func (h *Webhook) readBody(w http.ResponseWriter, r *http.Request) ([]byte, Result) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return nil, rejected(ReasonBodyTooLarge, fmt.Errorf("body larger than %d bytes", h.maxBody))
+		}
+		return nil, rejected(ReasonReadFailed, fmt.Errorf("read body: %w", err))
+	}
+	return body, Result{}
+}
+
+// verifySignature checks X-Lark-Signature = hex(sha256(timestamp + nonce + key +
+// body)) (the SDK's larkevent.Signature) in constant time.
+func (h *Webhook) verifySignature(r *http.Request, body []byte) Result {
+	ts, nonce := r.Header.Get(larkevent.EventRequestTimestamp), r.Header.Get(larkevent.EventRequestNonce)
+	if ts == "" || nonce == "" {
+		return rejected(ReasonMissingSignature, errors.New("X-Lark-Signature without X-Lark-Request-Timestamp or X-Lark-Request-Nonce"))
+	}
+	want := larkevent.Signature(ts, nonce, h.key, string(body))
+	if subtle.ConstantTimeCompare([]byte(want), []byte(r.Header.Get(larkevent.EventSignature))) != 1 {
+		return rejected(ReasonBadSignature, errors.New("X-Lark-Signature does not match the body"))
+	}
+	return Result{}
+}
+
+// open decrypts the body (with the SDK's ParseReq and DecryptEvent) and reads its
+// envelope.
+func (h *Webhook) open(ctx context.Context, req *larkevent.EventReq) (plain string, env envelope, res Result) {
+	defer func() {
+		// EventDecrypt slices between the first '{' and the last '}' of what it
+		// decrypted and panics when a wrong key puts them in the wrong order.
+		if p := recover(); p != nil {
+			res = rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
+		}
+	}()
+	cipher, err := h.d.ParseReq(ctx, req)
+	if err != nil {
+		if h.key != "" && json.Valid(req.Body) {
+			return "", env, rejected(ReasonMalformedBody, errors.New("body has no \"encrypt\" field although an encrypt key is set"))
+		}
+		return "", env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
+	}
+	plain, err = h.d.DecryptEvent(ctx, cipher)
+	if err != nil {
+		return "", env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
+	}
+	if err := json.Unmarshal([]byte(plain), &env); err != nil {
+		if h.key != "" {
+			return "", env, rejected(ReasonUndecryptable, errors.New("body does not decrypt to JSON with the encrypt key"))
+		}
+		return "", env, rejected(ReasonMalformedJSON, errors.New("body is not a JSON object"))
+	}
+	if env.Encrypt != "" {
+		return "", env, rejected(ReasonEncryptedNoKey, errors.New("body is encrypted but no encrypt key is configured"))
+	}
+	return plain, env, Result{}
+}
+
+// challenge answers url_verification when its token is right.
+func (h *Webhook) challenge(w http.ResponseWriter, env envelope) Result {
+	if subtle.ConstantTimeCompare([]byte(env.Token), h.token) != 1 {
+		return rejected(ReasonBadToken, errors.New("url_verification with a wrong token"))
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"challenge": env.Challenge})
+	return accepted(ReasonURLVerification, 0)
+}
+
+// checkTimestamp refuses a request whose X-Lark-Request-Timestamp (Unix seconds) is
+// further than the allowed skew from now. The header is required with an encrypt
+// key (it is signed) and checked whenever present.
+func (h *Webhook) checkTimestamp(r *http.Request) Result {
+	raw := r.Header.Get(larkevent.EventRequestTimestamp)
+	if raw == "" {
+		if h.key != "" {
+			return rejected(ReasonMissingSignature, errors.New("no X-Lark-Request-Timestamp"))
+		}
+		return Result{}
+	}
+	sec, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || sec <= 0 {
+		return rejected(ReasonBadTimestamp, errors.New("X-Lark-Request-Timestamp is not Unix seconds"))
+	}
+	now := h.now()
+	skew := now.Sub(time.Unix(sec, 0))
+	if skew > h.skew || skew < -h.skew {
+		return rejected(ReasonStaleTimestamp, fmt.Errorf("X-Lark-Request-Timestamp is %s away from now (allowed %s)", skew.Round(time.Second), h.skew))
+	}
+	return Result{}
+}
+
+func writeAnswer(w http.ResponseWriter, res Result) {
+	status := res.HTTPStatus()
+	if res.Outcome == OutcomeAccepted {
+		writeJSON(w, status, map[string]string{"msg": "success"})
+		return
+	}
+	writeJSON(w, status, map[string]string{"msg": string(res.Outcome), "reason": res.Reason})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, _ := json.Marshal(v) // maps of strings always encode
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}

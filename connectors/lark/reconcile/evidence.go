@@ -1,0 +1,166 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// evidenceRecord builds the evidence record of msg in workspace ws, exactly as
+// the event path (package ingest) builds it, apart from path and observed.
+//
+// NOTE for maintainers: ingest builds the same record in its unexported
+// Ingester.records; the two must stay identical (parity_test.go checks it). The
+// builder belongs in one exported place both paths call.
+func evidenceRecord(msg normalize.Message, ws ids.WorkspaceID, name string, observed time.Time, path schemas.IngestPath) (schemas.EvidenceRecord, error) {
+	meta, err := json.Marshal(msg.Metadata)
+	if err != nil {
+		return schemas.EvidenceRecord{}, fmt.Errorf("evidence metadata of message %s: %w", msg.MessageID, err)
+	}
+	if msg.Metadata == nil {
+		meta = []byte("{}")
+	}
+	return schemas.EvidenceRecord{
+		WorkspaceID:       ws,
+		ChatID:            msg.ChatID,
+		MessageID:         msg.MessageID,
+		Source:            ids.SourceLark,
+		SourceType:        ids.SourceTypeLarkMessage,
+		SourceKey:         ids.MessageSourceKey(msg.ChatID, msg.MessageID),
+		OccurredAt:        msg.CreatedAt,
+		SourceUpdatedAt:   msg.UpdatedAt,
+		ObservedAt:        observed,
+		ActorID:           msg.SenderOpenID,
+		ActorDisplayName:  name,
+		MessageType:       msg.MessageType,
+		Content:           msg.Text,
+		ContentHash:       msg.ContentHash,
+		Deleted:           msg.Deleted,
+		SynthesisEligible: msg.SynthesisEligible,
+		IneligibleReason:  msg.IneligibleReason,
+		ThreadID:          msg.ThreadID,
+		RootID:            msg.RootID,
+		ParentID:          msg.ParentID,
+		MetadataJSON:      string(meta),
+		IngestPath:        path,
+	}, nil
+}
+
+// versionDecision says whether a message read from history must be produced,
+// given the version stored for it (nil: none).
+func versionDecision(msg *normalize.Message, stored *store.Evidence) string {
+	switch {
+	case stored == nil:
+		return msgProduced
+	case stored.ContentHash == msg.ContentHash:
+		return msgUnchanged
+	case stored.Deleted && !msg.Deleted:
+		// A recall already stored (from the event path) outranks a history copy
+		// that does not show it yet: never un-redact.
+		return msgStale
+	case stored.SourceUpdatedAt.After(msg.UpdatedAt):
+		return msgStale
+	}
+	return msgProduced
+}
+
+// changed returns the messages of msgs whose version is not stored yet for ws, and
+// counts the others by outcome.
+func (r *Reconciler) changed(ctx context.Context, ws ids.WorkspaceID, msgs []normalize.Message, counts map[string]int) ([]normalize.Message, error) {
+	if len(msgs) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(msgs))
+	for i := range msgs {
+		keys[i] = ids.MessageSourceKey(msgs[i].ChatID, msgs[i].MessageID)
+	}
+	stored, err := r.opts.Store.EvidenceByKeys(ctx, ws, store.LarkMessageEvidence, keys)
+	if err != nil {
+		return nil, fail(reasonStore, fmt.Errorf("read stored evidence versions: %w", err))
+	}
+	byKey := make(map[string]*store.Evidence, len(stored))
+	for i := range stored {
+		byKey[stored[i].SourceKey] = &stored[i]
+	}
+	out := msgs[:0:0]
+	for i := range msgs {
+		d := versionDecision(&msgs[i], byKey[keys[i]])
+		counts[d]++
+		if d == msgProduced {
+			out = append(out, msgs[i])
+		}
+	}
+	return out, nil
+}
+
+// produceEvidence encodes msgs as evidence of ws and waits until Kafka
+// acknowledged every record.
+func (r *Reconciler) produceEvidence(ctx context.Context, ws ids.WorkspaceID, msgs []normalize.Message, path schemas.IngestPath) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	observed := r.opts.Clock().UTC()
+	recs := make([]*kgo.Record, 0, len(msgs))
+	for i := range msgs {
+		var name string
+		if n := r.opts.Names; n != nil && msgs[i].SenderType == normalize.SenderUser && msgs[i].SenderOpenID != "" {
+			name, _ = n.Name(msgs[i].SenderOpenID)
+		}
+		rec, err := evidenceRecord(msgs[i], ws, name, observed, path)
+		if err != nil {
+			return fail(reasonEncode, err)
+		}
+		value, err := r.opts.EvidenceCodec.Encode(ctx, rec)
+		if err != nil {
+			return fail(reasonEncode, fmt.Errorf("evidence of message %s for workspace %s: %w", rec.MessageID, ws, err))
+		}
+		// Stamped with the observed time: franz-go measures a delivery timeout
+		// from the record timestamp, and a backfilled message may be days old.
+		recs = append(recs, &kgo.Record{Topic: r.opts.EvidenceTopic, Key: []byte(rec.Key()), Value: value, Timestamp: observed})
+	}
+	if err := r.produce(ctx, recs, "evidence"); err != nil {
+		return fail(reasonKafka, err)
+	}
+	return nil
+}
+
+// produce writes recs and waits for every acknowledgement.
+func (r *Reconciler) produce(ctx context.Context, recs []*kgo.Record, what string) error {
+	var (
+		errs   []error
+		failed int
+	)
+	for _, res := range r.opts.Producer.ProduceSync(ctx, recs...) {
+		if res.Err != nil {
+			failed++
+			if len(errs) == 0 {
+				errs = append(errs, res.Err)
+			}
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d %s records not acknowledged by Kafka: %w", failed, len(recs), what, errs[0])
+}
+
+// observeMentions offers the names Lark sent with mentions to the name cache, as
+// the event path does.
+func (r *Reconciler) observeMentions(in normalize.Input) {
+	if r.opts.Names == nil {
+		return
+	}
+	for _, mn := range in.Mentions {
+		if mn.OpenID != "" && mn.Name != "" {
+			r.opts.Names.Observe(mn.OpenID, mn.Name)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package reconcile
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Message outcomes (the outcome label of larkline_reconcile_messages_total).
+const (
+	msgProduced   = "produced"     // a new or changed version, acknowledged by Kafka
+	msgUnchanged  = "unchanged"    // the stored version has the same content hash
+	msgStale      = "stale"        // the stored version is newer or deleted: kept
+	msgDuplicate  = "duplicate"    // seen earlier in the same run (thread root)
+	msgInvalid    = "invalid"      // rejected by the normalizer
+	msgOutOfRange = "out_of_range" // a thread item outside the run's range
+)
+
+type metrics struct {
+	duration  *prometheus.HistogramVec
+	runs      *prometheus.CounterVec
+	pages     *prometheus.CounterVec
+	messages  *prometheus.CounterVec
+	failures  *prometheus.CounterVec
+	lag       prometheus.Gauge
+	apiCalls  *prometheus.CounterVec
+	retries   *prometheus.CounterVec
+	backoffS  prometheus.Counter
+	published *prometheus.CounterVec
+}
+
+func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+	m := &metrics{
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "larkline_reconcile_duration_seconds",
+			Help:    "Duration of one chat reconciliation run, by kind (backfill, incremental, refresh, manual).",
+			Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"kind"}),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_runs_total",
+			Help: "Chat reconciliation runs by kind and result (complete, truncated, stopped, failed, skipped).",
+		}, []string{"kind", "result"}),
+		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_pages_total",
+			Help: "Message history pages read, by container (chat, thread).",
+		}, []string{"container"}),
+		messages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_messages_total",
+			Help: "History messages by outcome (produced, unchanged, stale, duplicate, invalid, out_of_range).",
+		}, []string{"outcome"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_failures_total",
+			Help: "Reconciliation failures by bounded reason; a failed chat run keeps its checkpoint.",
+		}, []string{"reason"}),
+		lag: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_reconcile_lag_seconds",
+			Help: "Seconds between now and the oldest collection checkpoint of the eligible chats, after the last pass.",
+		}),
+		apiCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_lark_api_calls_total",
+			Help: "Lark Open API calls made by reconciliation, by endpoint and outcome (ok, rate_limited, server_error, transport_error, refused, malformed, invalid_query, canceled).",
+		}, []string{"endpoint", "outcome"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_api_retries_total",
+			Help: "Retries of Lark history calls after a retryable answer, by the answer's outcome.",
+		}, []string{"outcome"}),
+		backoffS: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_api_backoff_seconds_total",
+			Help: "Seconds spent backing off before retrying Lark history calls.",
+		}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_checkpoints_published_total",
+			Help: "Collection checkpoints published to the checkpoint topic, by result (acked, failed).",
+		}, []string{"result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
+		}
+	}
+	return m, nil
+}

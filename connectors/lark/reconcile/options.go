@@ -1,0 +1,365 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// Defaults of Options (design §14, §18; configuration keys in parentheses).
+const (
+	// DefaultIngestionLookback caps every range at now − 72 h (ingestionLookback).
+	DefaultIngestionLookback = 72 * time.Hour
+	// DefaultReconcileInterval is the period of automatic passes (reconcileInterval).
+	DefaultReconcileInterval = 5 * time.Minute
+	// DefaultReconcileOverlap is how far an incremental run re-reads before the
+	// checkpoint (reconcileOverlap).
+	DefaultReconcileOverlap = 10 * time.Minute
+	// DefaultEvidenceRefreshInterval is how often a chat gets the larger
+	// edit/delete refresh run (evidenceRefreshInterval).
+	DefaultEvidenceRefreshInterval = time.Hour
+	// DefaultEvidenceRefreshLookback is how far a refresh run re-reads
+	// (evidenceRefreshLookback).
+	DefaultEvidenceRefreshLookback = 24 * time.Hour
+	// DefaultSettle keeps the end of every range this far behind now, so that a
+	// message Lark is still committing is not declared covered.
+	DefaultSettle = 5 * time.Second
+
+	// DefaultRequestsPerSecond and DefaultBurst are the client-side token bucket
+	// of the app (lark.api.requestsPerSecond, lark.api.burst).
+	DefaultRequestsPerSecond = 10
+	DefaultBurst             = 10
+	// DefaultMaxConcurrentChats bounds chats reconciled at once
+	// (lark.api.maxConcurrentChats).
+	DefaultMaxConcurrentChats = 4
+	// DefaultMaxPagesPerRun bounds history pages (chat and thread) read per chat
+	// per automatic run (lark.api.maxPagesPerRun).
+	DefaultMaxPagesPerRun = 100
+	// DefaultMaxPagesPerManualRefresh bounds pages per chat of a manual Refresh,
+	// which reads a workspace's whole bounded range.
+	DefaultMaxPagesPerManualRefresh = 1000
+	// DefaultPageSize is the page_size of history calls (lark.api.pageSize).
+	DefaultPageSize = MaxPageSize
+	// DefaultMaxRetries is the retries of one history call after a rate limit or a
+	// server error (lark.api.maxRetries).
+	DefaultMaxRetries = 5
+	// DefaultMinBackoff and DefaultMaxBackoff bound the exponential backoff
+	// (lark.api.maxBackoff is the cap).
+	DefaultMinBackoff = 500 * time.Millisecond
+	DefaultMaxBackoff = 30 * time.Second
+	// DefaultRequestTimeout bounds one history call (the SDK sets none).
+	DefaultRequestTimeout = 10 * time.Second
+	// DefaultMaxThreadsPerChat bounds the known threads of a chat re-read by every
+	// run (the most recently active first).
+	DefaultMaxThreadsPerChat = 50
+	// DefaultThreadActiveWindow: incremental runs re-read the known threads whose
+	// newest message is this recent; refresh and manual runs re-read them all.
+	// Each such thread costs one call per run (BenchmarkReconcileAPICalls).
+	DefaultThreadActiveWindow = 30 * time.Minute
+	// DefaultDrainTimeout bounds how long Run waits, once stopped, for chat runs
+	// to finish their current page before cancelling them.
+	DefaultDrainTimeout = 30 * time.Second
+
+	// MaxPageSize is Lark's largest page_size (lark-api-notes.md §4.1).
+	MaxPageSize = 50
+	// MaxRequestsPerSecond is Lark's per-app limit of the history API.
+	MaxRequestsPerSecond = 50
+	// maxRetryAfter bounds how long one x-ogw-ratelimit-reset is honoured.
+	maxRetryAfter = 5 * time.Minute
+)
+
+// ReconcileVersion names this reconciliation algorithm in every checkpoint it
+// writes (CheckpointMeta.ReconcileVersion, CollectionCheckpoint.ReconcileVersion).
+const ReconcileVersion = "reconcile-v1"
+
+// Store is what the reconciler reads and writes in Postgres; *store.Store
+// satisfies it.
+type Store interface {
+	store.Checkpoints
+	// ListBindings lists the bindings of firing workspaces of the lookback.
+	ListBindings(ctx context.Context, f store.BindingFilter) ([]store.WorkspaceBinding, error)
+	// GetWorkspace and ChatsOfWorkspace serve a manual Refresh.
+	GetWorkspace(ctx context.Context, ws ids.WorkspaceID) (store.Workspace, error)
+	ChatsOfWorkspace(ctx context.Context, ws ids.WorkspaceID) ([]ids.ChatID, error)
+	// EvidenceByKeys tells which versions are already stored, so that a re-read
+	// produces only what changed.
+	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
+	// EvidenceInRange finds the threads a chat's stored evidence names.
+	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
+}
+
+// Eligibility decides whether a workspace may still be reconciled automatically;
+// *bindings.Resolver satisfies it (the event path's rule, design §6).
+type Eligibility interface {
+	Resolve(ctx context.Context, chat ids.ChatID, occurredAt time.Time) (bindings.Resolution, error)
+}
+
+// Producer writes records and waits for Kafka's acknowledgement of each;
+// *kgo.Client built with kafka.NewClientOptions (acks=all, idempotent, the shared
+// partitioner) satisfies it.
+type Producer interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+// Names gives sender display names without blocking; *ingest.Contacts satisfies
+// it. Records then carry the same ActorDisplayName the event path would give.
+type Names interface {
+	Name(openID string) (string, bool)
+	Observe(openID, name string)
+}
+
+// Progress is reported after every page batch a chat run committed.
+type Progress struct {
+	Workspace ids.WorkspaceID
+	Chat      ids.ChatID
+	Kind      Kind
+	// Pages is the history pages read so far (chat and thread containers).
+	Pages int
+	// Produced is the evidence records acknowledged so far.
+	Produced int
+	// CoveredUntil is the checkpoint's coverage after the batch.
+	CoveredUntil time.Time
+}
+
+// Options configure a Reconciler. Zero durations, sizes and rates take the
+// Default* values; see doc.go for what each bounds.
+type Options struct {
+	// Store, Eligibility, History, Normalizer, Producer, EvidenceCodec and
+	// CheckpointCodec are required.
+	Store       Store
+	Eligibility Eligibility
+	History     History
+	Normalizer  *normalize.Normalizer
+	Producer    Producer
+	// EvidenceCodec and CheckpointCodec encode record values.
+	EvidenceCodec   *schemas.Codec[schemas.EvidenceRecord]
+	CheckpointCodec *schemas.Codec[schemas.CollectionCheckpoint]
+	// EvidenceTopic and CheckpointTopic default to schemas.DefaultEvidenceTopic and
+	// schemas.DefaultCheckpointTopic.
+	EvidenceTopic   string
+	CheckpointTopic string
+	// Names fills ActorDisplayName from a cache; optional.
+	Names Names
+
+	IngestionLookback       time.Duration
+	ReconcileInterval       time.Duration
+	ReconcileOverlap        time.Duration
+	EvidenceRefreshInterval time.Duration
+	EvidenceRefreshLookback time.Duration
+	// Retention, when positive, is the evidence retention: no range starts before
+	// now − Retention (design §15). Zero: no bound beyond the lookback.
+	Retention time.Duration
+	// Settle keeps range ends behind now (default DefaultSettle; negative: none).
+	Settle time.Duration
+
+	// Limiter is the app's client-side rate limit. Nil: one is built from
+	// RequestsPerSecond and Burst. Share one Limiter among every user of the
+	// app's Open API quota in the process.
+	Limiter           *Limiter
+	RequestsPerSecond float64
+	Burst             int
+
+	MaxConcurrentChats       int
+	MaxPagesPerRun           int
+	MaxPagesPerManualRefresh int
+	PageSize                 int
+	// MaxRetries is the retries per history call; negative means none.
+	MaxRetries        int
+	MinBackoff        time.Duration
+	MaxBackoff        time.Duration
+	RequestTimeout    time.Duration
+	MaxThreadsPerChat int
+	// ThreadActiveWindow bounds which known threads an incremental run re-reads.
+	ThreadActiveWindow time.Duration
+	DrainTimeout       time.Duration
+
+	// Clock is the time source of ranges, checkpoints and the limiter (default
+	// time.Now). Sleep waits between retries and for the limiter (default: a timer
+	// that returns early with ctx's error). Jitter returns a float in [0, 1)
+	// (default math/rand/v2). Tests inject all three.
+	Clock  func() time.Time
+	Sleep  func(ctx context.Context, d time.Duration) error
+	Jitter func() float64
+
+	// OnProgress, when set, is called after every committed page batch, from the
+	// chat run's goroutine. It must not block long.
+	OnProgress func(Progress)
+	// Logger receives progress and failures (ids, counts and hashes only). Nil
+	// discards.
+	Logger *slog.Logger
+	// Registry receives the larkline_reconcile_* and larkline_lark_api_* metrics.
+	// Nil: not registered.
+	Registry *prometheus.Registry
+}
+
+// withDefaults validates o and fills its defaults.
+func (o Options) withDefaults() (Options, error) {
+	bad := func(format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.Store == nil:
+		return bad("Store is required")
+	case o.Eligibility == nil:
+		return bad("Eligibility is required")
+	case o.History == nil:
+		return bad("History is required")
+	case o.Normalizer == nil:
+		return bad("Normalizer is required")
+	case o.Producer == nil:
+		return bad("Producer is required")
+	case o.EvidenceCodec == nil:
+		return bad("EvidenceCodec is required")
+	case o.CheckpointCodec == nil:
+		return bad("CheckpointCodec is required")
+	}
+	if o.EvidenceTopic == "" {
+		o.EvidenceTopic = schemas.DefaultEvidenceTopic
+	}
+	if o.CheckpointTopic == "" {
+		o.CheckpointTopic = schemas.DefaultCheckpointTopic
+	}
+	if o.EvidenceTopic == o.CheckpointTopic {
+		return bad("EvidenceTopic and CheckpointTopic are both %q", o.EvidenceTopic)
+	}
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"IngestionLookback", &o.IngestionLookback, DefaultIngestionLookback},
+		{"ReconcileInterval", &o.ReconcileInterval, DefaultReconcileInterval},
+		{"EvidenceRefreshInterval", &o.EvidenceRefreshInterval, DefaultEvidenceRefreshInterval},
+		{"EvidenceRefreshLookback", &o.EvidenceRefreshLookback, DefaultEvidenceRefreshLookback},
+		{"MinBackoff", &o.MinBackoff, DefaultMinBackoff},
+		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
+		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"ThreadActiveWindow", &o.ThreadActiveWindow, DefaultThreadActiveWindow},
+		{"DrainTimeout", &o.DrainTimeout, DefaultDrainTimeout},
+	}
+	for _, d := range durations {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			return bad("%s %s is negative", d.name, *d.v)
+		}
+	}
+	switch {
+	case o.ReconcileOverlap == 0:
+		o.ReconcileOverlap = DefaultReconcileOverlap
+	case o.ReconcileOverlap < 0:
+		return bad("ReconcileOverlap %s is negative", o.ReconcileOverlap)
+	}
+	switch {
+	case o.Settle == 0:
+		o.Settle = DefaultSettle
+	case o.Settle < 0:
+		o.Settle = 0
+	}
+	switch {
+	case o.Retention < 0:
+		return bad("Retention %s is negative", o.Retention)
+	case o.EvidenceRefreshLookback > o.IngestionLookback:
+		return bad("EvidenceRefreshLookback %s exceeds IngestionLookback %s", o.EvidenceRefreshLookback, o.IngestionLookback)
+	case o.ReconcileOverlap > o.EvidenceRefreshLookback:
+		return bad("ReconcileOverlap %s exceeds EvidenceRefreshLookback %s (the refresh is the larger overlap)", o.ReconcileOverlap, o.EvidenceRefreshLookback)
+	case o.ThreadActiveWindow < o.ReconcileOverlap:
+		return bad("ThreadActiveWindow %s is below ReconcileOverlap %s", o.ThreadActiveWindow, o.ReconcileOverlap)
+	case o.MinBackoff > o.MaxBackoff:
+		return bad("MinBackoff %s exceeds MaxBackoff %s", o.MinBackoff, o.MaxBackoff)
+	case o.Settle >= o.ReconcileInterval:
+		return bad("Settle %s is not below ReconcileInterval %s", o.Settle, o.ReconcileInterval)
+	}
+	ints := []struct {
+		name     string
+		v        *int
+		def, max int
+	}{
+		{"MaxConcurrentChats", &o.MaxConcurrentChats, DefaultMaxConcurrentChats, 1024},
+		{"MaxPagesPerRun", &o.MaxPagesPerRun, DefaultMaxPagesPerRun, 1_000_000},
+		{"MaxPagesPerManualRefresh", &o.MaxPagesPerManualRefresh, DefaultMaxPagesPerManualRefresh, 1_000_000},
+		{"PageSize", &o.PageSize, DefaultPageSize, MaxPageSize},
+		{"MaxThreadsPerChat", &o.MaxThreadsPerChat, DefaultMaxThreadsPerChat, 100_000},
+	}
+	for _, n := range ints {
+		switch {
+		case *n.v == 0:
+			*n.v = n.def
+		case *n.v < 0 || *n.v > n.max:
+			return bad("%s %d outside [1, %d]", n.name, *n.v, n.max)
+		}
+	}
+	switch {
+	case o.MaxRetries == 0:
+		o.MaxRetries = DefaultMaxRetries
+	case o.MaxRetries < 0:
+		o.MaxRetries = 0
+	case o.MaxRetries > 100:
+		return bad("MaxRetries %d above 100", o.MaxRetries)
+	}
+	if o.MaxThreadsPerChat >= o.MaxPagesPerRun {
+		return bad("MaxThreadsPerChat %d must be below MaxPagesPerRun %d (known threads are re-read by every run)", o.MaxThreadsPerChat, o.MaxPagesPerRun)
+	}
+	if o.MaxPagesPerManualRefresh < o.MaxPagesPerRun {
+		return bad("MaxPagesPerManualRefresh %d is below MaxPagesPerRun %d", o.MaxPagesPerManualRefresh, o.MaxPagesPerRun)
+	}
+	if o.Clock == nil {
+		o.Clock = time.Now
+	}
+	if o.Sleep == nil {
+		o.Sleep = sleep
+	}
+	if o.Jitter == nil {
+		o.Jitter = defaultJitter
+	}
+	if o.Limiter == nil {
+		if o.RequestsPerSecond == 0 {
+			o.RequestsPerSecond = DefaultRequestsPerSecond
+		}
+		if o.Burst == 0 {
+			o.Burst = DefaultBurst
+		}
+		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst, Clock: o.Clock, Sleep: o.Sleep})
+		if err != nil {
+			return Options{}, err
+		}
+		o.Limiter = l
+	}
+	return o, nil
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// The production implementations of the seams.
+var (
+	_ Store       = (*store.Store)(nil)
+	_ Eligibility = (*bindings.Resolver)(nil)
+	_ History     = (*LarkHistory)(nil)
+	_ Producer    = (*kgo.Client)(nil)
+	_ Names       = (*ingest.Contacts)(nil)
+)
