@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,6 +23,7 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/internal/pgcluster"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/workspaces"
@@ -34,7 +34,7 @@ import (
 var demoRoles = []string{"workspaces", "ingest", "reconcile", "sink", "windows", "synthesize", "api", "lag"}
 
 type demoFlags struct {
-	http, apiToken, scenario, dataDir, format string
+	http, apiToken, scenario, dataDir, format, logLevel string
 	once                                      bool
 	timeout                                   time.Duration
 }
@@ -53,6 +53,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.BoolVar(&f.once, "once", false, "wait until every non-empty window is terminal, print the result and exit")
 	fs.StringVar(&f.format, "format", "markdown", "result format with --once: markdown or json")
 	fs.DurationVar(&f.timeout, "timeout", 110*time.Second, "with --once, give up (exit 1) after this long")
+	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the pipeline's logs on stderr: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -69,13 +70,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return fmt.Errorf("the pipeline is not wired yet: roles %s are missing from this build", strings.Join(missing, ", "))
 	}
 	// Progress and logs go to stderr; with --once stdout carries only the result.
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log, err := logging.New(stderr, f.logLevel, "text")
+	if err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
 	say := func(format string, a ...any) { fmt.Fprintf(stderr, "demo: "+format+"\n", a...) }
 	started := time.Now()
 
 	dir := f.dataDir
 	if dir == "" {
-		var err error
 		// under the system temp dir: the Postgres server runs as the postgres user
 		if dir, err = os.MkdirTemp("", "larkline-demo-"); err != nil {
 			return err
@@ -99,7 +102,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	say("scenario shifted by %s so every window can close now (%d messages, %d workspaces)", shift.Round(time.Minute), len(sc.Messages()), len(sc.Workspaces()))
 
 	// Kafka: kfake, persisted in the data directory.
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(filepath.Join(dir, "kafka")))
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1)) // TRYX
 	if err != nil {
 		return fmt.Errorf("starting the in-process Kafka: %w", err)
 	}
@@ -252,6 +255,10 @@ func demoConfig() *config.Config {
 	l.ReconcileInterval = 20 * time.Second
 	l.Environment = "demo"
 	cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor = 3, 1
+	// kfake answers some newer sarama request versions in a way sarama cannot decode
+	// ("invalid byteslice length" in the consumer group); 2.1.0 is the oldest Kafka 4
+	// accepts and kfake serves it correctly.
+	cfg.Kafka.SaramaVersion = "2.1.0"
 	cfg.Kafka.Producer.Linger = 0
 	cfg.Kafka.Consumer.FetchMaxWait = 100 * time.Millisecond
 	cfg.Lark.Mode = config.LarkModeWebhook

@@ -92,6 +92,9 @@ var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]componen
 	"synthesize": buildSynthesize,
 	"lag":        buildLag,
 	"retention":  buildRetention,
+	"ingest":     buildIngest,
+	"reconcile":  buildReconcile,
+	"sink":       buildSink,
 }
 
 func knownRoles() []string {

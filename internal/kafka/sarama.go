@@ -60,7 +60,8 @@ const DefaultStreamRetention = 24 * time.Hour
 //     producer requires acks=all, retries and Net.MaxOpenRequests = 1; larkline sets
 //     Net.MaxOpenRequests = 1 either way, so a retried request can never overtake an
 //     earlier one and a chat's records stay in order;
-//   - Producer.Flush.Frequency = o.Producer.Linger, Producer.Compression;
+//   - Producer.Flush.Frequency = o.Producer.Linger (NoLinger: every flush trigger
+//     zero, so sarama sends at once), Producer.Compression;
 //   - Consumer.Offsets.Initial = sarama.OffsetOldest: a new group (a new processor
 //     version) reads its inputs from the start, which is what replay needs;
 //   - Consumer.IsolationLevel = ReadCommitted, Consumer.MaxWaitTime =
@@ -112,7 +113,13 @@ func SaramaConfig(o GokaOptions) (*sarama.Config, error) {
 	cfg.Producer.Idempotent = !p.DisableIdempotence
 	cfg.Net.MaxOpenRequests = 1
 	if p.Linger == NoLinger {
+		// Send at once: sarama flushes immediately only when every flush trigger is
+		// zero. Goka's default config sets Flush.Bytes (64 KiB), which without a
+		// frequency would hold small batches until 64 KiB accumulate — forever, for a
+		// quiet processor.
 		cfg.Producer.Flush.Frequency = 0
+		cfg.Producer.Flush.Bytes = 0
+		cfg.Producer.Flush.Messages = 0
 	} else {
 		cfg.Producer.Flush.Frequency = p.Linger
 	}

@@ -118,6 +118,11 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 			if c.Producer.Flush.Frequency != 0 || c.Producer.Compression != sarama.CompressionZSTD {
 				t.Errorf("Flush.Frequency = %s, Compression = %v", c.Producer.Flush.Frequency, c.Producer.Compression)
 			}
+			// NoLinger must send at once: any remaining trigger (Goka's default sets
+			// Flush.Bytes to 64 KiB) would hold a quiet processor's writes forever.
+			if c.Producer.Flush.Bytes != 0 || c.Producer.Flush.Messages != 0 {
+				t.Errorf("Flush.Bytes = %d, Flush.Messages = %d with NoLinger, want 0 (send at once)", c.Producer.Flush.Bytes, c.Producer.Flush.Messages)
+			}
 			if c.Consumer.Group.Heartbeat.Interval != 2*time.Second {
 				t.Errorf("Heartbeat.Interval = %s, want a third of the session timeout", c.Consumer.Group.Heartbeat.Interval)
 			}

@@ -1,0 +1,168 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	lark "github.com/larksuite/oapi-sdk-go/v3"
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/connectors/lark/reconcile"
+	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/store"
+)
+
+// larkStack is what the ingest and reconcile roles share in one process: one SDK
+// client (one tenant token), one normalizer, one binding resolver, one contacts cache
+// and one evidence producer.
+type larkStack struct {
+	client   *lark.Client
+	norm     *normalize.Normalizer
+	resolver *bindings.Resolver
+	contacts *ingest.Contacts
+	producer *kgo.Client
+	store    *store.Store
+	started  bool // the shared components are already part of a role
+}
+
+var larkStacks sync.Map // *runtime → *larkStack
+
+func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
+	if v, ok := larkStacks.Load(rt); ok {
+		return v.(*larkStack), nil, nil
+	}
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := rt.cfg.Lark
+	l := rt.cfg.Services.Workspace.Timeline.Lark
+	client := lark.NewClient(c.AppID, c.AppSecret.Value(), lark.WithOpenBaseUrl(c.OpenBaseURL),
+		lark.WithLogLevel(larkcore.LogLevelError))
+	norm, err := normalize.New(normalize.Options{SelfAppID: c.AppID, SelfBotOpenID: c.BotOpenID, MaxTextBytes: l.MaxMessageTextBytes})
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := bindings.New(bindings.Options{
+		Source: st, WorkspaceTypes: l.WorkspaceTypes, Lookback: l.IngestionLookback,
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	dir, err := ingest.NewLarkDirectory(client)
+	if err != nil {
+		return nil, nil, err
+	}
+	contacts, err := ingest.NewContacts(ingest.ContactsOptions{Directory: dir, RequestsPerSecond: c.API.RequestsPerSecond / 4,
+		Logger: rt.log, Registry: rt.reg})
+	if err != nil {
+		return nil, nil, err
+	}
+	producer, err := newKafkaClient(rt.cfg, "lark")
+	if err != nil {
+		return nil, nil, err
+	}
+	s := &larkStack{client: client, norm: norm, resolver: res, contacts: contacts, producer: producer, store: st}
+	larkStacks.Store(rt, s)
+	comps := []component{res, contacts, closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, producer.Close}}
+	return s, comps, nil
+}
+
+// buildIngest serves Lark events: the webhook on the ops server, or the long
+// connection, as lark.mode says.
+func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
+	if !rt.cfg.Services.Workspace.Timeline.Lark.EventIngestionActive() {
+		return nil, fmt.Errorf("event ingestion is disabled (services.workspace.timeline.lark.enabled and eventIngestionEnabled)")
+	}
+	s, comps, err := rt.lark(ctx)
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := ingest.NewLarkMessages(s.client)
+	if err != nil {
+		return nil, err
+	}
+	ing, err := ingest.New(ingest.Options{
+		Normalizer: s.norm, Resolver: s.resolver, Producer: s.producer, Codec: rt.codecs.Evidence,
+		Topic: rt.cfg.Kafka.Topics.Evidence, Names: s.contacts, Messages: msgs,
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := rt.cfg.Lark
+	switch c.Mode {
+	case config.LarkModeLongConn:
+		lc, err := ingest.NewLongConn(ingest.LongConnOptions{AppID: c.AppID, AppSecret: c.AppSecret.Value(),
+			Domain: c.OpenBaseURL, Ingester: ing, Logger: rt.log, Registry: rt.reg})
+		if err != nil {
+			return nil, err
+		}
+		return append(comps, lc), nil
+	default:
+		wh, err := ingest.NewWebhook(ingest.WebhookOptions{Ingester: ing, VerificationToken: c.VerificationToken.Value(),
+			EncryptKey: c.EncryptKey.Value(), MaxTimestampSkew: c.MaxTimestampSkew, Logger: rt.log})
+		if err != nil {
+			return nil, err
+		}
+		if err := rt.ops.Handle("POST "+c.WebhookPath, wh); err != nil {
+			return nil, err
+		}
+		return comps, nil
+	}
+}
+
+// buildReconcile runs the periodic history reconciliation (design §8).
+func buildReconcile(ctx context.Context, rt *runtime) ([]component, error) {
+	if !rt.cfg.Services.Workspace.Timeline.Lark.ReconciliationActive() {
+		return nil, fmt.Errorf("reconciliation is disabled (services.workspace.timeline.lark.enabled and reconciliationEnabled)")
+	}
+	r, comps, err := newReconciler(ctx, rt)
+	if err != nil {
+		return nil, err
+	}
+	return append(comps, r), nil
+}
+
+func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []component, error) {
+	s, comps, err := rt.lark(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	hist, err := reconcile.NewLarkHistory(s.client)
+	if err != nil {
+		return nil, nil, err
+	}
+	l := rt.cfg.Services.Workspace.Timeline.Lark
+	a := rt.cfg.Lark.API
+	var retention = l.Retention.EvidenceRetention
+	if !l.Retention.Enabled {
+		retention = 0
+	}
+	r, err := reconcile.New(reconcile.Options{
+		Store: s.store, Eligibility: s.resolver, History: hist, Normalizer: s.norm, Producer: s.producer,
+		EvidenceCodec: rt.codecs.Evidence, CheckpointCodec: rt.codecs.Checkpoint,
+		EvidenceTopic: rt.cfg.Kafka.Topics.Evidence, CheckpointTopic: rt.cfg.Kafka.Topics.Checkpoints,
+		Names:             s.contacts,
+		IngestionLookback: l.IngestionLookback, ReconcileInterval: l.ReconcileInterval, ReconcileOverlap: l.ReconcileOverlap,
+		EvidenceRefreshInterval: l.EvidenceRefreshInterval, EvidenceRefreshLookback: l.EvidenceRefreshLookback,
+		Retention:         retention,
+		RequestsPerSecond: a.RequestsPerSecond, Burst: a.Burst, MaxConcurrentChats: a.MaxConcurrentChats,
+		MaxPagesPerRun: a.MaxPagesPerRun, PageSize: a.PageSize, MaxRetries: a.MaxRetries, MaxBackoff: a.MaxBackoff,
+		Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, comps, nil
+}

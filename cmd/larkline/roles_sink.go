@@ -1,0 +1,29 @@
+package main
+
+import (
+	"context"
+
+	pgsink "github.com/larkline/larkline/connectors/postgres"
+	"github.com/larkline/larkline/internal/store"
+)
+
+// buildSink runs the evidence sink: evidence topic → workspace_timeline_evidence.
+func buildSink(ctx context.Context, rt *runtime) ([]component, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		return nil, err
+	}
+	t := rt.cfg.Kafka.Topics
+	s, err := pgsink.New(pgsink.Options{
+		Kafka: kafkaOptions(rt.cfg, "sink"), Group: groupSink, EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter,
+		Store: st, Codecs: rt.codecs, Logger: rt.log, Registry: rt.reg,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return []component{closerFunc{s.Run, s.Close}}, nil
+}
