@@ -35,8 +35,8 @@ var demoRoles = []string{"workspaces", "ingest", "reconcile", "sink", "windows",
 
 type demoFlags struct {
 	http, apiToken, scenario, dataDir, format, logLevel string
-	once                                      bool
-	timeout                                   time.Duration
+	once                                                bool
+	timeout                                             time.Duration
 }
 
 // runDemo runs the whole pipeline on the embedded default: an in-process Kafka
