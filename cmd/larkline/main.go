@@ -40,6 +40,7 @@ var commands = map[string]command{
 	"workspaces": {"workspaces put|status|get|publish: manage workspaces (Postgres) or publish to the feed (Kafka)", runWorkspaces},
 	"bind":       {"bind add|remove|list: bind Lark chats to workspaces", runBind},
 	"retention":  {"retention run [--dry-run]: redact or delete evidence past the retention period", runRetention},
+	"refresh":    {"refresh --workspace W: reconcile one workspace from Lark history now, even if no longer firing", runRefresh},
 }
 
 // errUsage marks a command-line mistake: exit code 2.
