@@ -51,16 +51,8 @@ type env struct {
 	parts   int32
 }
 
-func integration(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: this test needs the real Kafka broker and Postgres (testenv)")
-	}
-}
-
 func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
-	integration(t)
 	e := &env{
 		brokers: testenv.KafkaBrokers(t),
 		topic:   testenv.NewTopic(t, partitions, nil),

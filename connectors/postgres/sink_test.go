@@ -108,7 +108,6 @@ func sameRows(t testing.TB, before, after map[string]store.Evidence) {
 // nothing, the versions of a key are applied in order, and a sink killed between the
 // database commit and the offset commit is restarted without duplicates.
 func TestSinkConformance(t *testing.T) {
-	integration(t)
 	t.Run("redelivery", func(t *testing.T) {
 		e := newEnv(t, 3)
 		group := uniqueGroup(t)

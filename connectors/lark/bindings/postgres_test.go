@@ -18,9 +18,6 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // newStore returns a store on a fresh, migrated database of the real Postgres.
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: this test needs the real Postgres (testenv)")
-	}
 	ctx := context.Background()
 	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 6})
 	if err != nil {

@@ -152,7 +152,6 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 // webhook behind an HTTP server.
 func newBenchStack(b *testing.B) string {
 	b.Helper()
-	integration(b)
 	ctx := context.Background()
 	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(b), MaxConns: 4})
 	if err != nil {

@@ -72,18 +72,8 @@ func randomHex(t testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-// integration skips under -short (make test-short): the test needs the real broker
-// and Postgres of testenv. Without -short it never skips.
-func integration(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: this test needs the real Kafka broker and Postgres (testenv)")
-	}
-}
-
 func newStack(t *testing.T, o stackOptions) *stack {
 	t.Helper()
-	integration(t)
 	ctx := context.Background()
 	s := &stack{t: t, reg: prometheus.NewRegistry()}
 

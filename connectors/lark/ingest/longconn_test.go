@@ -248,7 +248,6 @@ func (h *wsHarness) event(t *testing.T, id string) []byte {
 }
 
 func TestLongConnDeliversToKafkaAndAcks(t *testing.T) {
-	integration(t)
 	topic := testenv.NewTopic(t, itPartitions, nil)
 	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(t)})
 	if err != nil {

@@ -169,13 +169,6 @@ type env struct {
 	registry *prometheus.Registry
 }
 
-func integration(t testing.TB) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("-short: this test needs the real Kafka broker and Postgres (testenv)")
-	}
-}
-
 func newEnv(t testing.TB, chats ...ids.ChatID) *env {
 	t.Helper()
 	return newEnvAt(t, time.Now, chats...)
@@ -184,7 +177,6 @@ func newEnv(t testing.TB, chats ...ids.ChatID) *env {
 // newEnvAt is newEnv with Lark on the clock now.
 func newEnvAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *env {
 	t.Helper()
-	integration(t)
 	e := &env{brokers: testenv.KafkaBrokers(t)}
 	e.evTopic = testenv.NewTopic(t, 3, nil)
 	e.cpTopic = testenv.NewTopic(t, 3, nil)
