@@ -78,6 +78,15 @@ func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	return rt.pgPool, rt.poolErr
 }
 
+// store is a store over the process's pool.
+func (rt *runtime) store(ctx context.Context) (*store.Store, error) {
+	pool, err := rt.pool(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return store.New(pool)
+}
+
 func (rt *runtime) close() {
 	if rt.pgPool != nil {
 		rt.pgPool.Close()
@@ -289,11 +298,7 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 
 // buildWorkspaces runs the workspace feed consumer and mounts the admin API.
 func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
-	pool, err := rt.pool(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.New(pool)
+	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -337,11 +342,7 @@ func (c closerFunc) Close() error                  { c.close(); return nil }
 
 // buildAPI mounts the timeline API and the web page on the ops server.
 func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
-	pool, err := rt.pool(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.New(pool)
+	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -365,11 +366,7 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 
 // buildSynthesize runs the window worker with the configured synthesizer.
 func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
-	pool, err := rt.pool(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.New(pool)
+	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err
 	}

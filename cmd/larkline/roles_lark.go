@@ -36,11 +36,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	if v, ok := larkStacks.Load(rt); ok {
 		return v.(*larkStack), nil, nil
 	}
-	pool, err := rt.pool(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	st, err := store.New(pool)
+	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,16 +4,11 @@ import (
 	"context"
 
 	pgsink "github.com/larkline/larkline/connectors/postgres"
-	"github.com/larkline/larkline/internal/store"
 )
 
 // buildSink runs the evidence sink: evidence topic → workspace_timeline_evidence.
 func buildSink(ctx context.Context, rt *runtime) ([]component, error) {
-	pool, err := rt.pool(ctx)
-	if err != nil {
-		return nil, err
-	}
-	st, err := store.New(pool)
+	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err
 	}

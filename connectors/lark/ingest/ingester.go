@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -395,13 +394,6 @@ func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message,
 
 // records builds and encodes one evidence record per target.
 func (g *Ingester) records(ctx context.Context, msg normalize.Message, targets []bindings.Target) ([]*kgo.Record, error) {
-	meta, err := json.Marshal(msg.Metadata)
-	if err != nil {
-		return nil, fmt.Errorf("evidence metadata of message %s: %w", msg.MessageID, err)
-	}
-	if msg.Metadata == nil {
-		meta = []byte("{}")
-	}
 	var name string
 	if g.names != nil && msg.SenderType == normalize.SenderUser && msg.SenderOpenID != "" {
 		name, _ = g.names.Name(msg.SenderOpenID)
@@ -409,29 +401,9 @@ func (g *Ingester) records(ctx context.Context, msg normalize.Message, targets [
 	observed := g.now().UTC()
 	recs := make([]*kgo.Record, 0, len(targets))
 	for _, t := range targets {
-		rec := schemas.EvidenceRecord{
-			WorkspaceID:       t.Workspace,
-			ChatID:            msg.ChatID,
-			MessageID:         msg.MessageID,
-			Source:            ids.SourceLark,
-			SourceType:        ids.SourceTypeLarkMessage,
-			SourceKey:         ids.MessageSourceKey(msg.ChatID, msg.MessageID),
-			OccurredAt:        msg.CreatedAt,
-			SourceUpdatedAt:   msg.UpdatedAt,
-			ObservedAt:        observed,
-			ActorID:           msg.SenderOpenID,
-			ActorDisplayName:  name,
-			MessageType:       msg.MessageType,
-			Content:           msg.Text,
-			ContentHash:       msg.ContentHash,
-			Deleted:           msg.Deleted,
-			SynthesisEligible: msg.SynthesisEligible,
-			IneligibleReason:  msg.IneligibleReason,
-			ThreadID:          msg.ThreadID,
-			RootID:            msg.RootID,
-			ParentID:          msg.ParentID,
-			MetadataJSON:      string(meta),
-			IngestPath:        schemas.IngestEvent,
+		rec, err := msg.Evidence(t.Workspace, name, observed, schemas.IngestEvent)
+		if err != nil {
+			return nil, err
 		}
 		value, err := g.codec.Encode(ctx, rec)
 		if err != nil {

@@ -2,9 +2,7 @@ package reconcile
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -13,46 +11,6 @@ import (
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
-
-// evidenceRecord builds the evidence record of msg in workspace ws, exactly as
-// the event path (package ingest) builds it, apart from path and observed.
-//
-// NOTE for maintainers: ingest builds the same record in its unexported
-// Ingester.records; the two must stay identical (parity_test.go checks it). The
-// builder belongs in one exported place both paths call.
-func evidenceRecord(msg normalize.Message, ws ids.WorkspaceID, name string, observed time.Time, path schemas.IngestPath) (schemas.EvidenceRecord, error) {
-	meta, err := json.Marshal(msg.Metadata)
-	if err != nil {
-		return schemas.EvidenceRecord{}, fmt.Errorf("evidence metadata of message %s: %w", msg.MessageID, err)
-	}
-	if msg.Metadata == nil {
-		meta = []byte("{}")
-	}
-	return schemas.EvidenceRecord{
-		WorkspaceID:       ws,
-		ChatID:            msg.ChatID,
-		MessageID:         msg.MessageID,
-		Source:            ids.SourceLark,
-		SourceType:        ids.SourceTypeLarkMessage,
-		SourceKey:         ids.MessageSourceKey(msg.ChatID, msg.MessageID),
-		OccurredAt:        msg.CreatedAt,
-		SourceUpdatedAt:   msg.UpdatedAt,
-		ObservedAt:        observed,
-		ActorID:           msg.SenderOpenID,
-		ActorDisplayName:  name,
-		MessageType:       msg.MessageType,
-		Content:           msg.Text,
-		ContentHash:       msg.ContentHash,
-		Deleted:           msg.Deleted,
-		SynthesisEligible: msg.SynthesisEligible,
-		IneligibleReason:  msg.IneligibleReason,
-		ThreadID:          msg.ThreadID,
-		RootID:            msg.RootID,
-		ParentID:          msg.ParentID,
-		MetadataJSON:      string(meta),
-		IngestPath:        path,
-	}, nil
-}
 
 // versionDecision says whether a message read from history must be produced,
 // given the version stored for it (nil: none).
@@ -114,7 +72,7 @@ func (r *Reconciler) produceEvidence(ctx context.Context, ws ids.WorkspaceID, ms
 		if n := r.opts.Names; n != nil && msgs[i].SenderType == normalize.SenderUser && msgs[i].SenderOpenID != "" {
 			name, _ = n.Name(msgs[i].SenderOpenID)
 		}
-		rec, err := evidenceRecord(msgs[i], ws, name, observed, path)
+		rec, err := msgs[i].Evidence(ws, name, observed, path) // the builder the event path uses too
 		if err != nil {
 			return fail(reasonEncode, err)
 		}

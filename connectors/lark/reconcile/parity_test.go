@@ -137,7 +137,7 @@ func TestRecordParityWithEventPath(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			hRec, err := evidenceRecord(msg, ws, "", evRec.ObservedAt, schemas.IngestReconcile)
+			hRec, err := msg.Evidence(ws, "", evRec.ObservedAt, schemas.IngestReconcile)
 			if err != nil {
 				t.Fatal(err)
 			}
