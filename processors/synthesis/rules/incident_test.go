@@ -145,7 +145,7 @@ var incidentFacts = []struct {
 	{synth.KindMitigation, []int64{22, 25}, "rollback started and finished (ZH)"},
 	{synth.KindMitigation, []int64{29, 55}, "replicas scaled, rollback finished"},
 	{synth.KindBlocker, []int64{23}, "deploy console needs approval"},
-	{synth.KindRecovery, []int64{35, 36, 37, 55}, "recovering, recovered, 已恢复正常, pods healthy"},
+	{synth.KindRecovery, []int64{35, 36, 37}, "recovering, recovered, 已恢复正常"},
 	{synth.KindRootCause, []int64{38, 39}, "dropped index (EN + ZH)"},
 	{synth.KindNextStep, []int64{41, 42, 61}, "CI check and postmortem, 复盘, keep replicas"},
 }

@@ -39,13 +39,13 @@ var patterns = compile([]struct {
 }{
 	// Customer impact or affected scope.
 	{synth.KindImpact, strong, `\boutage\b|\bunavailable\b|\bdegraded\b|\bdegradation\b`},
-	{synth.KindImpact, strong, `\b(customers?|users?|merchants?|clients?|buyers?|sellers?|partners?)\b.*\b(affected|impacted|unable|can't|cannot|can not|seeing|getting|reporting|complaining|hitting|failing)\b`},
+	{synth.KindImpact, strong, `\b(customers?|users?|merchants?|clients?|buyers?|sellers?|partners?)\b.*\b(affected|impacted|unable|can't|cannot|can not|seeing|getting|get|see|reporting|complaining|hitting|failing)\b`},
 	{synth.KindImpact, strong, `\b(is|are|was|were|went|goes|going) down\b|\bdown for (all|some|many|most|every|\d+%)`},
 	{synth.KindImpact, strong, `\bimpact(ed|ing|s)?\b|\baffect(ed|ing|s)\b`},
 	{synth.KindImpact, strong, `\b\d+(\.\d+)?\s?% of (requests|users|customers|traffic|orders|calls|payments|checkouts|logins|merchants|sessions)\b`},
 	{synth.KindImpact, strong, `\b(can't|cannot|can not|unable to) (log ?in|sign ?in|check ?out|pay|place orders?|order|load|open the app|access the (site|app|page))\b`},
 	{synth.KindImpact, medium, `\berror rates?\b|\b5xx\b|\b50[0234]s\b|\bsuccess rate\b|\bfailing\b`},
-	{synth.KindImpact, medium, `\b(errors?|failures?|timeouts?|5xx) (spiked?|spiking|are up|is up|increased|jumped|climbing)\b`},
+	{synth.KindImpact, medium, `\b(errors?|failures?|timeouts?|5xx|tickets|complaints) (spiked?|spiking|are up|is up|increased|jumped|climbing)\b`},
 	{synth.KindImpact, medium, `\blatency\b.*\b(up|spiked?|high|increased|elevated)\b|\bsev ?[0-3]\b|\bp[0-2] incident\b`},
 	{synth.KindImpact, weak, `\btimeouts?\b|\btiming out\b|\bp99\b|\bp95\b|\berrors\b|\bslow\b`},
 	{synth.KindImpact, strong, `影响|报错率|错误率|失败率|成功率下降|不可用|用户反馈|客诉|投诉|用户报障|挂了|宕机|瘫痪`},
@@ -57,7 +57,9 @@ var patterns = compile([]struct {
 	{synth.KindFinding, strong, `\b(logs?|dashboards?|metrics|graphs?|traces?|grafana|datadog|kibana|profiles?|heap dumps?|explain plan)\b.*\b(shows?|showed|showing|says?|indicates?|reveals?|points? to|pointed to)\b`},
 	{synth.KindFinding, strong, `\btraced\b.*\bto\b|\bnarrowed\b.*\bdown\b`},
 	{synth.KindFinding, medium, `\blooks like\b|\bseems (like|to)\b|\bappears to\b|\bnoticed\b|\bsuspect\b|\bpointing (to|at)\b|\b(i|we) (see|saw)\b`},
-	{synth.KindFinding, medium, `\bcorrelat(es|ed|ion)\b|\bspike in\b|\bonly (affects?|happens|on)\b|\bstarted (at|after|right after)\b`},
+	{synth.KindFinding, medium, `\bcorrelat(es|ed|ion)\b|\bspike in\b|\bonly (affects?|happens|on)\b|\bstarted (at|after|right after)\b|\blines? up with\b|\bcoincides? with\b`},
+	{synth.KindFinding, medium, `\b(jump|spik|rose|rise|rising|increas|grew|grow|climb|doubl|tripl)\w*\b.*\bfrom \S*\d\S* to \S*\d`},
+	{synth.KindFinding, medium, `\bwent (out|live)\b|\b(was|were|got|been) (deployed|released|shipped|rolled out)\b`},
 	{synth.KindFinding, medium, `\b(exhausted|saturated|oom(killed)?|out of memory|deadlock(ed)?|leak(ing)?|crash ?loop(ing)?)\b|\bslow quer(y|ies)\b`},
 	{synth.KindFinding, weak, `\bseeing\b|\bcheck(ed|ing)\b|\binvestigat(ing|ed)\b`},
 	{synth.KindFinding, strong, `发现|定位到|定位为|日志(显示|里|中|看到)|监控(显示|上看)|链路(显示|追踪)|确认是|确认为|确认了|初步判断|初步定位|初步怀疑|查到`},
@@ -68,8 +70,8 @@ var patterns = compile([]struct {
 	{synth.KindDecision, strong, `\bdecided\b|\bdecision\b|\bagreed\b|\b(the )?plan is\b|\bgoing with\b|\bcode freeze\b|\bfreeze deploys?\b`},
 	{synth.KindDecision, strong, `\b(we('ll| will| are going to|'re going to)|let's) (roll ?back|revert|fail ?over|failover|scale|restart|disable|enable|switch|shift|drain|block|pause|freeze|hotfix|deploy|ship|escalate|declare|go with|hold)\b`},
 	{synth.KindDecision, strong, `\bescalat(e|ed|ing) to\b|\bdeclar(e|ed|ing) (a |an )?(sev ?[0-4]|sev|incident|p[0-4])\b`},
-	{synth.KindDecision, medium, `\bwe('ll| will)\b|\blet's\b|\bgo ahead\b|\bapproved?\b`},
-	{synth.KindDecision, weak, `\bwe should\b|\bi('ll| will)\b`},
+	{synth.KindDecision, medium, `\bgo ahead\b|\bapproved?\b`},
+	{synth.KindDecision, weak, `\bwe('ll| will)\b|\blet's\b|\bwe should\b|\bi('ll| will)\b`},
 	{synth.KindDecision, strong, `决定|决策|拍板|方案是|同意(回滚|切换|扩容|重启|降级|限流|发布)|(先|准备|立即|马上)(回滚|切换|切流|扩容|重启|降级|限流|熔断|摘除|止血|发布)|升级(为|到)(p[0-3]|s[0-3])`},
 	{synth.KindDecision, medium, `我们(会|将|要)|封版|冻结发布`},
 
@@ -106,19 +108,21 @@ var patterns = compile([]struct {
 	// Recovery and verification.
 	{synth.KindRecovery, strong, `\b(fully )?recovered\b|\bback to (normal|baseline|green|healthy)\b|\breturned to (normal|baseline)\b|\bresolved\b|\brestored\b`},
 	{synth.KindRecovery, strong, `\b(is|are|looks?|seems?) (back|healthy|stable|normal|green|good) (now|again)\b|\b(back|healthy|stable|normal|working) again\b|\bback (up|online)\b|\bstabili[sz]ed\b|\ball green\b`},
-	{synth.KindRecovery, strong, `\bno (more|new) (errors|5xx|failures|alerts|timeouts)\b|\b(error rates?|latency|errors|5xx|p99|success rate)\b.*\b(back|dropped|down) to\b`},
+	{synth.KindRecovery, strong, `\bno (more|new) (errors|5xx|failures|alerts|timeouts)\b|\b(error rates?|latency|errors|5xx|p99|success rate)\b.*\bback to\b`},
+	{synth.KindRecovery, medium, `\b(error rates?|latency|errors|5xx|p99|success rate)\b.*\b(dropped|down) to\b`},
 	{synth.KindRecovery, strong, `\b(verified|confirmed) (fixed|recovered|working|resolved|healthy)\b|\balerts? (cleared|resolved|recovered)\b`},
-	{synth.KindRecovery, medium, `\brecovering\b|\bverified\b|\blooks? (good|healthy|normal)\b|\bhealthy\b`},
+	{synth.KindRecovery, medium, `\brecovering\b|\bverified\b`},
+	{synth.KindRecovery, weak, `\b(looks?|seems?) (good|healthy|normal|fine)\b|\bhealthy\b`},
 	{synth.KindRecovery, strong, `恢复|已解决|解决了|正常了|已正常|回落|验证通过|验证没问题|已修复|修复了|告警已?(恢复|消除|解除)|(报错|错误|超时)已?(消失|清零|归零)`},
 	{synth.KindRecovery, medium, `稳定|好转|正常`},
 
 	// Next steps and follow-ups.
 	{synth.KindNextStep, strong, `\bnext steps?\b|\bfollow[- ]?ups?\b|\btodo\b|\bto-do\b|\baction items?\b|\bpost[- ]?mortem\b|\bpir\b|\bretro(spective)?\b|\bincident review\b`},
-	{synth.KindNextStep, strong, `\b(will|need to|needs to|should|must|have to) (add|write|fix|file|open|create|update|review|audit|investigate|monitor|backfill|reconcile|refund|notify|communicate|improve|document)\b`},
+	{synth.KindNextStep, strong, `\b(will|'ll|need to|needs to|should|must|have to) (prepare|add|write|fix|file|open|create|update|review|audit|investigate|backfill|reconcile|refund|notify|communicate|improve|document|decommission|clean ?up)\b`},
 	{synth.KindNextStep, strong, `\b(ticket|jira|issue)\b.*\b(to track|filed|created|opened)\b`},
-	{synth.KindNextStep, medium, `\bneeds? to\b|\bafter (the incident|this)\b|\btomorrow\b|\blater today\b|\bthis week\b|\badd (an? )?(alert|alarm|monitor|test|dashboard|runbook)\b|\bkeep (an eye|monitoring|watching)\b`},
+	{synth.KindNextStep, medium, `\bneeds? to\b|\bafter (the incident|this)\b|\btomorrow\b|\blater today\b|\bthis week\b|\badd (an? )?(alert|alarm|monitor|test|dashboard|runbook)\b`},
 	{synth.KindNextStep, strong, `后续|待办|下一步|复盘|改进项|(需要|要|得)(补充|增加|加上|修复|排查|跟进|复盘|通知|回溯|补偿|优化)`},
-	{synth.KindNextStep, medium, `跟进|明天|本周|之后|持续观察|继续观察|观察一下`},
+	{synth.KindNextStep, medium, `跟进|明天|本周|之后`},
 
 	// Blockers.
 	{synth.KindBlocker, strong, `\bblocked (on|by)\b|\bblocker\b|\bblocking\b|\b(no|without) (access|permission|permissions|credentials|approval)\b|\bneeds? (access|approval|permission|sign-?off)\b`},
@@ -167,20 +171,42 @@ type scores [numKinds]int
 // scoreSentence scores one sentence (already lower-cased and trimmed).
 func scoreSentence(s string) scores {
 	var sc scores
-	if isQuestion(s) {
+	if isQuestion(s) || commsRE.MatchString(s) || progressRE.MatchString(s) {
+		// Questions carry no facts; status-page chatter reports none; an action's
+		// interim progress ("rollback 60%") is followed by its completion.
 		return sc
 	}
+	rImpact, rMitigation, rRecovery := synth.KindImpact.Rank(), synth.KindMitigation.Rank(), synth.KindRecovery.Rank()
+	strongImpact := false
 	for _, p := range patterns {
 		if p.anyOf != nil && !containsAny(s, p.anyOf) {
 			continue
 		}
 		if p.re.MatchString(s) {
 			sc[p.kind.Rank()] += p.weight
+			if p.kind == synth.KindImpact && p.weight >= strong {
+				strongImpact = true
+			}
 		}
 	}
-	rImpact, rMitigation, rRecovery := synth.KindImpact.Rank(), synth.KindMitigation.Rank(), synth.KindRecovery.Rank()
+	if !strongImpact && !quantRE.MatchString(s) && !scopeRE.MatchString(s) {
+		// "still seeing 5xx", "errors spiking": an error signal becomes customer
+		// impact only with a quantity (a rate, "1 in 3", "46 tickets") or a scope
+		// (customers, a region).
+		sc[rImpact] = 0
+	}
+	if hedgeRE.MatchString(s) {
+		// "the risk is 30s of write errors", "errors spike, expected": anticipated.
+		sc[rImpact] = 0
+	}
 	if futureRE.MatchString(s) && !doneRE.MatchString(s) {
 		sc[rMitigation], sc[rRecovery] = 0, 0
+	}
+	if deicticRE.MatchString(s) {
+		sc[synth.KindNextStep.Rank()] = 0 // "I'll add that to the doc": a reply, no item of its own
+	}
+	if negMitigationRE.MatchString(s) {
+		sc[rMitigation] = 0 // "never rolled back on timeout", "没有回滚": no action taken
 	}
 	if sc[rRecovery] > 0 && negationRE.MatchString(s) {
 		sc[rRecovery] = 0

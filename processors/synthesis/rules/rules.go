@@ -17,7 +17,7 @@ const Name = "rules"
 
 // Version identifies the rule set; it is recorded as Result.PromptVersion and must
 // change whenever the patterns or the drafting change what a window yields.
-const Version = "rules-v1"
+const Version = "rules-v2"
 
 // Defaults and bounds of [Options].
 const (
@@ -73,7 +73,7 @@ func New(o Options) (*Synthesizer, error) {
 type analysed struct {
 	msg   synth.Message
 	score scores
-	best  [numKinds]string // strongest sentence per kind
+	title [numKinds]string // what a draft of the kind is titled after, uncut
 }
 
 // Synthesize drafts at most one entry per (group, kind). See the package
@@ -94,7 +94,7 @@ func (s *Synthesizer) Synthesize(ctx context.Context, req synth.Request) (synth.
 	for _, g := range req.Groups {
 		var msgs []analysed
 		for _, m := range g.Messages {
-			if a, ok := analyse(m); ok {
+			if a, ok := s.analyse(m); ok {
 				msgs = append(msgs, a)
 			}
 		}
@@ -121,8 +121,9 @@ func (s *Synthesizer) Synthesize(ctx context.Context, req synth.Request) (synth.
 	return res, nil
 }
 
-// analyse decides whether a message can support a draft and scores it.
-func analyse(m synth.Message) (analysed, bool) {
+// analyse decides whether a message can support a draft, of which kinds, and what
+// each draft would be titled after.
+func (s *Synthesizer) analyse(m synth.Message) (analysed, bool) {
 	if !m.Citable() {
 		return analysed{}, false // context, deleted, bot
 	}
@@ -143,24 +144,74 @@ func analyse(m synth.Message) (analysed, bool) {
 		return analysed{}, false // a link without explanation
 	}
 	a := analysed{msg: m}
-	bestScore := scores{}
-	for _, sentence := range sentences(text) {
-		sc := scoreSentence(normalizeForMatch(sentence))
+	ok := false
+
+	// A labelled message ("Impact: …", "Root cause" heading, "Next steps" list) is
+	// classified by its labels only, one draft kind per labelled section.
+	if secs := sections(text); len(secs) > 0 {
+		for _, sec := range secs {
+			k := sec.kind.Rank()
+			if a.score[k] > 0 {
+				continue // the first section of a kind titles it
+			}
+			if w, h, _ := content(sec.content); w+h == 0 {
+				continue // a heading without content
+			}
+			a.score[k] = maxScore
+			a.title[k] = sectionTitle(sec, s.maxTitle)
+			ok = true
+		}
+		return a, ok
+	}
+
+	// Otherwise every sentence has at most one kind, its strongest; a message
+	// supports the kinds of its sentences. Quoted text is someone's words, not a
+	// statement; a leading acknowledgement is dropped before scoring.
+	whole, acked := stripAckLead(text)
+	unquoted := quotedRE.ReplaceAllString(whole, " ")
+	units, digits := substance(unquoted)
+	allowed := func(synth.Kind) bool { return true }
+	switch {
+	case acked && !digits && units < minAckReply,
+		meTooRE.MatchString(normalizeForMatch(unquoted)) && !digits && units < minAgreement,
+		!digits && units < minSubstance:
+		// "收到，开始切换", "我这边也看到了", "继续观察": no new fact; only a
+		// statement of who owns what ("ack, taking IC") survives.
+		allowed = func(k synth.Kind) bool { return k == synth.KindOwnership }
+	}
+	var best [numKinds]string
+	for _, sentence := range sentences(whole) {
+		sc := primary(scoreSentence(normalizeForMatch(quotedRE.ReplaceAllString(sentence, " "))))
 		for k, v := range sc {
-			if v > bestScore[k] {
-				bestScore[k] = v
-				a.best[k] = sentence
+			if v > a.score[k] && allowed(synth.Kinds()[k]) {
+				a.score[k] = v
+				best[k] = sentence
+				ok = true
 			}
 		}
 	}
-	ok := false
-	for k, v := range bestScore {
-		if v >= threshold {
-			a.score[k] = v
-			ok = true
+	if !ok {
+		return a, false
+	}
+	kinds := 0
+	for _, v := range a.score {
+		if v > 0 {
+			kinds++
 		}
 	}
-	return a, ok
+	// One kind: the message is the title, without its leading acknowledgement,
+	// when it fits; several kinds, or too long: each kind's strongest sentence.
+	for k, v := range a.score {
+		if v == 0 {
+			continue
+		}
+		if kinds == 1 && fits(whole, s.maxTitle) {
+			a.title[k] = whole
+		} else {
+			a.title[k] = best[k]
+		}
+	}
+	return a, true
 }
 
 // draft combines the messages of one group that support kind.
@@ -183,7 +234,7 @@ func (s *Synthesizer) draft(kind synth.Kind, msgs []analysed) (synth.Draft, bool
 	best := support[bestIdx]
 	d := synth.Draft{
 		Kind:       kind,
-		Title:      s.title(best.msg.Text, best.best[k]),
+		Title:      truncate(cleanTitle(best.title[k]), s.maxTitle),
 		Body:       body(support),
 		OccurredAt: best.msg.OccurredAt,
 	}
@@ -192,14 +243,6 @@ func (s *Synthesizer) draft(kind synth.Kind, msgs []analysed) (synth.Draft, bool
 	}
 	slices.Sort(d.EvidenceIDs)
 	return d, true
-}
-
-// title is the whole message when it fits, else its strongest sentence, bounded.
-func (s *Synthesizer) title(text, sentence string) string {
-	if full := collapse(text); utf8.RuneCountInString(full) <= s.maxTitle {
-		return full
-	}
-	return truncate(collapse(sentence), s.maxTitle)
 }
 
 // body lists the supporting messages, "15:04 Sender: text", within synth.MaxBodyRunes.

@@ -3,6 +3,7 @@ package rules
 import (
 	"cmp"
 	"context"
+	"regexp"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -38,10 +39,11 @@ var (
 
 // Summarize writes a deterministic summary of the visible entries (design §13):
 // the current status (recovered, mitigated or investigating, judged by whether the
-// latest recovery or mitigation follows the latest impact), the latest impact, the
-// latest mitigation, the root cause (or that it is not yet determined, with the latest
-// finding), the owner, the latest decision, an open blocker, and up to three next
-// steps. Labels are Chinese when most entry titles are. Previous is not used: the
+// latest recovery or mitigation follows the latest impact), the impact (the latest
+// while ongoing, the most quantified once mitigated), the latest mitigation, the root
+// cause (or that it is not yet determined, with the latest finding), the current IC
+// (else the latest owner), the latest decision, an open blocker, and up to three next
+// steps. A title's leading label of its own kind is dropped; a bare heading is skipped. Labels are Chinese when most entry titles are. Previous is not used: the
 // entries are the summary's only input, so the same entries give the same text. The
 // text is bounded by Options.MaxSummaryRunes; lines of least importance are dropped
 // first. Usage is always zero.
@@ -67,13 +69,30 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 		return strings.Compare(a.Title, b.Title)
 	})
 	latest := map[synth.Kind]*synth.VisibleEntry{}
-	var nextSteps []synth.VisibleEntry
-	han := 0
+	var (
+		nextSteps  []synth.VisibleEntry
+		ic         *synth.VisibleEntry // the latest ownership entry naming the IC
+		mostImpact *synth.VisibleEntry // the most quantified and scoped impact
+		han        int
+	)
 	for i := range entries {
 		e := &entries[i]
+		e.Title = slotTitle(*e)
+		if e.Title == "" {
+			continue // a bare heading ("Root cause") says nothing
+		}
 		latest[e.Kind] = e
-		if e.Kind == synth.KindNextStep {
+		switch e.Kind {
+		case synth.KindNextStep:
 			nextSteps = append(nextSteps, *e)
+		case synth.KindOwnership:
+			if icRE.MatchString(normalizeForMatch(e.Title)) {
+				ic = e
+			}
+		case synth.KindImpact:
+			if mostImpact == nil || informative(e.Title) >= informative(mostImpact.Title) {
+				mostImpact = e
+			}
 		}
 		if hasHan(e.Title) {
 			han++
@@ -96,6 +115,12 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 	recovered := after(recovery)
 	switch {
 	case recovered:
+		// The fullest confirmation since the latest impact, not merely the last word.
+		for i := range entries {
+			if e := &entries[i]; e.Kind == synth.KindRecovery && e.Title != "" && after(e) && informative(e.Title) > informative(recovery.Title) {
+				recovery = e
+			}
+		}
 		lines = append(lines, l.status+l.sep+l.recovered+" — "+entry(recovery))
 	case after(mitigation):
 		lines = append(lines, l.status+l.sep+l.mitigated+" — "+entry(mitigation))
@@ -103,6 +128,11 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 		lines = append(lines, l.status+l.sep+l.investigating)
 	}
 	if impact != nil {
+		if recovered || after(mitigation) {
+			// Once it is over, the impact worth stating is the fullest one, not the
+			// last interim reading.
+			impact = mostImpact
+		}
 		lines = append(lines, line(l.impact, impact))
 	}
 	if mitigation != nil && !(after(mitigation) && !recovered) { // not already the status line
@@ -115,7 +145,7 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 	} else {
 		lines = append(lines, l.rootCause+l.sep+l.unknownCause)
 	}
-	if o := latest[synth.KindOwnership]; o != nil {
+	if o := cmp.Or(ic, latest[synth.KindOwnership]); o != nil {
 		lines = append(lines, line(l.owner, o))
 	}
 	if b := latest[synth.KindBlocker]; b != nil && !recovered {
@@ -149,6 +179,27 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 	}
 	text := strings.TrimSuffix(b.String(), "\n"+l.nextSteps+strings.TrimSpace(l.sep)) // a heading without items
 	return text, synth.Usage{}, nil
+}
+
+// slotTitle is an entry's title without a leading label of its own kind ("Root
+// cause: x" is x under the root-cause line), or "" when the title is only a label.
+func slotTitle(e synth.VisibleEntry) string {
+	title := collapse(e.Title)
+	if k, rest, _, ok := lineLabel(title, false); ok && k == e.Kind {
+		return rest
+	}
+	if k, ok := labelOf(title); ok && k == e.Kind {
+		return ""
+	}
+	return title
+}
+
+var numberRE = regexp.MustCompile(`\d+(?:[.,]\d+)*`)
+
+// informative counts the quantities and scopes an impact statement gives.
+func informative(title string) int {
+	t := normalizeForMatch(title)
+	return len(numberRE.FindAllStringIndex(t, -1)) + len(scopeRE.FindAllStringIndex(t, -1)) + 2*len(quantRE.FindAllStringIndex(t, -1))
 }
 
 func statusRank(status string) int {

@@ -22,6 +22,7 @@ var ackWords = setOf(
 	"perfect", "sounds", "copy", "agreed", "agree", "done", "lol", "haha", "hahaha", "ha", "hi",
 	"hello", "hey", "morning", "sorry", "welcome", "cheers", "appreciate", "much", "so", "very",
 	"guys", "team", "folks", "everyone", "here", "joining", "joined", "me", "too", "same",
+	"please", "pls", "i", "m", "im",
 )
 
 // ackPhrasesZH are Chinese acknowledgements; a run of Han characters made only of
