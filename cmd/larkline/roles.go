@@ -181,7 +181,19 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		return nil, err
 	}
 	rt := &runtime{cfg: cfg, log: log, reg: reg, ops: ops, codecs: codecs}
-	var comps []component
+	// Readiness reflects the broker too: a process whose roles cannot reach Kafka
+	// should not receive webhook traffic or count as up.
+	probe, err := newKafkaClient(cfg, "readiness")
+	if err != nil {
+		_ = ops.Close()
+		return nil, err
+	}
+	if err := ops.AddReadiness("kafka", probe.Ping); err != nil {
+		probe.Close()
+		_ = ops.Close()
+		return nil, err
+	}
+	comps := []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, probe.Close}}
 	closeAll := func() {
 		for _, c := range slices.Backward(comps) {
 			if err := c.Close(); err != nil {

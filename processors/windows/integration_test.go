@@ -12,6 +12,7 @@ import (
 
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
@@ -217,6 +218,10 @@ func TestIntegrationRestartMidWindow(t *testing.T) {
 	a.stop() // killed mid-window: the window is open, nothing emitted
 
 	b := c.start(version, clock, nil) // recovers the group table
+	waitFor(t, "table recovery reported as done", func() bool {
+		return testutil.ToFloat64(b.p.m.tablePartitions.WithLabelValues("running")) == 3 &&
+			testutil.ToFloat64(b.p.m.recoveryRemaining) == 0
+	})
 	c.produce(evidenceRecord("om_2", t0.Add(2*time.Minute), "2"), evidenceRecord("om_3", t0.Add(3*time.Minute), "3"))
 	waitFor(t, "three messages after restart", windowHolds(b.p, ids.ChatKey(ws, chat), t0, 3))
 	clock.Set(t0.Add(13 * time.Minute))

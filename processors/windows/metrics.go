@@ -14,6 +14,9 @@ type metrics struct {
 	markersDropped  prometheus.Counter
 	scanSeconds     prometheus.Histogram
 	visitedKeys     prometheus.Gauge
+
+	tablePartitions   *prometheus.GaugeVec
+	recoveryRemaining prometheus.Gauge
 }
 
 // newMetrics registers the processor's metrics on reg; a nil registry keeps them
@@ -66,10 +69,19 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_state_keys",
 			Help: "Keys (chats and windows) in this instance's window state at the last scan.",
 		}),
+		tablePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "larkline_windows_table_partitions",
+			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped).",
+		}, []string{"state"}),
+		recoveryRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_table_recovery_remaining_records",
+			Help: "Table records the recovering partitions of this instance still have to read before the processor runs.",
+		}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.openWindows,
-			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.scanSeconds, m.visitedKeys)
+			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.scanSeconds, m.visitedKeys,
+			m.tablePartitions, m.recoveryRemaining)
 	}
 	return m
 }

@@ -160,7 +160,11 @@ func (p *Processor) Run(ctx context.Context) error {
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); p.reportRecovery(watchCtx) }()
 		p.watch(watchCtx)
+		wg.Wait()
 	}()
 	go func() {
 		<-watchCtx.Done()
@@ -301,4 +305,56 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	}
 	p.m.visitedKeys.Set(float64(visited))
 	return nil
+}
+
+// recoveryReportInterval is how often table recovery progress is exported.
+const recoveryReportInterval = 5 * time.Second
+
+// reportRecovery exports, until ctx ends, how many of this instance's table partitions
+// are in each state and how many table records the recovering ones still have to
+// read: the progress of a restart or of a replay's first start.
+func (p *Processor) reportRecovery(ctx context.Context) {
+	tick := time.NewTicker(recoveryReportInterval)
+	defer tick.Stop()
+	for {
+		states := map[string]int{}
+		var remaining int64
+		if stats := p.proc.StatsWithContext(ctx); stats != nil {
+			for _, part := range stats.Group {
+				if part == nil || part.TableStats == nil {
+					continue
+				}
+				ts := part.TableStats
+				states[partitionState(ts.Status)]++
+				if ts.Status < goka.PartitionRunning && ts.Recovery != nil && ts.Recovery.Hwm > ts.Recovery.Offset {
+					remaining += ts.Recovery.Hwm - ts.Recovery.Offset
+				}
+			}
+		}
+		for _, st := range []string{"stopped", "initializing", "connecting", "recovering", "preparing", "running"} {
+			p.m.tablePartitions.WithLabelValues(st).Set(float64(states[st]))
+		}
+		p.m.recoveryRemaining.Set(float64(remaining))
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func partitionState(s goka.PartitionStatus) string {
+	switch s {
+	case goka.PartitionStopped:
+		return "stopped"
+	case goka.PartitionInitializing:
+		return "initializing"
+	case goka.PartitionConnecting:
+		return "connecting"
+	case goka.PartitionRecovering:
+		return "recovering"
+	case goka.PartitionPreparing:
+		return "preparing"
+	}
+	return "running"
 }
