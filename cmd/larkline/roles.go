@@ -17,8 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/httpapi"
+	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lagexport"
 	"github.com/larkline/larkline/internal/opsserver"
@@ -46,6 +48,10 @@ type runtime struct {
 	reg    *prometheus.Registry
 	ops    *opsserver.Server
 	codecs *schemas.Codecs
+
+	// reconciler is set when this process runs the reconcile role; the admin API's
+	// manual refresh uses it.
+	reconciler *reconcile.Reconciler
 
 	poolOnce sync.Once
 	pgPool   *pgxpool.Pool
@@ -333,6 +339,7 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	h, err := workspaces.NewHandler(admin, workspaces.HandlerOptions{
 		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, Logger: rt.log, Registry: rt.reg,
+		Refresh: rt.refresh,
 	})
 	if err != nil {
 		return nil, err
@@ -460,4 +467,19 @@ func newRetentionJob(ctx context.Context, rt *runtime) (*retention.Job, error) {
 		Pool: pool, Codecs: rt.codecs, Retention: r.EvidenceRetention,
 		Mode: retention.Mode(r.Mode), Interval: r.Interval, Logger: rt.log, Registry: rt.reg,
 	})
+}
+
+// refresh is the admin API's manual refresh, served by this process's reconciler.
+func (rt *runtime) refresh(ctx context.Context, ws ids.WorkspaceID) (any, error) {
+	if rt.reconciler == nil {
+		return nil, fmt.Errorf("%w: run the reconcile role in the same process as workspaces", workspaces.ErrRefreshUnavailable)
+	}
+	rep, err := rt.reconciler.Refresh(ctx, ws)
+	switch {
+	case errors.Is(err, reconcile.ErrUnknownWorkspace):
+		return nil, fmt.Errorf("%w: %v", workspaces.ErrWorkspaceNotFound, err)
+	case errors.Is(err, reconcile.ErrNotEnabled):
+		return nil, fmt.Errorf("%w: %v", workspaces.ErrRefreshUnavailable, err)
+	}
+	return rep, err
 }

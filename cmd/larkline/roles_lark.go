@@ -127,6 +127,7 @@ func buildReconcile(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
+	rt.reconciler = r
 	return append(comps, r), nil
 }
 

@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -46,6 +47,7 @@ const (
 	CodeStaleVersion         = "stale_version"          // 409
 	CodeStoreUnavailable     = "store_unavailable"      // 503: database unavailable, retry
 	CodeInternal             = "internal"               // 500
+	CodeRefreshUnavailable   = "refresh_unavailable"    // 503: no reconciler here, or reconciliation disabled
 )
 
 // HandlerOptions configure the admin HTTP API.
@@ -61,7 +63,16 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 	// Registry receives larkline_admin_requests_total. Nil registers nothing.
 	Registry *prometheus.Registry
+	// Refresh runs the design's manual "Refresh from sources" for one workspace
+	// (POST /api/v1/admin/workspaces/{id}/refresh) and returns a JSON-encodable
+	// report. Nil: the route answers 503 refresh_unavailable (no reconciler in this
+	// process). It returns ErrWorkspaceNotFound for an unknown workspace and
+	// ErrRefreshUnavailable when reconciliation cannot run here.
+	Refresh func(ctx context.Context, ws ids.WorkspaceID) (any, error)
 }
+
+// ErrRefreshUnavailable means no reconciler can serve a manual refresh in this process.
+var ErrRefreshUnavailable = errors.New("workspaces: manual refresh unavailable in this process")
 
 // Handler is the admin HTTP API under AdminPathPrefix:
 //
@@ -70,6 +81,7 @@ type HandlerOptions struct {
 //	GET    /api/v1/admin/workspaces/{id}                  the workspace and its chats
 //	PUT    /api/v1/admin/workspaces/{id}/chats/{chat_id}  bind a chat
 //	DELETE /api/v1/admin/workspaces/{id}/chats/{chat_id}  unbind a chat
+//	POST   /api/v1/admin/workspaces/{id}/refresh          manual refresh from Lark history
 //	GET    /api/v1/admin/chats/{chat_id}/bindings         the workspaces a chat is bound to
 //
 // Every request must carry "Authorization: Bearer <admin token>"; the token's
@@ -82,6 +94,8 @@ type Handler struct {
 	mux     *http.ServeMux
 	log     *slog.Logger
 	m       *adminMetrics
+
+	refreshFn func(ctx context.Context, ws ids.WorkspaceID) (any, error)
 }
 
 // NewHandler returns the admin API over a. A malformed AdminTokenSHA256 is an error;
@@ -126,16 +140,43 @@ func NewHandler(a *Admin, opts HandlerOptions) (*Handler, error) {
 	mux.HandleFunc("PUT "+bind, h.bind)
 	mux.HandleFunc("DELETE "+bind, h.unbind)
 	mux.HandleFunc("GET "+chat, h.bindingsOfChat)
+	mux.HandleFunc("POST "+ws+"/refresh", h.refresh)
 	// The same paths without a method catch the other methods, so that they get a JSON
 	// 405 rather than the mux's plain-text one.
 	mux.Handle(ws, methodNotAllowed("GET, HEAD, PUT, PATCH"))
 	mux.Handle(bind, methodNotAllowed("PUT, DELETE"))
 	mux.Handle(chat, methodNotAllowed("GET, HEAD"))
+	mux.Handle(ws+"/refresh", methodNotAllowed("POST"))
 	mux.HandleFunc(AdminPathPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, CodeNotFound, "no admin API route for this path")
 	})
 	h.mux = mux
+	h.refreshFn = opts.Refresh
 	return h, nil
+}
+
+// refresh reconciles one workspace from Lark history now (design §6: manual refresh
+// works even for a workspace no longer eligible for automatic scans).
+func (h *Handler) refresh(w http.ResponseWriter, r *http.Request) {
+	ws, err := ParseWorkspaceID(r.PathValue("id"))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if h.refreshFn == nil {
+		writeError(w, http.StatusServiceUnavailable, CodeRefreshUnavailable, "manual refresh needs the reconcile role in this process")
+		return
+	}
+	rep, err := h.refreshFn(r.Context(), ws)
+	switch {
+	case errors.Is(err, ErrRefreshUnavailable):
+		writeError(w, http.StatusServiceUnavailable, CodeRefreshUnavailable, err.Error())
+	case err != nil:
+		h.fail(w, r, err)
+	default:
+		h.log.Info("manual refresh", "workspace_id", ws)
+		writeJSON(w, http.StatusOK, rep)
+	}
 }
 
 // ServeHTTP authenticates the request, then routes it.
