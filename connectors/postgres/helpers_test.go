@@ -186,14 +186,16 @@ func eventually(t testing.TB, what string, cond func() (bool, error)) {
 	deadline := time.Now().Add(waitBound)
 	for {
 		ok, err := cond()
-		if err != nil {
+		if err != nil && !kafka.IsRetryable(err) {
 			t.Fatalf("waiting for %s: %v", what, err)
 		}
 		if ok {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %s", what, waitBound)
+			// A retryable answer (a coordinator moving during a rebalance) is waited
+			// out like a false condition, and reported if it never cleared.
+			t.Fatalf("%s did not happen within %s (last error: %v)", what, waitBound, err)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
