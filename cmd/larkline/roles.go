@@ -52,6 +52,8 @@ type runtime struct {
 	// reconciler is set when this process runs the reconcile role; the admin API's
 	// manual refresh uses it.
 	reconciler *reconcile.Reconciler
+	// larkStack is shared by the ingest and reconcile roles (see lark).
+	larkStack *larkStack
 
 	poolOnce sync.Once
 	pgPool   *pgxpool.Pool

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 
 	lark "github.com/larksuite/oapi-sdk-go/v3"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
@@ -27,14 +26,14 @@ type larkStack struct {
 	contacts *ingest.Contacts
 	producer *kgo.Client
 	store    *store.Store
-	started  bool // the shared components are already part of a role
 }
 
-var larkStacks sync.Map // *runtime → *larkStack
-
+// lark returns the process's Lark stack, building it on first use. The shared
+// components (resolver, contacts, producer) are returned only to the first caller, so
+// exactly one role runs and closes them. Roles are built one after another.
 func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
-	if v, ok := larkStacks.Load(rt); ok {
-		return v.(*larkStack), nil, nil
+	if rt.larkStack != nil {
+		return rt.larkStack, nil, nil
 	}
 	st, err := rt.store(ctx)
 	if err != nil {
@@ -69,7 +68,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 		return nil, nil, err
 	}
 	s := &larkStack{client: client, norm: norm, resolver: res, contacts: contacts, producer: producer, store: st}
-	larkStacks.Store(rt, s)
+	rt.larkStack = s
 	comps := []component{res, contacts, closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, producer.Close}}
 	return s, comps, nil
 }
