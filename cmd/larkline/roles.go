@@ -446,13 +446,14 @@ func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 // buildRetention runs the retention job every interval when it is enabled (it is off
 // by default: design §15 wants the organisation's approved policy configured first).
 func buildRetention(ctx context.Context, rt *runtime) ([]component, error) {
+	if !rt.cfg.Services.Workspace.Timeline.Lark.Retention.Enabled {
+		// Not even built: its metrics would otherwise report a job that never succeeds.
+		rt.log.Warn("retention role started but retention is disabled (services.workspace.timeline.lark.retention.enabled): it does nothing")
+		return nil, nil
+	}
 	job, err := newRetentionJob(ctx, rt)
 	if err != nil {
 		return nil, err
-	}
-	if !rt.cfg.Services.Workspace.Timeline.Lark.Retention.Enabled {
-		rt.log.Warn("retention role started but retention is disabled (services.workspace.timeline.lark.retention.enabled): it does nothing")
-		return []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, job.Close}}, nil
 	}
 	return []component{closerFunc{job.Run, job.Close}}, nil
 }
