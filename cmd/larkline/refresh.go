@@ -23,19 +23,10 @@ func runRefresh(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%w: --workspace: %v", errUsage, err)
 	}
-	cfg, err := loadConfig(*path, "postgres.dsn", "lark.appID", "lark.appSecret")
+	rt, err := oneShotRuntime(*path, stderr, "postgres.dsn", "lark.appID", "lark.appSecret")
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg, stderr)
-	if err != nil {
-		return err
-	}
-	codecs, err := newCodecs(cfg)
-	if err != nil {
-		return err
-	}
-	rt := &runtime{cfg: cfg, log: log, codecs: codecs} // no ops server: a one-shot command
 	defer rt.close()
 	r, comps, err := newReconciler(ctx, rt)
 	if err != nil {

@@ -17,25 +17,16 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, "postgres.dsn")
+	rt, err := oneShotRuntime(*path, stderr, "postgres.dsn")
 	if err != nil {
 		return err
 	}
-	log, err := newLogger(cfg, stderr)
-	if err != nil {
-		return err
-	}
-	codecs, err := newCodecs(cfg)
-	if err != nil {
-		return err
-	}
-	rt := &runtime{cfg: cfg, log: log, codecs: codecs} // no ops server: a one-shot command
+	defer rt.close()
 	job, err := newRetentionJob(ctx, rt)
 	if err != nil {
 		return err
 	}
 	defer job.Close()
-	defer rt.close()
 	rep, err := job.RunOnce(ctx, *dry)
 	if err != nil {
 		return err

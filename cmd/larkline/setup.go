@@ -137,3 +137,22 @@ func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
 		ConnectTimeout: cfg.Postgres.ConnectTimeout,
 	})
 }
+
+// oneShotRuntime is the runtime of a one-shot command (refresh, retention run): the
+// validated config with the keys it needs, a logger on stderr and the codecs; no ops
+// server. Close it with rt.close.
+func oneShotRuntime(path string, stderr io.Writer, required ...string) (*runtime, error) {
+	cfg, err := loadConfig(path, required...)
+	if err != nil {
+		return nil, err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return nil, err
+	}
+	codecs, err := newCodecs(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &runtime{cfg: cfg, log: log, codecs: codecs}, nil
+}
