@@ -144,10 +144,9 @@ func evidenceRow(r *schemas.EvidenceRecord) store.Evidence {
 	}
 }
 
-// callRows bounds the upserts of one store call: UpsertEvidence writes up to 1000
-// distinct keys in one statement (store package documentation), and a larger call
-// becomes a transaction of several statements, which measured slower than the same
-// rows as separate calls on concurrent connections.
+// callRows bounds the upserts of one store call (one transaction: a COPY into a
+// temporary table and the upsert from it, see the store package documentation); larger
+// calls measured slower than the same rows as separate calls on concurrent connections.
 const callRows = 1000
 
 // plan turns the decoded versions into store calls: the newest version of every key

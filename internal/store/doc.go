@@ -23,8 +23,10 @@
 //   - Evidence upserts are keyed by (workspace_id, source, source_type, source_key) and
 //     are a no-op when content_hash is unchanged; an older version (earlier
 //     source_updated_at) never replaces a newer one, a deleted version always replaces
-//     a live one and is never replaced by a live one. A batch is one statement per
-//     1000 distinct keys, and each row's outcome is reported.
+//     a live one and is never replaced by a live one. A batch of 256 rows or more
+//     is COPYed into a temporary table and written by one statement per occurrence
+//     of a key (a smaller one goes straight to INSERT … ON CONFLICT), in one
+//     transaction; each row's outcome is reported in input order.
 //   - Lists are keyset-paginated on (occurred_at, id) with a hard page limit, stable
 //     when timestamps are equal.
 //   - A window state row is created only when the window holds evidence; it moves by

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/larkline/larkline/internal/ids"
 )
@@ -241,14 +243,26 @@ FROM input i JOIN workspace_timeline_evidence p
  AND p.source_type = i.source_type AND p.source_key = i.source_key`
 
 // UpsertEvidence writes a batch of evidence versions idempotently and reports, per input
-// row and in input order, what happened. Each batch of up to 1000 distinct keys is one
-// statement. A key repeated in the batch is applied in input order (later statements),
-// all in one transaction. An invalid row rejects the whole batch before anything is
-// written (*InvalidEvidenceError, wrapping ErrInvalid).
+// row and in input order, what happened. All of it is one transaction. A batch of at
+// least copyEvidenceMinRows rows is copied (COPY) into a session temporary table and
+// applied by one INSERT … SELECT per occurrence of a key; a smaller batch goes as arrays
+// in statements of up to 1000 distinct keys. A key repeated in the batch is applied in
+// input order (later statements). An invalid row rejects the whole batch before anything
+// is written (*InvalidEvidenceError, wrapping ErrInvalid).
 //
 // Outcomes are exact unless another writer changes the same key concurrently; the data
 // is correct either way.
 func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertOutcome, error) {
+	return s.upsertEvidence(ctx, batch, len(batch) >= copyEvidenceMinRows)
+}
+
+// copyEvidenceMinRows is the smallest batch that UpsertEvidence copies through the
+// temporary table. Below it the extra round trips (begin, create, describe, copy,
+// commit) cost more than the plain INSERT of new keys saves: measured against the
+// arrays, 1.4× slower at 128 rows, 0.9× at 256 and 500, 0.95× at 1000.
+const copyEvidenceMinRows = 256
+
+func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bool) ([]UpsertOutcome, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -272,8 +286,7 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 	}
 
 	// A statement cannot touch one row twice: group k holds the k-th occurrence of each
-	// key, groups run in order (so each key's versions apply in input order), and large
-	// groups are split to bound statement size.
+	// key, groups run in order (so each key's versions apply in input order).
 	var groups [][]int
 	occurrence := map[evidenceIdentity]int{}
 	for i := range rows {
@@ -285,6 +298,22 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 		}
 		groups[k] = append(groups[k], i)
 	}
+
+	out := make([]UpsertOutcome, len(rows))
+	if viaCopy {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			return upsertEvidenceCopy(ctx, tx, rows, groups, out)
+		})
+		if err == nil {
+			return out, nil
+		}
+		// Another writer created a key this call saw absent: nothing of the call was
+		// written; the array path upserts every row.
+		if !isEvidenceKeyConflict(err) {
+			return nil, fmt.Errorf("upsert %d evidence rows: %w", len(rows), err)
+		}
+	}
+	// Large groups are split to bound statement size.
 	var stmts [][]int
 	for _, g := range groups {
 		for len(g) > maxEvidenceRowsStmt {
@@ -293,8 +322,6 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 		}
 		stmts = append(stmts, g)
 	}
-
-	out := make([]UpsertOutcome, len(rows))
 	run := func(q querier) error {
 		for _, idx := range stmts {
 			if err := upsertEvidenceStmt(ctx, q, rows, idx, out); err != nil {
@@ -313,6 +340,202 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 		return nil, fmt.Errorf("upsert %d evidence rows: %w", len(rows), err)
 	}
 	return out, nil
+}
+
+// isEvidenceKeyConflict reports whether err is a unique violation of an evidence key.
+func isEvidenceKeyConflict(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" &&
+		pgErr.ConstraintName == "workspace_timeline_evidence_source_key_uq"
+}
+
+// upsertResult is what one statement tells about one input row: whether it wrote the
+// row (and whether that was an insert), and the row as it was before the statement.
+type upsertResult struct {
+	written, inserted, existed, prevDeleted, prevSameHash bool
+	id, prevID                                            int64
+}
+
+// outcome turns what happened to the row of e into its reported outcome.
+func (r *upsertResult) outcome(e *Evidence) UpsertOutcome {
+	switch {
+	case r.written && r.inserted:
+		return UpsertOutcome{ID: r.id, Result: EvidenceInserted}
+	case r.written && e.Deleted && !(r.existed && r.prevDeleted):
+		return UpsertOutcome{ID: r.id, Result: EvidenceRedacted}
+	case r.written:
+		return UpsertOutcome{ID: r.id, Result: EvidenceUpdated}
+	case r.existed && r.prevSameHash:
+		return UpsertOutcome{ID: r.prevID, Result: EvidenceUnchanged}
+	case r.existed:
+		return UpsertOutcome{ID: r.prevID, Result: EvidenceStale}
+	}
+	// Created by a concurrent writer after this statement's snapshot.
+	return UpsertOutcome{Result: EvidenceStale}
+}
+
+// evidenceInTable holds one UpsertEvidence call's input on its connection: a session
+// temporary table, created on a connection's first copy and emptied at every commit
+// (and rolled back with its transaction), so no call sees another's rows and the
+// catalog is not written per call. ord is the input position (1-based), grp the
+// occurrence of the row's key in the batch.
+const (
+	evidenceInTable     = "larkline_evidence_upsert_in"
+	createEvidenceInSQL = `CREATE TEMPORARY TABLE IF NOT EXISTS ` + evidenceInTable + ` (
+    ord int4 NOT NULL, grp int4 NOT NULL,
+    workspace_id text NOT NULL, source text NOT NULL, source_type text NOT NULL, source_key text NOT NULL,
+    occurred_at timestamptz NOT NULL, source_updated_at timestamptz NOT NULL, observed_at timestamptz NOT NULL,
+    actor_id text NOT NULL, actor_display_name text NOT NULL, content text NOT NULL, content_hash text NOT NULL,
+    metadata_json text NOT NULL, deleted bool NOT NULL, synthesis_eligible bool NOT NULL
+) ON COMMIT DELETE ROWS`
+)
+
+var evidenceInColumns = []string{"ord", "grp", "workspace_id", "source", "source_type", "source_key",
+	"occurred_at", "source_updated_at", "observed_at", "actor_id", "actor_display_name", "content",
+	"content_hash", "metadata_json", "deleted", "synthesis_eligible"}
+
+// upsertEvidenceCopySQL applies the copied rows (filter selects them: all, or one
+// occurrence group) with the same rules as upsertEvidenceSQL and returns, like it, the
+// written rows (ord 0, by key) and the rows as they were before the statement (by input
+// ordinal). Every part of the statement shares one snapshot: prev is the stored rows
+// before it. A key without a stored row is written by a plain INSERT, which skips the
+// speculative insertion of ON CONFLICT (most of an upsert's cost when the rows are new);
+// should another writer create that key after the snapshot, the INSERT fails with a
+// unique violation and UpsertEvidence runs the batch again on the array path. A key
+// with a stored row goes through ON CONFLICT, which also covers a row deleted since.
+// The temporary table has no statistics: the planner sizes it from its pages, which an
+// equality filter without statistics would shrink to a row or two, so a batch without
+// repeated keys (the usual case) is read without one.
+func upsertEvidenceCopySQL(filter string) string {
+	columns := `workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
+        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible`
+	values := `i.workspace_id, i.source, i.source_type, i.source_key, i.occurred_at, i.source_updated_at,
+           i.observed_at, i.actor_id, i.actor_display_name, i.content, i.content_hash, i.metadata_json::jsonb,
+           i.deleted, i.synthesis_eligible`
+	in := `pg_temp.` + evidenceInTable + ` i`
+	return `
+WITH prev AS MATERIALIZED (
+    SELECT i.ord, p.id, p.deleted, p.content_hash = i.content_hash AS same_hash
+    FROM ` + in + ` JOIN workspace_timeline_evidence p
+      ON p.workspace_id = i.workspace_id AND p.source = i.source
+     AND p.source_type = i.source_type AND p.source_key = i.source_key
+    WHERE ` + filter + `
+), ins AS (
+    INSERT INTO workspace_timeline_evidence (` + columns + `)
+    SELECT ` + values + `
+    FROM ` + in + ` WHERE ` + filter + ` AND NOT EXISTS (SELECT FROM prev WHERE prev.ord = i.ord)
+    ORDER BY i.ord
+    RETURNING id, workspace_id, source, source_type, source_key
+), up AS (
+    INSERT INTO workspace_timeline_evidence AS e (` + columns + `)
+    SELECT ` + values + `
+    FROM ` + in + ` WHERE ` + filter + ` AND EXISTS (SELECT FROM prev WHERE prev.ord = i.ord)
+    ORDER BY i.ord
+    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
+        occurred_at = excluded.occurred_at,
+        source_updated_at = excluded.source_updated_at,
+        observed_at = excluded.observed_at,
+        actor_id = excluded.actor_id,
+        actor_display_name = excluded.actor_display_name,
+        content = excluded.content,
+        content_hash = excluded.content_hash,
+        metadata_json = excluded.metadata_json,
+        deleted = excluded.deleted,
+        synthesis_eligible = excluded.synthesis_eligible
+    WHERE e.content_hash IS DISTINCT FROM excluded.content_hash
+      AND CASE WHEN e.deleted THEN excluded.deleted AND excluded.source_updated_at >= e.source_updated_at
+               WHEN excluded.deleted THEN true
+               ELSE excluded.source_updated_at >= e.source_updated_at END
+    RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted
+)
+SELECT 0, id, workspace_id, source, source_type, source_key, true, false, false FROM ins
+UNION ALL
+SELECT 0, id, workspace_id, source, source_type, source_key, inserted, false, false FROM up
+UNION ALL
+SELECT ord, id, '', '', '', '', false, deleted, same_hash FROM prev`
+}
+
+var (
+	upsertEvidenceCopyAllSQL   = upsertEvidenceCopySQL("true")
+	upsertEvidenceCopyGroupSQL = upsertEvidenceCopySQL("grp = $1")
+)
+
+// upsertEvidenceCopy copies rows into the temporary table and applies them group by
+// group, inside tx.
+func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups [][]int, out []UpsertOutcome) error {
+	if _, err := tx.Exec(ctx, createEvidenceInSQL); err != nil {
+		return fmt.Errorf("create input table: %w", err)
+	}
+	grp := make([]int32, len(rows))
+	for k, g := range groups {
+		for _, i := range g {
+			grp[i] = int32(k)
+		}
+	}
+	n, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", evidenceInTable}, evidenceInColumns,
+		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
+			e := &rows[i]
+			return []any{int32(i + 1), grp[i], string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey,
+				e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt, e.ActorID, e.ActorDisplayName, e.Content,
+				e.ContentHash, string(e.Metadata), e.Deleted, e.SynthesisEligible}, nil
+		}))
+	if err != nil {
+		return fmt.Errorf("copy input: %w", err)
+	}
+	if n != int64(len(rows)) {
+		return fmt.Errorf("copied %d of %d input rows", n, len(rows))
+	}
+	results := make([]upsertResult, len(rows)) // each row is in exactly one group
+	for k, g := range groups {
+		pos := make(map[evidenceIdentity]int, len(g))
+		for _, i := range g {
+			e := &rows[i]
+			pos[evidenceIdentity{e.WorkspaceID, e.Source, e.SourceType, e.SourceKey}] = i
+		}
+		// CacheDescribe: an unnamed statement, planned with each call's data (see
+		// upsertEvidenceStmt).
+		var res pgx.Rows
+		if len(groups) == 1 {
+			res, err = tx.Query(ctx, upsertEvidenceCopyAllSQL, pgx.QueryExecModeCacheDescribe)
+		} else {
+			res, err = tx.Query(ctx, upsertEvidenceCopyGroupSQL, pgx.QueryExecModeCacheDescribe, int32(k))
+		}
+		if err != nil {
+			return err
+		}
+		var (
+			ord                   int32
+			id64                  int64
+			ws1, src1, typ1, key1 string
+			ins, prevDeleted      bool
+			sameHash              bool
+		)
+		_, err = pgx.ForEachRow(res, []any{&ord, &id64, &ws1, &src1, &typ1, &key1, &ins, &prevDeleted, &sameHash}, func() error {
+			if ord > 0 {
+				i := int(ord) - 1
+				if i >= len(rows) || grp[i] != int32(k) {
+					return fmt.Errorf("upsert returned ordinal %d outside group %d", ord, k)
+				}
+				r := &results[i]
+				r.existed, r.prevID, r.prevDeleted, r.prevSameHash = true, id64, prevDeleted, sameHash
+				return nil
+			}
+			i, ok := pos[evidenceIdentity{ids.WorkspaceID(ws1), src1, typ1, key1}]
+			if !ok {
+				return fmt.Errorf("upsert returned a row it was not given (id %d)", id64)
+			}
+			r := &results[i]
+			r.written, r.id, r.inserted = true, id64, ins
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, i := range g {
+			out[i] = results[i].outcome(&rows[i])
+		}
+	}
+	return nil
 }
 
 func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []int, out []UpsertOutcome) error {
@@ -346,25 +569,22 @@ func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []i
 		e := &rows[i]
 		pos[evidenceIdentity{e.WorkspaceID, e.Source, e.SourceType, e.SourceKey}] = j
 	}
-	type result struct {
-		written, inserted, existed, prevDeleted bool
-		id, prevID                              int64
-		prevHash                                string
-	}
-	results := make([]result, n)
+	results := make([]upsertResult, n)
+	prevHash := make([]string, n)
 	var (
 		ord, id               int64
 		ws1, src1, typ1, key1 string
 		ins, prevDeleted      bool
-		prevHash              string
+		hash1                 string
 	)
-	_, err = pgx.ForEachRow(res, []any{&ord, &id, &ws1, &src1, &typ1, &key1, &ins, &prevDeleted, &prevHash}, func() error {
+	_, err = pgx.ForEachRow(res, []any{&ord, &id, &ws1, &src1, &typ1, &key1, &ins, &prevDeleted, &hash1}, func() error {
 		if ord > 0 {
 			if ord > int64(n) {
 				return fmt.Errorf("upsert returned ordinal %d for %d inputs", ord, n)
 			}
 			r := &results[ord-1]
-			r.existed, r.prevID, r.prevDeleted, r.prevHash = true, id, prevDeleted, prevHash
+			r.existed, r.prevID, r.prevDeleted = true, id, prevDeleted
+			prevHash[ord-1] = hash1
 			return nil
 		}
 		j, ok := pos[evidenceIdentity{ids.WorkspaceID(ws1), src1, typ1, key1}]
@@ -377,24 +597,10 @@ func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []i
 	if err != nil {
 		return err
 	}
-	for j, r := range results {
+	for j := range results {
 		e := &rows[idx[j]]
-		var o UpsertOutcome
-		switch {
-		case r.written && r.inserted:
-			o = UpsertOutcome{ID: r.id, Result: EvidenceInserted}
-		case r.written && e.Deleted && !(r.existed && r.prevDeleted):
-			o = UpsertOutcome{ID: r.id, Result: EvidenceRedacted}
-		case r.written:
-			o = UpsertOutcome{ID: r.id, Result: EvidenceUpdated}
-		case r.existed && r.prevHash == e.ContentHash:
-			o = UpsertOutcome{ID: r.prevID, Result: EvidenceUnchanged}
-		case r.existed:
-			o = UpsertOutcome{ID: r.prevID, Result: EvidenceStale}
-		default: // created by a concurrent writer after this statement's snapshot
-			o = UpsertOutcome{Result: EvidenceStale}
-		}
-		out[idx[j]] = o
+		results[j].prevSameHash = results[j].existed && prevHash[j] == e.ContentHash
+		out[idx[j]] = results[j].outcome(e)
 	}
 	return nil
 }

@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// upsertPaths names both ways UpsertEvidence writes a batch: the arrays (small batches)
+// and the COPY into the temporary table (batches of copyEvidenceMinRows or more).
+var upsertPaths = []struct {
+	name    string
+	viaCopy bool
+}{
+	{"arrays", false},
+	{"copy", true},
+}
+
+// TestUpsertEvidencePathsAgree runs the same sequence of batches through both paths,
+// each in its own workspace, and checks every outcome and the stored rows.
+func TestUpsertEvidencePathsAgree(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	for _, p := range upsertPaths {
+		t.Run(p.name, func(t *testing.T) {
+			ws := ids.WorkspaceID("ws-path-" + p.name)
+			a := larkEvidence(ws, "oc_a", "om_a", t0, "a")
+			b := larkEvidence(ws, "oc_a", "om_b", t0, "b")
+			c := larkEvidence(ws, "oc_a", "om_c", t0, "c")
+			d := larkEvidence(ws, "oc_a", "om_d", t0, "d")
+			aEdit := edited(a, t0.Add(time.Minute), "a2")
+			bGone := redacted(b, t0.Add(time.Minute))
+			cOld := edited(c, t0.Add(-time.Minute), "c0")
+			dNew := edited(d, t0.Add(time.Hour), "d2")
+			steps := []struct {
+				name  string
+				batch []Evidence
+				want  []EvidenceResult
+			}{
+				{"new rows, one repeated", []Evidence{a, b, c, a}, []EvidenceResult{EvidenceInserted, EvidenceInserted, EvidenceInserted, EvidenceUnchanged}},
+				{"every outcome in one batch",
+					[]Evidence{aEdit, bGone, cOld, d, c},
+					[]EvidenceResult{EvidenceUpdated, EvidenceRedacted, EvidenceStale, EvidenceInserted, EvidenceUnchanged}},
+				{"deleted stays deleted; repeats apply in input order",
+					[]Evidence{bGone, edited(b, t0.Add(time.Hour), "b3"), d, dNew, redacted(dNew, t0.Add(2*time.Hour)), d},
+					[]EvidenceResult{EvidenceUnchanged, EvidenceStale, EvidenceUnchanged, EvidenceUpdated, EvidenceRedacted, EvidenceStale}},
+			}
+			ids := map[string]int64{}
+			for _, st := range steps {
+				out, err := s.upsertEvidence(ctx, st.batch, p.viaCopy)
+				if err != nil {
+					t.Fatalf("%s: %v", st.name, err)
+				}
+				if len(out) != len(st.batch) {
+					t.Fatalf("%s: %d outcomes for %d rows", st.name, len(out), len(st.batch))
+				}
+				for i, w := range st.want {
+					key := st.batch[i].SourceKey
+					if out[i].Result != w {
+						t.Errorf("%s: row %d (%s): %s, want %s", st.name, i, key, out[i].Result, w)
+					}
+					if out[i].ID == 0 {
+						t.Errorf("%s: row %d (%s): no id", st.name, i, key)
+					}
+					if id, ok := ids[key]; ok && id != out[i].ID {
+						t.Errorf("%s: row %d (%s): id %d, want the key's row %d", st.name, i, key, out[i].ID, id)
+					}
+					ids[key] = out[i].ID
+				}
+			}
+			rows, err := s.EvidenceByKeys(ctx, ws, LarkMessageEvidence, []string{a.SourceKey, b.SourceKey, c.SourceKey, d.SourceKey})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for _, r := range rows {
+				got[r.SourceKey] = fmt.Sprintf("%q deleted=%v", r.Content, r.Deleted)
+			}
+			want := map[string]string{
+				a.SourceKey: `"a2" deleted=false`,
+				b.SourceKey: `"" deleted=true`,
+				c.SourceKey: `"c" deleted=false`,
+				d.SourceKey: `"" deleted=true`,
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("stored %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// TestUpsertEvidenceCopyBatch goes through the public API with a batch large enough for
+// the COPY path: outcomes in input order, ids in input order for new rows.
+func TestUpsertEvidenceCopyBatch(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	const ws ids.WorkspaceID = "ws-copy-batch"
+	n := copyEvidenceMinRows + 10
+	first := make([]Evidence, n)
+	for i := range first {
+		first[i] = larkEvidence(ws, "oc_a", fmt.Sprintf("om_%04d", i), t0.Add(time.Duration(i)*time.Millisecond), "v1")
+	}
+	out := mustUpsert(t, s, first...)
+	for i := range out {
+		if out[i].Result != EvidenceInserted || (i > 0 && out[i].ID <= out[i-1].ID) {
+			t.Fatalf("row %d: %+v after %+v; want inserted with increasing ids", i, out[i], out[max(i-1, 0)])
+		}
+	}
+	// Again: rows 0 mod 4 unchanged, 1 mod 4 updated, 2 mod 4 redacted, 3 mod 4 stale.
+	second := make([]Evidence, n)
+	want := make([]EvidenceResult, n)
+	for i, e := range first {
+		switch i % 4 {
+		case 0:
+			second[i], want[i] = e, EvidenceUnchanged
+		case 1:
+			second[i], want[i] = edited(e, e.SourceUpdatedAt.Add(time.Second), "v2"), EvidenceUpdated
+		case 2:
+			second[i], want[i] = redacted(e, e.SourceUpdatedAt.Add(time.Second)), EvidenceRedacted
+		case 3:
+			second[i], want[i] = edited(e, e.SourceUpdatedAt.Add(-time.Second), "v0"), EvidenceStale
+		}
+	}
+	again := mustUpsert(t, s, second...)
+	for i := range again {
+		if again[i].Result != want[i] || again[i].ID != out[i].ID {
+			t.Errorf("row %d: %+v, want %s of row %d", i, again[i], want[i], out[i].ID)
+		}
+	}
+}
+
+// TestUpsertEvidenceCopyKeyCreatedConcurrently: a key the COPY path saw absent is
+// created by another transaction before the call inserts it. The call must not fail:
+// it runs again on the array path and reports the row it found.
+func TestUpsertEvidenceCopyKeyCreatedConcurrently(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-race"
+	batch := make([]Evidence, copyEvidenceMinRows)
+	for i := range batch {
+		batch[i] = larkEvidence(ws, "oc_a", fmt.Sprintf("om_%04d", i), t0, "x")
+	}
+	contested := batch[len(batch)-1]
+
+	other, err := s.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Rollback(ctx) //nolint:errcheck // after Commit it is a no-op
+	var otherID int64
+	if err := other.QueryRow(ctx, `INSERT INTO workspace_timeline_evidence
+		(workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at, content_hash)
+		VALUES ($1, $2, $3, $4, $5, $5, $5, $6) RETURNING id`,
+		string(ws), contested.Source, contested.SourceType, contested.SourceKey, t0, contested.ContentHash).Scan(&otherID); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		out []UpsertOutcome
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		out, err := s.upsertEvidence(ctx, batch, true)
+		done <- result{out, err}
+	}()
+	// The call's INSERT waits for the other transaction on the contested key.
+	for {
+		var waiting int
+		if err := s.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("upsert finished before the other transaction committed: %v", r.err)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := other.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("upsert: %v", r.err)
+	}
+	for i, o := range r.out[:len(batch)-1] {
+		if o.Result != EvidenceInserted {
+			t.Errorf("row %d: %s, want inserted", i, o.Result)
+		}
+	}
+	if last := r.out[len(batch)-1]; last.Result != EvidenceUnchanged || last.ID != otherID {
+		t.Errorf("contested row: %+v, want unchanged of row %d", last, otherID)
+	}
+	if n := countRows(t, s, "workspace_timeline_evidence", "workspace_id = $1", string(ws)); n != len(batch) {
+		t.Fatalf("%d rows, want %d", n, len(batch))
+	}
+}
