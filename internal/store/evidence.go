@@ -380,7 +380,7 @@ func (r *upsertResult) outcome(e *Evidence) UpsertOutcome {
 // catalog is not written per call. ord is the input position (1-based), grp the
 // occurrence of the row's key in the batch.
 const (
-	evidenceInTable     = "larkline_evidence_upsert_in"
+	evidenceInTable     = "evidence_upsert_in" // a session temporary table (pg_temp schema)
 	createEvidenceInSQL = `CREATE TEMPORARY TABLE IF NOT EXISTS ` + evidenceInTable + ` (
     ord int4 NOT NULL, grp int4 NOT NULL,
     workspace_id text NOT NULL, source text NOT NULL, source_type text NOT NULL, source_key text NOT NULL,
