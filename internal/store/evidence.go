@@ -200,6 +200,27 @@ type evidenceIdentity struct {
 // tell an update from a redaction and a duplicate from a stale version. It returns the
 // written rows (ord 0, by key) and the previous rows (by input ordinal) and leaves the
 // matching to Go: joining them in SQL would sort both sides by text.
+// evidenceVersionRule is the one statement of which version of a message wins: it
+// writes a version only when its content_hash differs and it is not older than the
+// stored one; a deleted version always replaces a live one and a live one never
+// replaces a deleted one. Both upsert paths (arrays and COPY) end with it.
+const evidenceVersionRule = `    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
+        occurred_at = excluded.occurred_at,
+        source_updated_at = excluded.source_updated_at,
+        observed_at = excluded.observed_at,
+        actor_id = excluded.actor_id,
+        actor_display_name = excluded.actor_display_name,
+        content = excluded.content,
+        content_hash = excluded.content_hash,
+        metadata_json = excluded.metadata_json,
+        deleted = excluded.deleted,
+        synthesis_eligible = excluded.synthesis_eligible
+    WHERE e.content_hash IS DISTINCT FROM excluded.content_hash
+      AND CASE WHEN e.deleted THEN excluded.deleted AND excluded.source_updated_at >= e.source_updated_at
+               WHEN excluded.deleted THEN true
+               ELSE excluded.source_updated_at >= e.source_updated_at END
+    RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted`
+
 const upsertEvidenceSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
@@ -217,22 +238,7 @@ WITH input AS (
     SELECT workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
            actor_id, actor_display_name, content, content_hash, metadata_json::jsonb, deleted, synthesis_eligible
     FROM input ORDER BY ord
-    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
-        occurred_at = excluded.occurred_at,
-        source_updated_at = excluded.source_updated_at,
-        observed_at = excluded.observed_at,
-        actor_id = excluded.actor_id,
-        actor_display_name = excluded.actor_display_name,
-        content = excluded.content,
-        content_hash = excluded.content_hash,
-        metadata_json = excluded.metadata_json,
-        deleted = excluded.deleted,
-        synthesis_eligible = excluded.synthesis_eligible
-    WHERE e.content_hash IS DISTINCT FROM excluded.content_hash
-      AND CASE WHEN e.deleted THEN excluded.deleted AND excluded.source_updated_at >= e.source_updated_at
-               WHEN excluded.deleted THEN true
-               ELSE excluded.source_updated_at >= e.source_updated_at END
-    RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted
+` + evidenceVersionRule + `
 )
 SELECT 0::bigint, id, workspace_id, source, source_type, source_key, inserted, false, ''
 FROM up
@@ -431,22 +437,7 @@ WITH prev AS MATERIALIZED (
     SELECT ` + values + `
     FROM ` + in + ` WHERE ` + filter + ` AND EXISTS (SELECT FROM prev WHERE prev.ord = i.ord)
     ORDER BY i.ord
-    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
-        occurred_at = excluded.occurred_at,
-        source_updated_at = excluded.source_updated_at,
-        observed_at = excluded.observed_at,
-        actor_id = excluded.actor_id,
-        actor_display_name = excluded.actor_display_name,
-        content = excluded.content,
-        content_hash = excluded.content_hash,
-        metadata_json = excluded.metadata_json,
-        deleted = excluded.deleted,
-        synthesis_eligible = excluded.synthesis_eligible
-    WHERE e.content_hash IS DISTINCT FROM excluded.content_hash
-      AND CASE WHEN e.deleted THEN excluded.deleted AND excluded.source_updated_at >= e.source_updated_at
-               WHEN excluded.deleted THEN true
-               ELSE excluded.source_updated_at >= e.source_updated_at END
-    RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted
+` + evidenceVersionRule + `
 )
 SELECT 0, id, workspace_id, source, source_type, source_key, true, false, false FROM ins
 UNION ALL
