@@ -87,6 +87,13 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.proc.Run(ctx) }()
+	// Wait until the processor runs, so that stopping it at cleanup never races its
+	// start-up (Goka reports a start-up cut short as an error).
+	for deadline := time.Now().Add(30 * time.Second); !p.proc.Recovered(); time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("processor not running after 30s")
+		}
+	}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
