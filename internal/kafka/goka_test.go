@@ -94,7 +94,14 @@ func TestGokaEmitterAndFranzProducerAgreeOnPartitions(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range keys {
-		if err := em.EmitSync(k, "goka"); err != nil {
+		// A brand-new topic's leaders can still be moving when sarama first asks
+		// (NOT_LEADER_OR_FOLLOWER): that is retryable, and retried here with a bound.
+		err := em.EmitSync(k, "goka")
+		for attempt := 0; err != nil && IsRetryable(err) && attempt < 20; attempt++ {
+			time.Sleep(100 * time.Millisecond)
+			err = em.EmitSync(k, "goka")
+		}
+		if err != nil {
 			t.Fatalf("goka emit %s: %v", k, err)
 		}
 	}
