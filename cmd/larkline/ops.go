@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/windows"
@@ -86,7 +87,7 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	names := larklineGroups(cfg.Windows.ProcessorVersion)
+	names := larklineGroups(cfg)
 	if *groups != "" {
 		names = strings.Split(*groups, ",")
 	}
@@ -99,18 +100,21 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 // larklineGroups are the consumer groups one deployment runs.
-func larklineGroups(processorVersion string) []string {
+func larklineGroups(cfg *config.Config) []string {
 	return []string{
-		string(windows.GroupName(processorVersion)),
-		groupSink, groupSynthesis, groupWorkspaces,
+		string(windows.GroupName(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion)),
+		groupName(cfg, groupSink), groupName(cfg, groupSynthesis), groupName(cfg, groupWorkspaces),
 	}
 }
 
+// groupName is a role's consumer group under kafka.groupPrefix.
+func groupName(cfg *config.Config, role string) string { return cfg.Kafka.GroupPrefix + "-" + role }
+
 // Consumer group names of the franz-go stages.
 const (
-	groupSink       = "larkline-sink"
-	groupSynthesis  = "larkline-synthesis"
-	groupWorkspaces = "larkline-workspaces"
+	groupSink       = "sink"
+	groupSynthesis  = "synthesis"
+	groupWorkspaces = "workspaces"
 )
 
 func writeLagTable(w io.Writer, lags []kafka.GroupLag) {

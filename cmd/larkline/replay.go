@@ -49,7 +49,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cl.Close()
-	group := string(windows.GroupName(*version))
+	group := string(windows.GroupName(cfg.Kafka.GroupPrefix, *version))
 	fmt.Fprintf(stdout, "replaying %s from the start of %s as group %s\n", *version, cfg.Kafka.Topics.Evidence, group)
 	tick := time.NewTicker(*every)
 	defer tick.Stop()

@@ -300,6 +300,7 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 	return windows.New(windows.Options{
 		Brokers:          rt.cfg.Kafka.Brokers,
 		ProcessorVersion: version,
+		GroupPrefix:      rt.cfg.Kafka.GroupPrefix,
 		EvidenceTopic:    t.Evidence,
 		CheckpointTopic:  t.Checkpoints,
 		ClosedTopic:      t.WindowsClosed,
@@ -328,7 +329,7 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	t := rt.cfg.Kafka.Topics
 	feed, err := workspaces.NewConsumer(workspaces.ConsumerOptions{
-		Kafka: kafkaOptions(rt.cfg, "workspaces"), Group: groupWorkspaces, Topic: t.Workspaces,
+		Kafka: kafkaOptions(rt.cfg, "workspaces"), Group: groupName(rt.cfg, groupWorkspaces), Topic: t.Workspaces,
 		DeadLetterTopic: t.DeadLetter, Codecs: rt.codecs, Applier: applier,
 		Logger: rt.log, Registry: rt.reg,
 	})
@@ -417,7 +418,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	l := rt.cfg.Services.Workspace.Timeline.Lark
 	t := rt.cfg.Kafka.Topics
 	w, err := synthesis.New(synthesis.Options{
-		Kafka: kafkaOptions(rt.cfg, "synthesis"), Group: groupSynthesis, Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
+		Kafka: kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
 		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
 		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
 		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
@@ -434,7 +435,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	exp, err := lagexport.New(lagexport.Options{
 		Kafka:  kafkaOptions(rt.cfg, "lag"),
-		Groups: larklineGroups(rt.cfg.Windows.ProcessorVersion),
+		Groups: larklineGroups(rt.cfg),
 		Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {

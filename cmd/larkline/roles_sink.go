@@ -14,7 +14,7 @@ func buildSink(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	t := rt.cfg.Kafka.Topics
 	s, err := pgsink.New(pgsink.Options{
-		Kafka: kafkaOptions(rt.cfg, "sink"), Group: groupSink, EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter,
+		Kafka: kafkaOptions(rt.cfg, "sink"), Group: groupName(rt.cfg, groupSink), EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter,
 		Store: st, Codecs: rt.codecs, Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {

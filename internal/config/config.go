@@ -166,8 +166,12 @@ const (
 
 // Kafka configures the brokers, topics and clients (franz-go and Goka/sarama).
 type Kafka struct {
-	Brokers           []string `yaml:"brokers"`
-	ClientID          string   `yaml:"clientID"`
+	Brokers  []string `yaml:"brokers"`
+	ClientID string   `yaml:"clientID"`
+	// GroupPrefix starts every consumer group name (<prefix>-sink, <prefix>-windows-<version>,
+	// …) and so the window processor's state and loop topics: two deployments sharing a
+	// cluster, or a cluster whose ACLs grant groups by prefix, set it.
+	GroupPrefix       string   `yaml:"groupPrefix"`
 	Topics            Topics   `yaml:"topics"`
 	Partitions        int32    `yaml:"partitions"`
 	ReplicationFactor int16    `yaml:"replicationFactor"`
@@ -420,8 +424,9 @@ func Default() *Config {
 			},
 		}}}},
 		Kafka: Kafka{
-			Brokers:  []string{"127.0.0.1:9092"},
-			ClientID: "larkline",
+			Brokers:     []string{"127.0.0.1:9092"},
+			ClientID:    "larkline",
+			GroupPrefix: "larkline",
 			Topics: Topics{
 				Evidence:      "larkline.evidence.v1",
 				WindowsClosed: "larkline.windows.closed.v1",

@@ -53,8 +53,11 @@ var (
 	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	topicRE    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	clientIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
-	versionRE  = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
-	opsPaths   = []string{"/metrics", "/healthz", "/readyz"}
+	// groupPrefixRE leaves room in the 249-character topic limit for
+	// "-windows-<version>-table".
+	groupPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
+	versionRE     = regexp.MustCompile(`^[A-Za-z0-9._-]{1,32}$`)
+	opsPaths      = []string{"/metrics", "/healthz", "/readyz"}
 )
 
 // Validate checks the configuration and returns every problem at once as an *Error
@@ -321,6 +324,9 @@ func (c *Config) validateKafka(ch *checker) {
 	}
 	if !clientIDRE.MatchString(k.ClientID) {
 		ch.bad("kafka.clientID", k.ClientID, "must be 1-256 letters, digits, '.', '_' or '-'")
+	}
+	if !groupPrefixRE.MatchString(k.GroupPrefix) {
+		ch.bad("kafka.groupPrefix", k.GroupPrefix, "must be 1-100 letters, digits, '.', '_' or '-' (it starts group and state topic names)")
 	}
 	topics := []struct{ key, name string }{
 		{"evidence", k.Topics.Evidence}, {"windowsClosed", k.Topics.WindowsClosed},

@@ -20,7 +20,8 @@ import (
 // Options configure a Processor. Zero values are errors unless a default is named.
 type Options struct {
 	Brokers          []string
-	ProcessorVersion string // group larkline-windows-<version>
+	ProcessorVersion string // group <GroupPrefix>-windows-<version>
+	GroupPrefix      string // default DefaultGroupPrefix
 	EvidenceTopic    string
 	CheckpointTopic  string // read only when RequireCoverage
 	ClosedTopic      string
@@ -44,8 +45,17 @@ type Options struct {
 	Goka []goka.ProcessorOption
 }
 
-// GroupName is the Goka group (and state table prefix) of a processor version.
-func GroupName(version string) goka.Group { return goka.Group("larkline-windows-" + version) }
+// DefaultGroupPrefix starts group names when Options.GroupPrefix is empty.
+const DefaultGroupPrefix = "larkline"
+
+// GroupName is the Goka group (and state table prefix) of a processor version under a
+// group prefix (empty: DefaultGroupPrefix).
+func GroupName(prefix, version string) goka.Group {
+	if prefix == "" {
+		prefix = DefaultGroupPrefix
+	}
+	return goka.Group(prefix + "-windows-" + version)
+}
 
 // Processor is the window processor of one processor version.
 type Processor struct {
@@ -130,14 +140,14 @@ func New(o Options) (*Processor, error) {
 	if o.RequireCoverage {
 		edges = append(edges, goka.Input(goka.Stream(o.CheckpointTopic), new(codec.Bytes), p.onCheckpoint))
 	}
-	p.graph = goka.DefineGroup(GroupName(o.ProcessorVersion), edges...)
+	p.graph = goka.DefineGroup(GroupName(o.GroupPrefix, o.ProcessorVersion), edges...)
 	gopts := append([]goka.ProcessorOption{
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithLogger(GokaLogger(o.Logger)),
 	}, o.Goka...)
 	proc, err := goka.NewProcessor(o.Brokers, p.graph, gopts...)
 	if err != nil {
-		return nil, fmt.Errorf("windows: creating goka processor %s: %w", GroupName(o.ProcessorVersion), err)
+		return nil, fmt.Errorf("windows: creating goka processor %s: %w", GroupName(o.GroupPrefix, o.ProcessorVersion), err)
 	}
 	p.proc = proc
 	return p, nil
@@ -175,7 +185,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	stopWatch()
 	<-watched
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("windows: processor %s: %w", GroupName(p.opts.ProcessorVersion), err)
+		return fmt.Errorf("windows: processor %s: %w", GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion), err)
 	}
 	return nil
 }

@@ -294,10 +294,10 @@ func TestEmptyAndIneligibleCreateNoWindow(t *testing.T) {
 	if got := h.closedWindows(); len(got) != 0 {
 		t.Fatalf("ineligible evidence opened a window: %+v", got)
 	}
-	if v := h.tt.TableValue(goka.GroupTable(GroupName("v1")), windowKey(ids.ChatKey(ws, chat), t0)); v != nil {
+	if v := h.tt.TableValue(goka.GroupTable(GroupName("", "v1")), windowKey(ids.ChatKey(ws, chat), t0)); v != nil {
 		t.Fatalf("state exists for an empty window: %+v", v)
 	}
-	if v := h.tt.TableValue(goka.GroupTable(GroupName("v1")), ids.ChatKey(ws, chat)); v != nil {
+	if v := h.tt.TableValue(goka.GroupTable(GroupName("", "v1")), ids.ChatKey(ws, chat)); v != nil {
 		t.Fatalf("chat state exists for a chat without windows: %+v", v)
 	}
 }
@@ -343,13 +343,13 @@ func TestLateEvidenceNeverReopens(t *testing.T) {
 	if v := testutil.ToFloat64(h.p.m.late); v != 2 {
 		t.Fatalf("late records %v, want 2", v)
 	}
-	v := h.tt.TableValue(goka.GroupTable(GroupName("v1")), windowKey(ids.ChatKey(ws, chat), t0)).(*tableValue)
+	v := h.tt.TableValue(goka.GroupTable(GroupName("", "v1")), windowKey(ids.ChatKey(ws, chat), t0)).(*tableValue)
 	if v.Window.Late != 2 || len(v.Window.Msgs) != 0 || v.Window.Count != 1 {
 		t.Fatalf("closed marker %+v", v.Window)
 	}
 	// the marker goes after retention; state is bounded by open windows
 	h.scanAt(t0.Add(10*time.Minute + 72*time.Hour + time.Minute))
-	if v := h.tt.TableValue(goka.GroupTable(GroupName("v1")), windowKey(ids.ChatKey(ws, chat), t0)); v != nil {
+	if v := h.tt.TableValue(goka.GroupTable(GroupName("", "v1")), windowKey(ids.ChatKey(ws, chat), t0)); v != nil {
 		t.Fatalf("marker kept past retention: %+v", v)
 	}
 }
@@ -426,8 +426,8 @@ func TestAgedOutEvidenceIgnored(t *testing.T) {
 }
 
 func TestVersionedGroups(t *testing.T) {
-	if GroupName("v2") != "larkline-windows-v2" {
-		t.Fatalf("group %s", GroupName("v2"))
+	if GroupName("", "v2") != "larkline-windows-v2" || GroupName("staging", "v2") != "staging-windows-v2" {
+		t.Fatalf("group %s / %s", GroupName("", "v2"), GroupName("staging", "v2"))
 	}
 	h := newHarness(t, func(o *Options) { o.ProcessorVersion = "v2" })
 	h.evidence("om_a", t0, "h1")

@@ -55,7 +55,7 @@ type conformanceDeployment struct {
 	labels  map[string]string // content hash → record label, to render what a window holds
 }
 
-func (d *conformanceDeployment) group() string { return string(GroupName(d.version)) }
+func (d *conformanceDeployment) group() string { return string(GroupName("", d.version)) }
 
 func (d *conformanceDeployment) Wiring() conformance.Wiring {
 	return conformance.Wiring{
