@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
@@ -395,10 +396,15 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	var (
 		syn synth.Synthesizer
 		sum synth.Summarizer
+		// chunkTimeout bounds one Synthesize call: the model client's own retries of
+		// its request timeout, with a margin; the rules run in microseconds. It also
+		// bounds how long a dead worker's window waits for the stale takeover.
+		chunkTimeout = 10 * time.Second
 	)
 	switch rt.cfg.Synthesis.Synthesizer {
 	case config.SynthesizerOpenAI:
 		o := rt.cfg.Synthesis.OpenAI
+		chunkTimeout = time.Duration(o.MaxRetries+1)*o.Timeout + 10*time.Second
 		c, err := openai.New(openai.Options{
 			BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
 			MaxRetries: o.MaxRetries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: rt.cfg.Synthesis.PromptVersion,
@@ -421,6 +427,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		Kafka: kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
 		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
 		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
+		ChunkTimeout: chunkTimeout,
 		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
 		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
 		Logger: rt.log, Registry: rt.reg,

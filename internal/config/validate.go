@@ -20,6 +20,9 @@ import (
 const (
 	// MaxIngestionLookback is the design's eligibility limit (§6).
 	MaxIngestionLookback = 72 * time.Hour
+	// MinReconcileInterval is the shortest reconciliation period: longer than the 5 s
+	// settle delay at the end of every range.
+	MinReconcileInterval = 6 * time.Second
 	// MinSynthesisWindow is the shortest window.
 	MinSynthesisWindow = time.Minute
 	// MaxLarkPageSize is the largest page_size Lark's message list accepts.
@@ -268,7 +271,9 @@ func (c *Config) validateTimeline(ch *checker) {
 			formatDuration(c.Synthesis.OpenAI.Timeout))
 	}
 	ch.minInt(tl+"synthesisWindowMaxAttempts", int64(l.SynthesisWindowMaxAttempts), 1)
-	ch.atLeast(tl+"reconcileInterval", l.ReconcileInterval, time.Second)
+	// reconciliation keeps each range's end 5 s behind now (events still in flight),
+	// so a shorter period could never make progress
+	ch.atLeast(tl+"reconcileInterval", l.ReconcileInterval, MinReconcileInterval)
 	ch.notNegative(tl+"reconcileOverlap", l.ReconcileOverlap)
 	ch.atLeast(tl+"evidenceRefreshInterval", l.EvidenceRefreshInterval, time.Second)
 	if ch.positive(tl+"evidenceRefreshLookback", l.EvidenceRefreshLookback) {

@@ -90,9 +90,14 @@ func options() provision.Options {
 
 // Main runs the tests and then stops every service this binary started.
 // Call it from TestMain; it does not return. A failure to stop a service
-// fails the run (exit status 1) after reporting it on stderr.
-func Main(m *testing.M) {
+// fails the run (exit status 1) after reporting it on stderr. Each cleanup runs
+// after the tests, before the services stop (TestMain's own defers never run: Main
+// exits).
+func Main(m *testing.M, cleanups ...func()) {
 	code := m.Run()
+	for _, c := range cleanups {
+		c()
+	}
 	if err := shutdown(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		if code == 0 {
