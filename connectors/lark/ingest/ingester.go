@@ -520,6 +520,8 @@ func (g *Ingester) finish(transport string, start time.Time, res Result, eventID
 			"reason", res.Reason, "err", res.Err)
 	case OutcomeIgnored:
 		g.log.Debug("lark event ignored", "transport", transport, "event_id", eventID, "reason", res.Reason)
+	default:
+		g.log.Debug("lark event accepted", "transport", transport, "event_id", eventID, "reason", res.Reason, "records", res.Records)
 	}
 }
 
