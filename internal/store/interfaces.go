@@ -31,6 +31,7 @@ type WindowStates interface {
 	ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOptions) (WindowState, ClaimOutcome, error)
 	AdvanceWindowCursor(ctx context.Context, lease WindowLease, p ChunkProgress) (WindowState, error)
 	FinishWindow(ctx context.Context, lease WindowLease, to WindowStatus, mutate func(*WindowState)) (WindowState, error)
+	RefundWindowAttempt(ctx context.Context, lease WindowLease, mutate func(*WindowState)) (WindowState, error)
 	TransitionWindow(ctx context.Context, key WindowKey, from []WindowStatus, to WindowStatus, mutate func(*WindowState)) (WindowState, error)
 	MarkSummaryAttempted(ctx context.Context, key WindowKey) (bool, error)
 	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]WindowState, error)

@@ -109,6 +109,9 @@ type WindowMeta struct {
 	// Error holds bounded diagnostics (MaxDiagnosticBytes) of the last failure.
 	Error            string `json:"error,omitempty"`
 	SummaryAttempted bool   `json:"summary_attempted"`
+	// RefundedAttempts counts the attempts RefundWindowAttempt gave back (failures that
+	// were not the window's own, such as a model outage); they are not in Attempts.
+	RefundedAttempts int `json:"refunded_attempts,omitempty"`
 }
 
 // windowDoc is what metadata_json holds: the meta plus mirrors of the status and
@@ -602,6 +605,44 @@ func (s *Store) FinishWindow(ctx context.Context, lease WindowLease, to WindowSt
 		})
 	if err != nil {
 		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s: %w", k.SourceKey(), k.Workspace, to, err)
+	}
+	return w, nil
+}
+
+// RefundWindowAttempt ends the caller's attempt as failed without counting it against
+// ClaimOptions.MaxAttempts, for a failure that is not the window's own (a model outage:
+// the window itself may be fine). In the transaction that checks the lease, the window
+// becomes failed, its attempts go back to lease.Attempt-1 and Meta.RefundedAttempts
+// grows by one; the next ClaimWindow retries it at the same attempt number. mutate may
+// set AggregateHash and Meta (e.g. Error) as for FinishWindow. A lost lease gives
+// ErrConflict and changes nothing.
+//
+// The lease must not be used after this call: its attempt number is handed out again.
+// Fencing still holds for every other holder: a lease whose attempt was taken over
+// never matches again (attempts of a processing window only grow past a takeover), and
+// a refunded lease is dropped by the caller that refunded it.
+func (s *Store) RefundWindowAttempt(ctx context.Context, lease WindowLease, mutate func(*WindowState)) (WindowState, error) {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	w, err := s.casWindow(ctx, k, false, func(w *WindowState) error {
+		if err := checkLease(w, lease); err != nil {
+			return err
+		}
+		if w.Attempts < 1 {
+			return fmt.Errorf("%w: window at attempt %d has no attempt to refund", ErrInvalid, w.Attempts)
+		}
+		return nil
+	}, func(w *WindowState) (bool, error) {
+		attempts, refunded := w.Attempts, w.Meta.RefundedAttempts
+		err := applyWindowMutation(w, WindowFailed, mutate)
+		w.Attempts = attempts - 1 // the lease's attempt is not the caller's to change otherwise
+		w.Meta.RefundedAttempts = refunded + 1
+		return true, err
+	})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("refund attempt %d of window %s of workspace %s: %w", lease.Attempt, k.SourceKey(), k.Workspace, err)
 	}
 	return w, nil
 }

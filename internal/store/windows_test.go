@@ -384,3 +384,156 @@ func TestClaimOptionsValidated(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundWindowAttempt: a refunded attempt ends failed but is not counted, so a
+// window whose attempts keep failing for reasons not its own is never exhausted, while
+// counted failures still are; the refund is a compare-and-set on the lease.
+func TestRefundWindowAttempt(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-refund"
+	ev := withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+
+	// Many more refunded attempts than MaxAttempts: every claim still hands it out.
+	const refunds = 5
+	for i := range refunds {
+		w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+		wantOut := ClaimRetried
+		if i == 0 {
+			wantOut = ClaimCreated
+		}
+		if err != nil || out != wantOut || w.Attempts != 1 || w.Cursor != nil || w.Meta.ChunkCount != 0 {
+			t.Fatalf("claim %d: %s %+v %v; want %s at attempt 1, restarted", i+1, out, w, err, wantOut)
+		}
+		if _, err := s.AdvanceWindowCursor(ctx, w.Lease(), ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}, Evidence: 1}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.RefundWindowAttempt(ctx, w.Lease(), func(w *WindowState) {
+			w.Meta.Error = "model_unavailable: endpoint down"
+			w.Attempts = 42 // ignored
+			w.Key.Chat = "oc_evil"
+		})
+		if err != nil || got.Status != WindowFailed || got.Attempts != 0 || got.Meta.RefundedAttempts != i+1 ||
+			got.Meta.Error != "model_unavailable: endpoint down" || got.Key.Chat != "oc_a" {
+			t.Fatalf("refund %d: %+v %v", i+1, got, err)
+		}
+		// The lease is spent: neither a second refund nor any other write goes through.
+		if _, err := s.RefundWindowAttempt(ctx, w.Lease(), nil); !errors.Is(err, ErrConflict) {
+			t.Fatalf("refunding twice: %v, want ErrConflict", err)
+		}
+		if _, err := s.FinishWindow(ctx, w.Lease(), WindowCompleted, nil); !errors.Is(err, ErrConflict) {
+			t.Fatalf("finishing a refunded lease: %v, want ErrConflict", err)
+		}
+	}
+	// Counted failures are still bounded.
+	for i := range claimOpts.MaxAttempts {
+		w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+		if err != nil || out != ClaimRetried || w.Attempts != i+1 {
+			t.Fatalf("counted claim %d: %s %+v %v", i+1, out, w, err)
+		}
+		if _, err := s.FinishWindow(ctx, w.Lease(), WindowFailed, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, out, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil || out != ClaimExhausted || w.Attempts != claimOpts.MaxAttempts || w.Meta.RefundedAttempts != refunds {
+		t.Fatalf("after %d counted failures: %s %+v %v; want exhausted", claimOpts.MaxAttempts, out, w, err)
+	}
+	var status string
+	var attempts int
+	if err := s.pool.QueryRow(ctx, `SELECT metadata_json->>'status', (metadata_json->>'attempts')::int FROM workspace_timeline_sync_states WHERE id = $1`, w.ID).Scan(&status, &attempts); err != nil {
+		t.Fatal(err)
+	}
+	if status != "failed" || attempts != claimOpts.MaxAttempts {
+		t.Fatalf("metadata_json status %q attempts %d", status, attempts)
+	}
+}
+
+// TestRefundWindowAttemptFencing: only the current lease refunds, a lease that was
+// taken over never matches again even after refunds bring the attempt number back,
+// and of two racing refunds of one lease exactly one wins.
+func TestRefundWindowAttemptFencing(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-refund-fence"
+	withWindowEvidence(t, s, ws)
+	key := windowKey(ws)
+
+	old, _, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	backdate(t, s, old.ID, claimOpts.StaleAfter+time.Minute)
+	cur, out, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil || out != ClaimTakenOver || cur.Attempts != 2 {
+		t.Fatalf("takeover: %s %+v %v", out, cur, err)
+	}
+	if _, err := s.RefundWindowAttempt(ctx, old.Lease(), nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("refund by the taken-over lease: %v, want ErrConflict", err)
+	}
+	for range 3 {
+		got, err := s.RefundWindowAttempt(ctx, cur.Lease(), nil)
+		if err != nil || got.Status != WindowFailed || got.Attempts != 1 {
+			t.Fatalf("refund of the takeover attempt: %+v %v; want failed at attempt 1 (the dead attempt stays counted)", got, err)
+		}
+		if _, err := s.FinishWindow(ctx, old.Lease(), WindowCompleted, nil); !errors.Is(err, ErrConflict) {
+			t.Fatalf("taken-over lease finishing a refunded window: %v, want ErrConflict", err)
+		}
+		if cur, out, err = s.ClaimWindow(ctx, key, claimOpts); err != nil || out != ClaimRetried || cur.Attempts != 2 {
+			t.Fatalf("claim after the refund: %s %+v %v", out, cur, err)
+		}
+		if _, err := s.AdvanceWindowCursor(ctx, old.Lease(), ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(time.Minute), ID: 1}}); !errors.Is(err, ErrConflict) {
+			t.Fatalf("taken-over lease advancing after a refund: %v, want ErrConflict", err)
+		}
+	}
+
+	const racers = 6
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  [racers]error
+	)
+	for i := range racers {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = s.RefundWindowAttempt(ctx, cur.Lease(), nil)
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			won++
+		case !errors.Is(err, ErrConflict):
+			t.Fatalf("racing refund: %v", err)
+		}
+	}
+	got, err := s.GetWindow(ctx, key)
+	if won != 1 || err != nil || got.Attempts != 1 || got.Status != WindowFailed {
+		t.Fatalf("%d racing refunds won, window %+v %v; want exactly one, failed at attempt 1", won, got, err)
+	}
+
+	// Terminal and missing windows refuse.
+	w, _, err := s.ClaimWindow(ctx, key, claimOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.FinishWindow(ctx, w.Lease(), WindowIgnored, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RefundWindowAttempt(ctx, w.Lease(), nil); !errors.Is(err, ErrConflict) {
+		t.Fatalf("refund of an ignored window: %v, want ErrConflict", err)
+	}
+	missing := WindowLease{Key: WindowKey{Workspace: ws, Chat: "oc_none", Start: t0}, Attempt: 1}
+	if _, err := s.RefundWindowAttempt(ctx, missing, nil); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("refund of a missing window: %v, want ErrNotFound", err)
+	}
+	if _, err := s.RefundWindowAttempt(ctx, WindowLease{Key: WindowKey{Workspace: ws, Start: t0}, Attempt: 1}, nil); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("refund with an invalid key: %v, want ErrInvalid", err)
+	}
+}

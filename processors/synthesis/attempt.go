@@ -33,7 +33,7 @@ type attemptResult struct {
 // attempt synthesizes the claimed window chunk by chunk (design §12.1) and finishes
 // it completed or ignored. Errors: an *attemptError (the attempt failed; the caller
 // records it), an error wrapping store.ErrConflict (the lease was lost), or ctx's.
-func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, log *slog.Logger) (attemptResult, error) {
+func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) (attemptResult, error) {
 	var (
 		res    attemptResult
 		lease  = st.Lease()
@@ -100,7 +100,7 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, log 
 			Existing:         exist,
 			ProcessorVersion: j.processorVersion(),
 		}
-		out, err := w.synthesizeChunk(ctx, req, batchID, log)
+		out, err := w.synthesizeChunk(ctx, req, batchID, tk, log)
 		if err != nil {
 			return res, err
 		}
@@ -351,12 +351,20 @@ func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingE
 	return out, nil
 }
 
-// synthesizeChunk calls the synthesizer, retrying retryable failures (unavailable,
-// timed out) up to ChunkRetries times with backoff, and validates the result. Invalid
-// output (after the model client's own bounded retries) fails the attempt at once.
-func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID string, log *slog.Logger) (synth.Result, error) {
+// synthesizeChunk calls the synthesizer through the model gate and validates the
+// result. An outage error (unavailable, timed out) is retried up to ChunkRetries times
+// with backoff while the gate is closed; then, or at once for the gate's probe, the
+// gate opens and the attempt fails with reason model_unavailable wrapping
+// errModelOutage (refunded by the caller). No call is made while the gate is open for
+// tk. Invalid output (after the model client's own bounded retries) and rejected
+// requests fail the attempt at once; they are answers, so they close the gate.
+func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID string, tk *gateTicket, log *slog.Logger) (synth.Result, error) {
 	retry := w.backoff()
 	for try := 0; ; try++ {
+		if !w.gate.allow(tk) {
+			return synth.Result{}, failAttempt(reasonModelUnavailable,
+				fmt.Errorf("chunk %s: %w: the model gate is open, no call made", batchID, errModelOutage))
+		}
 		cctx, cancel := context.WithTimeout(ctx, w.o.ChunkTimeout)
 		started := time.Now()
 		res, err := w.o.Synthesizer.Synthesize(cctx, req)
@@ -368,6 +376,12 @@ func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID
 		w.m.modelLatency.WithLabelValues(label).Observe(time.Since(started).Seconds())
 		w.m.modelTokens.WithLabelValues("prompt").Add(float64(res.Usage.PromptTokens))
 		w.m.modelTokens.WithLabelValues("completion").Add(float64(res.Usage.CompletionTokens))
+		if err == nil || !isModelOutage(err) {
+			if ctx.Err() != nil {
+				return res, ctx.Err()
+			}
+			w.gate.answered(tk)
+		}
 		if err == nil {
 			if verr := synth.ValidateAll(req, res.Drafts); verr != nil {
 				w.m.validationError.Inc()
@@ -382,7 +396,7 @@ func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID
 		case errors.Is(err, synth.ErrInvalidOutput):
 			w.m.validationError.Inc()
 			return res, failAttempt(reasonInvalidOutput, fmt.Errorf("chunk %s: %w", batchID, err))
-		case synth.IsRetryable(err) && try < w.o.ChunkRetries:
+		case isModelOutage(err) && try < w.o.ChunkRetries && w.gate.closed():
 			reason := "unavailable"
 			if errors.Is(err, context.DeadlineExceeded) {
 				reason = "timeout"
@@ -392,8 +406,10 @@ func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID
 			if err := sleep(ctx, retry.next()); err != nil {
 				return res, err
 			}
-		case synth.IsRetryable(err):
-			return res, failAttempt(reasonModelUnavailable, fmt.Errorf("chunk %s after %d tries: %w", batchID, try+1, err))
+		case isModelOutage(err):
+			cause := fmt.Errorf("chunk %s after %d tries: %w: %w", batchID, try+1, errModelOutage, err)
+			w.gate.failed(tk, cause)
+			return res, failAttempt(reasonModelUnavailable, cause)
 		default:
 			return res, failAttempt(reasonModelRejected, fmt.Errorf("chunk %s: %w", batchID, err))
 		}

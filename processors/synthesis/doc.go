@@ -58,12 +58,23 @@
 //     entries and the text is stored unless a human summary appeared meanwhile. A
 //     failing summary never fails the window and is not retried.
 //
-// Model failures: errors synth.IsRetryable calls retryable (unavailable, timeouts)
-// retry the chunk up to ChunkRetries times with exponential backoff and jitter; invalid
-// output (after the model client's own bounded retries, or failing synth.ValidateAll
-// here) and rejected requests fail the attempt at once. A failed attempt is recorded
-// (FinishWindow failed with diagnostics) and the window is claimed again after a
-// backoff until MaxAttempts.
+// Model failures: a model outage (errors synth.IsRetryable calls retryable apart from
+// invalid output: unavailable, timeouts, 429 and 5xx) retries the chunk up to
+// ChunkRetries times with exponential backoff and jitter. When they are used up, the
+// worker-wide model gate opens: the attempt is recorded failed (model_unavailable,
+// with diagnostics) and its attempt given back in the same compare-and-set on the
+// lease (store.RefundWindowAttempt), so an outage never spends a window's bounded
+// attempts. While the gate is open no window claims: windows that need the model wait
+// for it holding nothing (no claim whose lease could go stale, no slot), attempts in
+// progress make no further call, and consumer lag grows. The gate stays open for an
+// exponentially growing period with jitter (RetryBackoffMin doubling up to
+// ModelOutageBackoffMax); then a single window claims as the probe and makes one call.
+// Any answer closes the gate and the waiting windows claim again, each chat oldest
+// first; an outage error opens it for a longer period. Invalid output (after the model
+// client's own bounded retries, or failing synth.ValidateAll here) and rejected
+// requests are the window's own failures: they fail the attempt at once, it is
+// recorded (FinishWindow failed with diagnostics) and the window is claimed again
+// after a backoff until MaxAttempts.
 //
 // # Offsets, ordering and concurrency
 //
@@ -85,10 +96,11 @@
 // # Lifecycle
 //
 // New validates the options; nothing connects until Run. Run consumes until its
-// context ends or Close is called; then no new window starts, windows in progress run
-// for at most DrainTimeout (an attempt still running then is recorded failed, so its
-// next owner retries it at once), finished windows are committed and the worker leaves
-// the group. The store and its pool belong to the caller.
+// context ends or Close is called; then no new window starts, windows waiting (for
+// evidence, another worker or the model gate) stop without a claim, windows in
+// progress run for at most DrainTimeout (an attempt still running then is recorded
+// failed, so its next owner retries it at once), finished windows are committed and
+// the worker leaves the group. The store and its pool belong to the caller.
 //
 // # Observability
 //
@@ -100,7 +112,9 @@
 // _chunk_model_tokens_total{type}, _chunk_synthesize_seconds{outcome},
 // _chunk_retries_total{reason}, _validation_errors_total, _drafts_total{outcome},
 // _draft_evidence_bound_total, _records_total{result}, _offset_commits_total{result},
-// _store_retries_total{operation}; larkline_summary_attempts_total{outcome},
+// _store_retries_total{operation}, _model_available, _model_outage_seconds_total,
+// _model_gate_opens_total{cause}, _model_probes_total{outcome}, _model_gate_waiting,
+// _attempts_refunded_total; larkline_summary_attempts_total{outcome},
 // larkline_summary_skipped_total{reason} and larkline_summary_lag_seconds (window close
 // to summary). Logs carry workspace, chat and message ids, window keys, batch ids,
 // fingerprints, hashes and counts, never message text, prompts or summaries.

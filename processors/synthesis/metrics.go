@@ -73,12 +73,21 @@ type metrics struct {
 	commits      *prometheus.CounterVec
 	storeRetries *prometheus.CounterVec
 
+	modelAvailable prometheus.Gauge
+	modelOutage    prometheus.CounterFunc
+	modelGateOpens *prometheus.CounterVec
+	modelProbes    *prometheus.CounterVec
+	modelWaiting   prometheus.Gauge
+	refunds        prometheus.Counter
+
 	summaryAttempts *prometheus.CounterVec
 	summarySkipped  *prometheus.CounterVec
 	summaryLag      prometheus.Histogram
 }
 
-func newMetrics(reg *prometheus.Registry) (*metrics, error) {
+// newMetrics builds the worker's metrics; outageSeconds feeds
+// larkline_synthesis_model_outage_seconds_total.
+func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metrics, error) {
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
 		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 	}
@@ -135,6 +144,19 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		storeRetries: counter("larkline_synthesis_store_retries_total",
 			"Store calls retried after a retryable failure, by operation.", "operation"),
 
+		modelAvailable: prometheus.NewGauge(prometheus.GaugeOpts{Name: "larkline_synthesis_model_available",
+			Help: "1 while the model gate is closed (the synthesizer answers), 0 during a model outage (gate open or probing)."}),
+		modelOutage: prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "larkline_synthesis_model_outage_seconds_total",
+			Help: "Time the model gate has been open or probing since the worker started, the current outage included."}, outageSeconds),
+		modelGateOpens: counter("larkline_synthesis_model_gate_opens_total",
+			"Times the model gate opened, by cause: retries_exhausted (a chunk used up its retries on outage errors), probe_failed (the single probe call failed).", "cause"),
+		modelProbes: counter("larkline_synthesis_model_probes_total",
+			"Probes of an open model gate, by outcome: ok (the model answered; the gate closed), failed (it opened again), abandoned (the probing window made no model call).", "outcome"),
+		modelWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "larkline_synthesis_model_gate_waiting",
+			Help: "Windows waiting for the model gate, holding no claim."}),
+		refunds: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_attempts_refunded_total",
+			Help: "Whole-window attempts that failed for a model outage and were given back (not counted against the attempt bound)."}),
+
 		summaryAttempts: counter("larkline_summary_attempts_total",
 			"Summary attempts (at most one per completed window), by outcome: written, failed, invalid_output, human_kept.", "outcome"),
 		summarySkipped: counter("larkline_summary_skipped_total",
@@ -147,6 +169,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			m.windows, m.claims, m.attemptFailures, m.windowRetries, m.staleFound, m.inFlight, m.windowDuration, m.evidenceWait,
 			m.chunks, m.chunkEvidence, m.chunkContext, m.chunkTokens, m.modelTokens, m.modelLatency, m.chunkRetries, m.validationError,
 			m.drafts, m.draftBindings, m.records, m.commits, m.storeRetries,
+			m.modelAvailable, m.modelOutage, m.modelGateOpens, m.modelProbes, m.modelWaiting, m.refunds,
 			m.summaryAttempts, m.summarySkipped, m.summaryLag,
 		} {
 			if err := reg.Register(c); err != nil {
@@ -154,5 +177,6 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			}
 		}
 	}
+	m.modelAvailable.Set(1)
 	return m, nil
 }

@@ -52,6 +52,9 @@ const (
 	// worker (chunk retries, window retries, store outages, busy polling).
 	DefaultRetryBackoffMin = time.Second
 	DefaultRetryBackoffMax = 30 * time.Second
+	// DefaultModelOutageBackoffMax caps the pause of the model gate between probes of
+	// an unavailable model.
+	DefaultModelOutageBackoffMax = 2 * time.Minute
 	// DefaultSummaryTimeout bounds the one summary attempt of a window.
 	DefaultSummaryTimeout = 2 * time.Minute
 	// DefaultDrainTimeout bounds how long Run keeps finishing in-flight windows after
@@ -105,6 +108,7 @@ type Store interface {
 	ClaimWindow(ctx context.Context, key store.WindowKey, opts store.ClaimOptions) (store.WindowState, store.ClaimOutcome, error)
 	AdvanceWindowCursor(ctx context.Context, lease store.WindowLease, p store.ChunkProgress) (store.WindowState, error)
 	FinishWindow(ctx context.Context, lease store.WindowLease, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
+	RefundWindowAttempt(ctx context.Context, lease store.WindowLease, mutate func(*store.WindowState)) (store.WindowState, error)
 	MarkSummaryAttempted(ctx context.Context, key store.WindowKey) (bool, error)
 	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]store.WindowState, error)
 
@@ -184,6 +188,13 @@ type Options struct {
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff (with jitter).
 	RetryBackoffMin time.Duration
 	RetryBackoffMax time.Duration
+	// ModelOutageBackoffMax caps the model gate's pause during a model outage: when a
+	// chunk used up its ChunkRetries on outage errors (synth.IsRetryable, invalid output
+	// aside) the gate opens for RetryBackoffMin, doubling with every failed probe up to
+	// this (with jitter); windows wait for it without a claim and the failed attempt is
+	// not counted against MaxAttempts. At least RetryBackoffMin, at most 1h. Default
+	// DefaultModelOutageBackoffMax (or RetryBackoffMin when that is larger).
+	ModelOutageBackoffMax time.Duration
 	// SummaryTimeout bounds the one summary attempt. Default DefaultSummaryTimeout.
 	SummaryTimeout time.Duration
 	// DrainTimeout bounds how long Run keeps finishing in-flight windows after its
@@ -262,6 +273,9 @@ func (o Options) withDefaults() Options {
 	if o.RetryBackoffMax == 0 {
 		o.RetryBackoffMax = max(DefaultRetryBackoffMax, o.RetryBackoffMin)
 	}
+	if o.ModelOutageBackoffMax == 0 {
+		o.ModelOutageBackoffMax = max(DefaultModelOutageBackoffMax, o.RetryBackoffMin)
+	}
 	def(&o.SummaryTimeout, DefaultSummaryTimeout)
 	def(&o.DrainTimeout, DefaultDrainTimeout)
 	defInt(&o.MaxInFlightRecords, DefaultMaxInFlightRecords)
@@ -331,6 +345,9 @@ func (o Options) validate() error {
 	}
 	if o.RetryBackoffMin <= 0 || o.RetryBackoffMax < o.RetryBackoffMin || o.RetryBackoffMax > time.Hour {
 		bad("retry backoff [%s, %s]: want 0 < min <= max <= 1h", o.RetryBackoffMin, o.RetryBackoffMax)
+	}
+	if o.ModelOutageBackoffMax < o.RetryBackoffMin || o.ModelOutageBackoffMax > time.Hour {
+		bad("model outage backoff max %s: want within [retry backoff min %s, 1h]", o.ModelOutageBackoffMax, o.RetryBackoffMin)
 	}
 	if o.ChunkTimeout > 0 && o.StaleTimeout > 0 && o.longestSilence() >= o.StaleTimeout {
 		bad("stale timeout %s must exceed the longest silence of a live attempt, %s "+

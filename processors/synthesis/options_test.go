@@ -54,6 +54,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 		{"max tokens", o.MaxEstimatedTokensPerChunk, 6000},
 		{"concurrency", o.MaxConcurrentSynthesis, 2},
 		{"chunk retries", o.ChunkRetries, DefaultChunkRetries},
+		{"model outage backoff max", o.ModelOutageBackoffMax, DefaultModelOutageBackoffMax},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s = %v, want %v", c.name, c.got, c.want)
@@ -94,6 +95,11 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = time.Minute, 30*time.Second, 1
 		}, "must exceed the longest silence"},
 		{"chunk retries", func(o *Options) { o.ChunkRetries = 11 }, "chunk retries"},
+		{"model outage backoff below the retry backoff", func(o *Options) {
+			o.RetryBackoffMin, o.ModelOutageBackoffMax = time.Second, time.Millisecond
+		}, "model outage backoff max"},
+		{"model outage backoff too long", func(o *Options) { o.ModelOutageBackoffMax = 2 * time.Hour }, "model outage backoff max"},
+		{"negative model outage backoff", func(o *Options) { o.ModelOutageBackoffMax = -time.Second }, "model outage backoff max"},
 		{"negative drain", func(o *Options) { o.DrainTimeout = -time.Second }, "drain timeout"},
 		{"prompt version too long", func(o *Options) { o.PromptVersion = strings.Repeat("v", 65) }, "prompt version"},
 	} {

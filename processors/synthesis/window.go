@@ -106,6 +106,7 @@ const (
 	stepFinished step = iota // a terminal outcome was reached
 	stepRetry                // back off, then claim again
 	stepEmpty                // the table holds no evidence of the window
+	stepOutage               // the model is down: the attempt was refunded; wait for the gate
 )
 
 // runWindow brings one window to a terminal state for this job: completed, ignored,
@@ -139,17 +140,29 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 			}
 			verified, missing = ok, diag
 		}
+		// A window that needs the model waits for the model gate first, holding
+		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
+		var tk *gateTicket
+		if verified {
+			var err error
+			if tk, err = w.gate.pass(wait); err != nil {
+				return "", err
+			}
+		}
 		release, err := w.limits.acquire(wait, j.key.Workspace)
 		if err != nil {
+			w.gate.done(tk)
 			return "", err
 		}
 		if err := wait.Err(); err != nil {
 			release()
+			w.gate.done(tk)
 			return "", err
 		}
 		w.m.inFlight.Set(float64(w.limits.inUse()))
-		out, next, err := w.claimOnce(ctx, j, verified, missing, log)
+		out, next, err := w.claimOnce(ctx, j, verified, missing, tk, log)
 		release()
+		w.gate.done(tk)
 		w.m.inFlight.Set(float64(w.limits.inUse()))
 		if err != nil {
 			return "", err
@@ -157,6 +170,8 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 		switch next {
 		case stepFinished:
 			return out, nil
+		case stepOutage:
+			continue // straight back to the gate, which paces the retry
 		case stepEmpty:
 			empty++
 			if empty >= w.o.MaxAttempts {
@@ -296,7 +311,7 @@ func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]
 
 // claimOnce claims the window and, when it gets it, runs one whole-window attempt.
 // The caller holds the workspace lock and a global slot.
-func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing string, log *slog.Logger) (string, step, error) {
+func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing string, tk *gateTicket, log *slog.Logger) (string, step, error) {
 	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
 	if errors.Is(err, store.ErrEmptyWindow) {
 		log.Warn("window holds no evidence in the table; waiting for it")
@@ -347,7 +362,7 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing s
 		aerr error
 	)
 	if verified {
-		res, aerr = w.attempt(ctx, st, j, log)
+		res, aerr = w.attempt(ctx, st, j, tk, log)
 	} else {
 		aerr = failAttempt(reasonEvidenceMissing, errors.New(missing))
 	}
@@ -371,6 +386,20 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing s
 		reason = ae.reason
 	}
 	w.m.attemptFailures.WithLabelValues(reason).Inc()
+	if errors.Is(aerr, errModelOutage) {
+		// Not the window's failure: give the attempt back and wait for the model.
+		if err := w.refundFailed(ctx, st.Lease(), aerr); err != nil {
+			if ctx.Err() != nil {
+				return "", 0, ctx.Err()
+			}
+			log.Warn("recording the attempt failed by the model outage failed", "error", err)
+			return "", stepRetry, nil
+		}
+		w.m.refunds.Inc()
+		log.Warn("model unavailable; window attempt released without counting it, waiting for the model",
+			"reason", reason, "error", aerr)
+		return "", stepOutage, nil
+	}
 	if err := w.finishFailed(ctx, st.Lease(), aerr); err != nil {
 		if ctx.Err() != nil {
 			return "", 0, ctx.Err()
@@ -391,6 +420,17 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing s
 func (w *Worker) finishFailed(ctx context.Context, lease store.WindowLease, cause error) error {
 	return w.withStore(ctx, "finish_window", func() error {
 		_, err := w.o.Store.FinishWindow(ctx, lease, store.WindowFailed, func(s *store.WindowState) {
+			s.Meta.Error = cause.Error()
+		})
+		return err
+	})
+}
+
+// refundFailed records an attempt failed by a model outage with bounded diagnostics,
+// giving the attempt back in the same compare-and-set (store.RefundWindowAttempt).
+func (w *Worker) refundFailed(ctx context.Context, lease store.WindowLease, cause error) error {
+	return w.withStore(ctx, "refund_window_attempt", func() error {
+		_, err := w.o.Store.RefundWindowAttempt(ctx, lease, func(s *store.WindowState) {
 			s.Meta.Error = cause.Error()
 		})
 		return err

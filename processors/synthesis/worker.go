@@ -29,6 +29,7 @@ type Worker struct {
 	log    *slog.Logger
 	m      *metrics
 	limits *limiter
+	gate   *modelGate
 	kopts  []kgo.Opt
 
 	mu       sync.Mutex
@@ -60,18 +61,22 @@ func New(o Options) (*Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
-	m, err := newMetrics(o.Registry)
-	if err != nil {
-		return nil, err
-	}
 	log := o.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	log = log.With("component", "synthesis", "group", o.Group)
+	gate := newModelGate(&o, log)
+	m, err := newMetrics(o.Registry, gate.outageSeconds)
+	if err != nil {
+		return nil, err
+	}
+	gate.m = m
 	w := &Worker{
 		o:         o,
-		log:       log.With("component", "synthesis", "group", o.Group),
+		log:       log,
 		m:         m,
+		gate:      gate,
 		limits:    newLimiter(o.MaxConcurrentSynthesis),
 		parts:     make(map[topicPartition]*partitionTracker),
 		sweeping:  make(map[string]bool),

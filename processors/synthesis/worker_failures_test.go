@@ -34,8 +34,9 @@ var incidentLines = []line{
 }
 
 // TestModelFailureThenWindowRetry: the model is unavailable for every try of the
-// first attempt's chunk; the attempt fails, the window is claimed again (retried) and
-// the second attempt succeeds. The record is committed only then.
+// first attempt's chunk; the attempt fails and is refunded, the model gate opens, and
+// after its pause the window is claimed again (retried) as the gate's probe and
+// succeeds, still at attempt 1. The record is committed only then.
 func TestModelFailureThenWindowRetry(t *testing.T) {
 	e := newEnv(t)
 	rows := e.seed(win, incidentLines...)
@@ -52,12 +53,15 @@ func TestModelFailureThenWindowRetry(t *testing.T) {
 	off := e.produce(e.closedWindow(win, rows))[0]
 
 	st := e.waitState(win, "the window to complete", terminal)
-	if st.Status != store.WindowCompleted || st.Attempts != 2 {
-		t.Fatalf("window %s at attempt %d, want completed at attempt 2", st.Status, st.Attempts)
+	if st.Status != store.WindowCompleted || st.Attempts != 1 || st.Meta.RefundedAttempts != 1 {
+		t.Fatalf("window %s at attempt %d (%d refunded), want completed at attempt 1 after 1 refund",
+			st.Status, st.Attempts, st.Meta.RefundedAttempts)
 	}
 	if st.Meta.Error != "" {
 		t.Errorf("diagnostics of the failed attempt kept after success: %q", st.Meta.Error)
 	}
+	// The commit follows the window's metrics: once it happened they are final.
+	eventually(t, "the offset commit", func() bool { return e.committed() == off+1 })
 	if n := len(rec.requests()); n != 3 {
 		t.Errorf("%d synthesize calls, want 3 (two tries, then the retried window)", n)
 	}
@@ -71,6 +75,11 @@ func TestModelFailureThenWindowRetry(t *testing.T) {
 		{"larkline_synthesis_window_retries_total", nil, 1},
 		{"larkline_synthesis_claims_total", []string{"outcome", "retried"}, 1},
 		{"larkline_synthesis_windows_total", []string{"outcome", outcomeCompleted}, 1},
+		{"larkline_synthesis_attempts_refunded_total", nil, 1},
+		{"larkline_synthesis_model_gate_opens_total", []string{"cause", openRetriesExhausted}, 1},
+		{"larkline_synthesis_model_probes_total", []string{"outcome", probeOK}, 1},
+		{"larkline_synthesis_model_available", nil, 1},
+		{"larkline_synthesis_model_gate_waiting", nil, 0},
 	} {
 		if got := r.counter(c.name, c.labels...); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
@@ -79,7 +88,6 @@ func TestModelFailureThenWindowRetry(t *testing.T) {
 	if len(e.entries()) == 0 {
 		t.Error("no entries after the successful attempt")
 	}
-	eventually(t, "the offset commit", func() bool { return e.committed() == off+1 })
 }
 
 // TestInvalidOutputUntilTheBoundFails drives the OpenAI-compatible client against a
