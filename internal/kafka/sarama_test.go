@@ -33,6 +33,7 @@ func TestSaramaConfigRejectsInvalidOptions(t *testing.T) {
 		{"no table replication", func(o *GokaOptions) { o.TableReplication = 0 }, "table replication"},
 		{"no stream replication", func(o *GokaOptions) { o.StreamReplication = 0 }, "stream replication"},
 		{"negative stream retention", func(o *GokaOptions) { o.StreamRetention = -time.Second }, "stream retention"},
+		{"unknown goka compression", func(o *GokaOptions) { o.Compression = "brotli" }, "goka compression"},
 		{"acks none", func(o *GokaOptions) {
 			o.Producer.Acks = AcksNone
 			o.Producer.DisableIdempotence = true
@@ -81,7 +82,7 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 			if c.ClientID != DefaultClientID {
 				t.Errorf("ClientID = %q", c.ClientID)
 			}
-			if c.Producer.Flush.Frequency != DefaultLinger || c.Producer.Compression != sarama.CompressionSnappy {
+			if c.Producer.Flush.Frequency != DefaultLinger || c.Producer.Compression != sarama.CompressionLZ4 {
 				t.Errorf("Flush.Frequency = %s, Compression = %v", c.Producer.Flush.Frequency, c.Producer.Compression)
 			}
 			if c.Consumer.Group.Session.Timeout != DefaultSessionTimeout || c.Consumer.Group.Rebalance.Timeout != DefaultRebalanceTimeout || c.Consumer.MaxWaitTime != DefaultFetchMaxWait {
@@ -104,7 +105,7 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 				Consumer: ConsumerOptions{SessionTimeout: 6 * time.Second},
 				SASL:     SASLOptions{Mechanism: SASLPlain, Username: "u", Password: "p"},
 			},
-			Version: "4.0.0", TableReplication: 3, StreamReplication: 2,
+			Version: "4.0.0", TableReplication: 3, StreamReplication: 2, Compression: CompressionZstd,
 		}, func(t *testing.T, c *sarama.Config) {
 			if c.Version != sarama.V4_0_0_0 || c.ClientID != "windows" {
 				t.Errorf("Version, ClientID = %s, %q", c.Version, c.ClientID)

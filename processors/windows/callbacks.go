@@ -86,6 +86,18 @@ func (p *Processor) onLoop(ctx goka.Context, msg any) {
 		p.closeDue(ctx, st, p.opts.Clock())
 	case opClose:
 		p.onWindowClose(ctx, m)
+	case opSeal:
+		// a page stores its refs (again, if a seal was resent) and tells its window
+		wk, _, _, page, ok := splitPageKey(ctx.Key())
+		if !ok || page != m.Page {
+			return
+		}
+		ctx.SetValue(&tableValue{Page: &pageState{Refs: m.Refs}})
+		ctx.Loopback(wk, &loopMsg{Op: opSealed, Page: m.Page})
+	case opSealed:
+		p.onPageSealed(ctx, m)
+	case opCollect:
+		p.onCollect(ctx, m)
 	}
 }
 
@@ -107,10 +119,35 @@ func (p *Processor) onWindowEvidence(ctx goka.Context, m *loopMsg) {
 		p.log.Info("late evidence for a closed window; counted, not reopened",
 			"window_key", ctx.Key(), "message_id", m.Ref.ID, "content_hash", m.Ref.Hash)
 	}
+	if page, refs, seal := w.seal(p.pageSize()); seal {
+		ctx.Loopback(pageKey(ctx.Key(), page), &loopMsg{Op: opSeal, Page: page, Refs: refs})
+		p.m.pagesSealed.Inc()
+	}
 	ctx.SetValue(&tableValue{Window: w})
 	if isNew {
 		ctx.Loopback(chatKey, &loopMsg{Op: opOpened, Start: w.Start, FirstSeen: w.FirstSeen})
 	}
+}
+
+func (p *Processor) pageSize() int {
+	if p.opts.pageSize > 0 {
+		return p.opts.pageSize
+	}
+	return defaultPageSize
+}
+
+// onPageSealed drops the window's copy of a page once the page stored it.
+func (p *Processor) onPageSealed(ctx goka.Context, m *loopMsg) {
+	v, _ := ctx.Value().(*tableValue)
+	if v == nil || v.Window == nil {
+		return
+	}
+	w := v.Window
+	if w.closed() || w.Pending == nil || m.Page != w.Pages-1 {
+		return // an acknowledgement of a resent or already folded page
+	}
+	w.Pending = nil
+	ctx.SetValue(&tableValue{Window: w})
 }
 
 func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
@@ -122,23 +159,69 @@ func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
 	if isNew || w.closed() {
 		return // already closed (a redelivered close) or never existed
 	}
-	ws, chat, err := parseChatKey(chatKey)
-	if err != nil {
+	if w.Pages == 0 {
+		if !p.emitClosed(ctx, chatKey, start, w.Msgs, m.ClosedAt, m.Reason) {
+			return
+		}
+		w.Count = len(w.Msgs)
+	} else {
+		// The pages are folded in order, each in its own callback, and the last one
+		// emits the record. The window's own refs travel with the fold.
+		c := &loopMsg{Op: opCollect, Start: w.Start, ClosedAt: m.ClosedAt, Reason: m.Reason,
+			Page: 0, Pages: w.Pages, Pending: w.Pending, Tail: w.Msgs}
+		ctx.Loopback(pageKey(ctx.Key(), 0), c)
+	}
+	w.Msgs, w.Pending, w.ClosedAt, w.Reason = nil, nil, m.ClosedAt, m.Reason
+	ctx.SetValue(&tableValue{Window: w})
+}
+
+// onCollect folds one sealed page into a closing window's evidence and passes the
+// fold on to the next page; the last page emits the closed record. Pages stay until
+// retention drops them with the window's marker, so a redelivered fold finds them.
+func (p *Processor) onCollect(ctx goka.Context, m *loopMsg) {
+	wk, chatKey, start, page, ok := splitPageKey(ctx.Key())
+	if !ok || page != m.Page || m.Page >= m.Pages {
 		return
 	}
-	closedAt := time.UnixMilli(m.ClosedAt).UTC()
+	f := newFold(m.Refs)
+	if v, _ := ctx.Value().(*tableValue); v != nil && v.Page != nil {
+		f.add(v.Page.Refs)
+	} else if m.Page == m.Pages-1 && m.Pending != nil {
+		f.add(m.Pending) // the seal of the last page had not arrived; the window kept it
+	} else {
+		p.m.pagesMissing.Inc()
+		p.log.Error("sealed page of a closing window is missing; its evidence is not in the closed record",
+			"window_key", wk, "page", page)
+	}
+	if m.Page+1 < m.Pages {
+		next := *m
+		next.Page, next.Refs = m.Page+1, f.result()
+		ctx.Loopback(pageKey(wk, next.Page), &next)
+		return
+	}
+	f.add(m.Tail)
+	p.emitClosed(ctx, chatKey, start, f.result(), m.ClosedAt, m.Reason)
+}
+
+// emitClosed builds and emits the closed-window record of one window with the given
+// (ordered) evidence. It reports false after failing the processor.
+func (p *Processor) emitClosed(ctx goka.Context, chatKey string, start time.Time, refs []msgRef, closedAtMS int64, reason string) bool {
+	ws, chat, err := parseChatKey(chatKey)
+	if err != nil {
+		return false
+	}
 	rec := schemas.ClosedWindow{
 		WorkspaceID:      ws,
 		ChatID:           chat,
 		WindowStart:      start,
 		WindowEnd:        start.Add(p.opts.Window),
 		ProcessorVersion: p.opts.ProcessorVersion,
-		EvidenceCount:    len(w.Msgs),
-		Evidence:         make([]schemas.WindowEvidence, len(w.Msgs)),
-		ClosedAt:         closedAt,
-		Reason:           m.Reason,
+		EvidenceCount:    len(refs),
+		Evidence:         make([]schemas.WindowEvidence, len(refs)),
+		ClosedAt:         time.UnixMilli(closedAtMS).UTC(),
+		Reason:           reason,
 	}
-	for i, r := range w.Msgs {
+	for i, r := range refs {
 		rec.Evidence[i] = schemas.WindowEvidence{
 			Key:         chatKey + "/" + r.ID,
 			MessageID:   ids.MessageID(r.ID),
@@ -154,15 +237,14 @@ func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
 		// Our own record failed to encode: a bug, not bad input. Fail the processor
 		// rather than lose the window; the state is untouched, so a restart retries.
 		ctx.Fail(err)
-		return
+		return false
 	}
 	ctx.Emit(goka.Stream(p.opts.ClosedTopic), chatKey, b)
-	p.m.closed.WithLabelValues(m.Reason).Inc()
-	p.m.closedEvidence.Observe(float64(len(w.Msgs)))
-	p.log.Debug("window closed", "window_key", ctx.Key(), "evidence_count", len(w.Msgs),
-		"aggregate_hash", rec.AggregateHash, "reason", m.Reason)
-	w.Count, w.Msgs, w.ClosedAt, w.Reason = len(w.Msgs), nil, m.ClosedAt, m.Reason
-	ctx.SetValue(&tableValue{Window: w})
+	p.m.closed.WithLabelValues(reason).Inc()
+	p.m.closedEvidence.Observe(float64(len(refs)))
+	p.log.Debug("window closed", "window_key", windowKey(chatKey, start), "evidence_count", len(refs),
+		"aggregate_hash", rec.AggregateHash, "reason", reason)
+	return true
 }
 
 // onVisit is the watcher's pass over every key: chats close their due windows, closed
@@ -170,6 +252,13 @@ func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
 func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	now, ok := meta.(time.Time)
 	if !ok {
+		return
+	}
+	if _, _, start, _, isPage := splitPageKey(ctx.Key()); isPage {
+		// pages go with their window's marker
+		if start.Add(p.opts.Window + p.opts.Retention).Before(now) {
+			ctx.Delete()
+		}
 		return
 	}
 	if _, _, isWindow := splitWindowKey(ctx.Key()); isWindow {

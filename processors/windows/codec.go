@@ -10,13 +10,18 @@ import (
 // values use a compact binary encoding rather than JSON: a window value is decoded and
 // re-encoded on every evidence version it receives, which made JSON the processor's
 // largest cost. Every value starts with a format byte; an unknown format fails the
-// processor loudly instead of misreading state.
+// processor loudly instead of misreading state. Format 2 added paged windows (page
+// count, pending page, the recall flag of a logged ref, page values) and the loop
+// fields that move pages; format 1 values still decode, so a processor version's
+// state survives the upgrade.
 
 const (
 	formatV1 byte = 1
+	formatV2 byte = 2
 
 	tagChat   byte = 1
 	tagWindow byte = 2
+	tagPage   byte = 3
 )
 
 // ErrStateFormat means a table or loop value was written by an unknown encoding.
@@ -109,10 +114,43 @@ func encodeRef(e *enc, r msgRef) {
 	e.string(r.ID)
 	e.varint(r.At)
 	e.string(r.Hash)
+	e.bool(r.Del)
 }
 
-func decodeRef(d *dec) msgRef {
-	return msgRef{ID: d.string(), At: d.varint(), Hash: d.string()}
+func decodeRef(d *dec, format byte) msgRef {
+	r := msgRef{ID: d.string(), At: d.varint(), Hash: d.string()}
+	if format >= formatV2 {
+		r.Del = d.bool()
+	}
+	return r
+}
+
+func encodeRefs(e *enc, refs []msgRef) {
+	e.uvarint(len(refs))
+	for _, r := range refs {
+		encodeRef(e, r)
+	}
+}
+
+func decodeRefs(d *dec, format byte) []msgRef {
+	n := d.uvarint(maxStateItems)
+	if n == 0 || d.err != nil {
+		return nil
+	}
+	refs := make([]msgRef, n)
+	for i := range refs {
+		refs[i] = decodeRef(d, format)
+	}
+	return refs
+}
+
+// readFormat reads the format byte; ok is false (and d.err set) for unknown formats.
+func readFormat(d *dec) (byte, error) {
+	f := d.byte()
+	if d.err == nil && f != formatV1 && f != formatV2 {
+		return 0, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	}
+	return f, nil
 }
 
 // tableCodec is the goka codec of the group table (values *tableValue).
@@ -124,7 +162,7 @@ func (tableCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("windows: table codec cannot encode %T", v)
 	}
 	e := enc{b: make([]byte, 0, 64)}
-	e.byte(formatV1)
+	e.byte(formatV2)
 	switch {
 	case tv.Chat != nil:
 		c := tv.Chat
@@ -144,10 +182,12 @@ func (tableCodec) Encode(v any) ([]byte, error) {
 		e.string(w.Reason)
 		e.uvarint(w.Count)
 		e.uvarint(w.Late)
-		e.uvarint(len(w.Msgs))
-		for _, r := range w.Msgs {
-			encodeRef(&e, r)
-		}
+		encodeRefs(&e, w.Msgs)
+		e.uvarint(w.Pages)
+		encodeRefs(&e, w.Pending)
+	case tv.Page != nil:
+		e.byte(tagPage)
+		encodeRefs(&e, tv.Page.Refs)
 	default:
 		return nil, errors.New("windows: empty table value")
 	}
@@ -159,8 +199,9 @@ const maxStateItems = 1 << 20
 
 func (tableCodec) Decode(b []byte) (any, error) {
 	d := dec{b: b}
-	if f := d.byte(); d.err == nil && f != formatV1 {
-		return nil, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	format, err := readFormat(&d)
+	if err != nil {
+		return nil, err
 	}
 	tv := &tableValue{}
 	switch tag := d.byte(); tag {
@@ -178,14 +219,17 @@ func (tableCodec) Decode(b []byte) (any, error) {
 		w := &windowState{Start: d.varint(), FirstSeen: d.varint(), ClosedAt: d.varint(), Reason: d.string()}
 		w.Count = d.uvarint(maxStateItems)
 		w.Late = d.uvarint(1 << 62)
-		n := d.uvarint(maxStateItems)
-		if n > 0 && d.err == nil {
-			w.Msgs = make([]msgRef, n)
-			for i := range w.Msgs {
-				w.Msgs[i] = decodeRef(&d)
-			}
+		w.Msgs = decodeRefs(&d, format)
+		if format >= formatV2 {
+			w.Pages = d.uvarint(maxStateItems)
+			w.Pending = decodeRefs(&d, format)
 		}
 		tv.Window = w
+	case tagPage:
+		if format < formatV2 {
+			return nil, fmt.Errorf("%w: page value in format %d", ErrStateFormat, format)
+		}
+		tv.Page = &pageState{Refs: decodeRefs(&d, format)}
 	default:
 		if d.err == nil {
 			return nil, fmt.Errorf("%w: value tag %d", ErrStateFormat, tag)
@@ -197,7 +241,7 @@ func (tableCodec) Decode(b []byte) (any, error) {
 	return tv, nil
 }
 
-var loopOps = []loopOp{opEvidence, opOpened, opClose}
+var loopOps = []loopOp{opEvidence, opOpened, opClose, opSeal, opSealed, opCollect}
 
 // loopCodec is the goka codec of the loop topic (values *loopMsg).
 type loopCodec struct{}
@@ -208,7 +252,7 @@ func (loopCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("windows: loop codec cannot encode %T", v)
 	}
 	e := enc{b: make([]byte, 0, 128)}
-	e.byte(formatV1)
+	e.byte(formatV2)
 	op := -1
 	for i, o := range loopOps {
 		if o == m.Op {
@@ -225,13 +269,19 @@ func (loopCodec) Encode(v any) ([]byte, error) {
 	e.varint(m.FirstSeen)
 	e.string(m.Reason)
 	e.varint(m.ClosedAt)
+	e.uvarint(m.Page)
+	e.uvarint(m.Pages)
+	encodeRefs(&e, m.Refs)
+	encodeRefs(&e, m.Pending)
+	encodeRefs(&e, m.Tail)
 	return e.b, nil
 }
 
 func (loopCodec) Decode(b []byte) (any, error) {
 	d := dec{b: b}
-	if f := d.byte(); d.err == nil && f != formatV1 {
-		return nil, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	format, err := readFormat(&d)
+	if err != nil {
+		return nil, err
 	}
 	op := int(d.byte())
 	if d.err == nil && op >= len(loopOps) {
@@ -241,9 +291,13 @@ func (loopCodec) Decode(b []byte) (any, error) {
 	if d.err == nil {
 		m.Op = loopOps[op]
 	}
-	m.Ref = decodeRef(&d)
+	m.Ref = decodeRef(&d, format)
 	m.Deleted = d.bool()
 	m.Start, m.FirstSeen, m.Reason, m.ClosedAt = d.varint(), d.varint(), d.string(), d.varint()
+	if format >= formatV2 {
+		m.Page, m.Pages = d.uvarint(maxStateItems), d.uvarint(maxStateItems)
+		m.Refs, m.Pending, m.Tail = decodeRefs(&d, format), decodeRefs(&d, format), decodeRefs(&d, format)
+	}
 	if err := d.done("loop message"); err != nil {
 		return nil, err
 	}

@@ -22,6 +22,16 @@ func TestStateCodecRoundTrip(t *testing.T) {
 		{"loop evidence", &loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: -5, Hash: "h"}, Deleted: true}, loopCodec{}},
 		{"loop close", &loopMsg{Op: opClose, Start: 7, Reason: ReasonGraceElapsedCovered, ClosedAt: 8}, loopCodec{}},
 		{"loop opened", &loopMsg{Op: opOpened, Start: 7, FirstSeen: 9}, loopCodec{}},
+		{"paged window", &tableValue{Window: &windowState{Start: 1, FirstSeen: 2, Pages: 3,
+			Msgs:    []msgRef{{ID: "om_a", At: 1, Hash: "aa", Del: true}},
+			Pending: []msgRef{{ID: "om_b", At: 2, Hash: "bb"}}}}, tableCodec{}},
+		{"page", &tableValue{Page: &pageState{Refs: []msgRef{{ID: "om_a", At: 1, Hash: "aa"}, {ID: "om_c", At: 3, Hash: "cc", Del: true}}}}, tableCodec{}},
+		{"loop seal", &loopMsg{Op: opSeal, Page: 2, Refs: []msgRef{{ID: "om_a", At: 1, Hash: "aa"}}}, loopCodec{}},
+		{"loop sealed", &loopMsg{Op: opSealed, Page: 2}, loopCodec{}},
+		{"loop collect", &loopMsg{Op: opCollect, Start: 7, ClosedAt: 8, Reason: ReasonGraceElapsed, Page: 1, Pages: 3,
+			Refs:    []msgRef{{ID: "om_a", At: 1, Hash: "aa"}},
+			Pending: []msgRef{{ID: "om_b", At: 2, Hash: "bb"}},
+			Tail:    []msgRef{{ID: "om_c", At: 3, Hash: "cc", Del: true}}}, loopCodec{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,6 +66,7 @@ func TestStateCodecRejectsUnknown(t *testing.T) {
 		{"future format", []byte{9, tagChat, 0, 0}},
 		{"unknown tag", []byte{formatV1, 7}},
 		{"huge list", []byte{formatV1, tagChat, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"page in format 1", []byte{formatV1, tagPage, 0}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -69,6 +80,30 @@ func TestStateCodecRejectsUnknown(t *testing.T) {
 	}
 	if _, err := (loopCodec{}).Encode(&loopMsg{Op: "bogus"}); err == nil {
 		t.Fatal("encoded an unknown op")
+	}
+}
+
+// TestStateCodecReadsFormat1 decodes values written before paging (format 1), so a
+// processor version's state and loop records survive the upgrade.
+func TestStateCodecReadsFormat1(t *testing.T) {
+	// window: start 1, first seen 2, closed 0, reason "", count 0, late 0, one ref
+	win := []byte{formatV1, tagWindow, 2, 4, 0, 0, 0, 0, 1, 4, 'o', 'm', '_', 'a', 2, 2, 'a', 'a'}
+	v, err := tableCodec{}.Decode(win)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &tableValue{Window: &windowState{Start: 1, FirstSeen: 2, Msgs: []msgRef{{ID: "om_a", At: 1, Hash: "aa"}}}}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("format 1 window: got %#v", v.(*tableValue).Window)
+	}
+	// loop evidence: op 0, ref, deleted, start, first seen, reason, closed at
+	loop := []byte{formatV1, 0, 4, 'o', 'm', '_', 'a', 2, 2, 'a', 'a', 1, 0, 0, 0, 0}
+	m, err := loopCodec{}.Decode(loop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: 1, Hash: "aa"}, Deleted: true}); !reflect.DeepEqual(m, want) {
+		t.Fatalf("format 1 loop: got %#v", m)
 	}
 }
 

@@ -8,9 +8,10 @@
 // The group table holds a chat value under <workspace>/<chat> (its open windows and its
 // collection coverage) and a window value under <workspace>/<chat>/window/<start> (the
 // ordered (message, content_hash) versions it holds, or, once closed, a small marker).
-// Both keys hash to the chat's partition. Only windows that received synthesis-eligible
-// evidence exist, so an idle chat costs nothing; state is bounded by open windows plus
-// one marker per closed window within Options.Retention.
+// Large windows also have page keys (see Bounds). All keys hash to the chat's
+// partition. Only windows that received synthesis-eligible evidence exist, so an idle
+// chat costs nothing; state is bounded by open windows plus one marker (and, for a
+// large window, its pages) per closed window within Options.Retention.
 //
 // # Closing
 //
@@ -33,6 +34,13 @@
 //
 // # Bounds
 //
-// A window value grows with its evidence (each version is ~100 bytes), and every
-// update rewrites it; docs/perf.md records what a burst into one window costs.
+// One update reads and rewrites at most two pages of evidence refs (~100 bytes
+// each), whatever the size of the window: a window keeps up to a page (64 refs) in
+// its own value and seals each full page into a key of its own
+// (<window key>/page/<n>). After the first acknowledged page, a version that is not
+// in the window's own value is logged rather than classified (metric outcome
+// "logged"), and the versions are folded in arrival order when the window closes,
+// which gives the same closed record as an unpaged window. A paged window's close
+// walks its pages in order, one loop record each; pages are dropped with the
+// window's marker after Options.Retention. docs/perf.md records the throughput.
 package windows

@@ -12,6 +12,8 @@ type metrics struct {
 	wakeups         *prometheus.CounterVec
 	deadLettered    *prometheus.CounterVec
 	markersDropped  prometheus.Counter
+	pagesSealed     prometheus.Counter
+	pagesMissing    prometheus.Counter
 	scanSeconds     prometheus.Histogram
 	visitedKeys     prometheus.Gauge
 
@@ -25,7 +27,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_evidence_total",
-			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, late, ineligible, aged_out, deleted_unseen, tombstone).",
+			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, logged, late, ineligible, aged_out, deleted_unseen, tombstone); logged versions went to a paged window and are resolved when it closes.",
 		}, []string{"outcome"}),
 		late: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "larkline_windows_late_records_total",
@@ -60,6 +62,14 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_closed_markers_dropped_total",
 			Help: "Closed-window markers dropped after the retention period.",
 		}),
+		pagesSealed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_pages_sealed_total",
+			Help: "Pages of evidence refs that large windows sealed into keys of their own (resends included).",
+		}),
+		pagesMissing: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_pages_missing_total",
+			Help: "Sealed pages a closing window could not find (state lost); should stay 0.",
+		}),
 		scanSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "larkline_windows_scan_duration_seconds",
 			Help:    "Duration of one watcher pass over the window state.",
@@ -80,7 +90,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	}
 	if reg != nil {
 		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.openWindows,
-			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.scanSeconds, m.visitedKeys,
+			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.pagesSealed, m.pagesMissing, m.scanSeconds, m.visitedKeys,
 			m.tablePartitions, m.recoveryRemaining)
 	}
 	return m

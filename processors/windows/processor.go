@@ -43,6 +43,9 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
 	Goka []goka.ProcessorOption
+
+	// pageSize overrides defaultPageSize (tests).
+	pageSize int
 }
 
 // DefaultGroupPrefix starts group names when Options.GroupPrefix is empty.

@@ -2,6 +2,7 @@ package windows
 
 import (
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,25 +39,78 @@ func splitWindowKey(key string) (chatKey string, start time.Time, ok bool) {
 	return key[:i], start.UTC(), true
 }
 
+// pageKeySegment separates a window key from the number of one of its sealed pages.
+const pageKeySegment = "/page/"
+
+// pageKey is the group-table key of sealed page n of a window.
+func pageKey(windowKey string, n int) string { return windowKey + pageKeySegment + strconv.Itoa(n) }
+
+// splitPageKey returns the window key, chat key, window start and page number of a
+// page key.
+func splitPageKey(key string) (wk, chatKey string, start time.Time, page int, ok bool) {
+	i := strings.LastIndex(key, pageKeySegment)
+	if i < 0 || !strings.Contains(key[:i], windowKeySegment) {
+		return "", "", time.Time{}, 0, false
+	}
+	n, err := strconv.Atoi(key[i+len(pageKeySegment):])
+	if err != nil || n < 0 {
+		return "", "", time.Time{}, 0, false
+	}
+	chatKey, start, ok = splitWindowKey(key[:i])
+	if !ok {
+		return "", "", time.Time{}, 0, false
+	}
+	return key[:i], chatKey, start, n, true
+}
+
 // msgRef is one evidence version inside an open window.
 type msgRef struct {
 	ID   string `json:"i"`
 	At   int64  `json:"t"` // occurred_at, unix ms
 	Hash string `json:"h"`
+	// Del marks an entry of a paged window's log that has only seen recalls of a
+	// message the window could not tell apart from a new one (the message may sit in
+	// a sealed page). Folding drops it unless an earlier page holds the message.
+	Del bool `json:"d,omitempty"`
 }
 
+// defaultPageSize is how many evidence versions a window keeps in its own value
+// before it seals them into a page of their own. It bounds what one update reads
+// and rewrites, whatever the size of the window.
+const defaultPageSize = 64
+
 // windowState is the value under a window key.
+//
+// A window holds its evidence in Msgs (ordered by (At, ID), one entry per message)
+// until Msgs reaches the page size. It then seals Msgs into page Pages (its own key,
+// pageKey), keeps the sealed refs in Pending until the page acknowledges them, and
+// starts a new Msgs. From then on Msgs is a log of the versions that arrived after
+// the seal: an update to a message of an acknowledged page cannot be told apart
+// from a new message without reading the page, so it is kept as an entry and the
+// versions are folded, in arrival order, when the window closes (fold).
 type windowState struct {
 	Start     int64    `json:"s"`           // window start, unix ms
 	FirstSeen int64    `json:"f,omitempty"` // wall clock when the first evidence arrived, unix ms
 	Msgs      []msgRef `json:"m,omitempty"` // ordered by (At, ID); emptied when closed
 	ClosedAt  int64    `json:"c,omitempty"` // 0 while open
 	Reason    string   `json:"r,omitempty"`
-	Count     int      `json:"n,omitempty"` // evidence count at close
+	Count     int      `json:"n,omitempty"` // evidence count at close (unpaged windows)
 	Late      int      `json:"l,omitempty"` // late records seen after close
+	Pages     int      `json:"p,omitempty"` // sealed pages, pending one included
+	Pending   []msgRef `json:"q,omitempty"` // refs of page Pages-1 until it acknowledges them
 }
 
 func (w *windowState) closed() bool { return w.ClosedAt != 0 }
+
+// exact reports whether every evidence version the window holds is in its own value
+// (no acknowledged page), so apply can classify each version exactly.
+func (w *windowState) exact() bool {
+	acked := w.Pages
+	if w.Pending != nil {
+		acked--
+	}
+	return acked == 0
+}
 
 // applyOutcome says what an evidence version did to its window.
 type applyOutcome int
@@ -67,6 +121,9 @@ const (
 	outcomeDuplicate                             // the same version again: nothing changes
 	outcomeLate                                  // the window is already closed: counted, never reopened
 	outcomeDeletedUnseen                         // a recalled message the window never held: nothing to do
+	// outcomeLogged: a version for a paged window whose sealed pages may hold the
+	// message; it is logged and resolved (new, edit or duplicate) when the window closes.
+	outcomeLogged
 )
 
 func (o applyOutcome) String() string {
@@ -81,18 +138,21 @@ func (o applyOutcome) String() string {
 		return "late"
 	case outcomeDeletedUnseen:
 		return "deleted_unseen"
+	case outcomeLogged:
+		return "logged"
 	}
 	return "unknown"
 }
 
 // apply records one evidence version in the window. The message list stays ordered by
 // (occurred_at, message id), so the closed record is the same whatever order Kafka
-// delivered the evidence in.
+// delivered the evidence in. Its cost is bounded by the page size, not by the window.
 func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome {
 	if w.closed() {
 		w.Late++
 		return outcomeLate
 	}
+	m.Del = false
 	for i := range w.Msgs {
 		if w.Msgs[i].ID != m.ID {
 			continue
@@ -101,11 +161,29 @@ func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome 
 			return outcomeDuplicate
 		}
 		w.Msgs[i].Hash = m.Hash
+		w.Msgs[i].Del = w.Msgs[i].Del && deleted
 		if w.Msgs[i].At != m.At { // occurred_at never changes in Lark; keep order correct if it did
 			w.Msgs[i].At = m.At
 			sortRefs(w.Msgs)
 		}
 		return outcomeUpdated
+	}
+	for _, p := range w.Pending {
+		if p.ID != m.ID {
+			continue
+		}
+		if p.Hash == m.Hash {
+			return outcomeDuplicate
+		}
+		// the pending page already went out with the older version: log the new one
+		m.Del = p.Del && deleted
+		w.insert(m)
+		return outcomeUpdated
+	}
+	if !w.exact() {
+		m.Del = deleted
+		w.insert(m)
+		return outcomeLogged
 	}
 	if deleted {
 		return outcomeDeletedUnseen
@@ -113,9 +191,68 @@ func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome 
 	if len(w.Msgs) == 0 && w.FirstSeen == 0 {
 		w.FirstSeen = now.UnixMilli()
 	}
+	w.insert(m)
+	return outcomeAdded
+}
+
+func (w *windowState) insert(m msgRef) {
 	i, _ := slices.BinarySearchFunc(w.Msgs, m, cmpRef)
 	w.Msgs = slices.Insert(w.Msgs, i, m)
-	return outcomeAdded
+}
+
+// seal moves Msgs into a new pending page once it holds pageSize entries, and
+// reports the page to write (its number and refs). While a page is pending, Msgs
+// keeps growing, and the pending page is sent again every pageSize entries in case
+// the first send was lost with a crash.
+func (w *windowState) seal(pageSize int) (page int, refs []msgRef, ok bool) {
+	if len(w.Msgs) < pageSize {
+		return 0, nil, false
+	}
+	if w.Pending == nil {
+		w.Pending, w.Msgs = w.Msgs, nil
+		w.Pages++
+		return w.Pages - 1, w.Pending, true
+	}
+	if len(w.Msgs)%pageSize == 0 {
+		return w.Pages - 1, w.Pending, true
+	}
+	return 0, nil, false
+}
+
+// fold replays logged evidence versions, in arrival order, into one ordered list
+// with one entry per message: the same list apply would have kept had the window
+// never been paged.
+type fold struct {
+	refs []msgRef
+	idx  map[string]int
+}
+
+func newFold(acc []msgRef) *fold {
+	f := &fold{refs: slices.Clone(acc), idx: make(map[string]int, len(acc))}
+	for i, r := range f.refs {
+		f.idx[r.ID] = i
+	}
+	return f
+}
+
+func (f *fold) add(refs []msgRef) {
+	for _, r := range refs {
+		if i, ok := f.idx[r.ID]; ok {
+			f.refs[i].Hash, f.refs[i].At = r.Hash, r.At
+			continue
+		}
+		if r.Del {
+			continue // a recall of a message the window never held
+		}
+		r.Del = false
+		f.idx[r.ID] = len(f.refs)
+		f.refs = append(f.refs, r)
+	}
+}
+
+func (f *fold) result() []msgRef {
+	sortRefs(f.refs)
+	return f.refs
 }
 
 func cmpRef(a, b msgRef) int {
@@ -225,10 +362,18 @@ func (p closePolicy) nextDue(c *chatState) time.Time {
 	return end.Add(p.grace)
 }
 
+// pageState is the value under a page key: one sealed page of a window's evidence
+// log. It is written once (again only if a seal is resent) and dropped with the
+// window's marker after retention.
+type pageState struct {
+	Refs []msgRef `json:"m"`
+}
+
 // tableValue is the union stored in the group table: exactly one field is set.
 type tableValue struct {
 	Chat   *chatState   `json:"chat,omitempty"`
 	Window *windowState `json:"win,omitempty"`
+	Page   *pageState   `json:"page,omitempty"`
 }
 
 // loopOp is the kind of an internal message on the group's loop topic.
@@ -238,6 +383,9 @@ const (
 	opEvidence loopOp = "evidence" // input → window: add or update an evidence version
 	opOpened   loopOp = "opened"   // window → chat: the window received its first evidence
 	opClose    loopOp = "close"    // chat → window: close now and emit the record
+	opSeal     loopOp = "seal"     // window → page: store these refs as page Page
+	opSealed   loopOp = "sealed"   // page → window: page Page is stored
+	opCollect  loopOp = "collect"  // window → page → next page: fold the pages, emit after the last
 )
 
 // loopMsg is the value on the loop topic.
@@ -249,6 +397,15 @@ type loopMsg struct {
 	FirstSeen int64  `json:"first,omitempty"`
 	Reason    string `json:"reason,omitempty"`
 	ClosedAt  int64  `json:"closed,omitempty"`
+	// seal, sealed, collect
+	Page  int `json:"page,omitempty"`
+	Pages int `json:"pages,omitempty"` // collect: the window's page count
+	// Refs: seal, the page's refs; collect, the evidence folded so far (ordered).
+	Refs []msgRef `json:"refs,omitempty"`
+	// Pending and Tail (collect): the window's unacknowledged page and its own log,
+	// folded after the pages.
+	Pending []msgRef `json:"pending,omitempty"`
+	Tail    []msgRef `json:"tail,omitempty"`
 }
 
 // parseChatKey is ids.ParseChatKey for table keys.
