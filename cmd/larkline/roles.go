@@ -405,9 +405,13 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	case config.SynthesizerOpenAI:
 		o := rt.cfg.Synthesis.OpenAI
 		chunkTimeout = time.Duration(o.MaxRetries+1)*o.Timeout + 10*time.Second
+		retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
+		if retries == 0 {
+			retries = openai.NoRetries
+		}
 		c, err := openai.New(openai.Options{
 			BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
-			MaxRetries: o.MaxRetries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: rt.cfg.Synthesis.PromptVersion,
+			MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: rt.cfg.Synthesis.PromptVersion,
 			Logger: rt.log, Registry: rt.reg,
 		})
 		if err != nil {
