@@ -25,6 +25,16 @@ type CollectionCheckpoint struct {
 	UpdatedAt          time.Time
 	// ReconcileVersion identifies the reconciliation logic that wrote the checkpoint.
 	ReconcileVersion string
+	// EvidenceEndOffset is one past the highest offset of the evidence records the
+	// reconciler produced for this chat up to this checkpoint, on the chat's
+	// partition of the evidence topic (which the checkpoint topic shares: same
+	// partitioner, same partition count). It follows Kafka's committed-offset
+	// convention, so a consumer of both topics holds all of that evidence once it has
+	// processed the evidence partition up to here or its group committed at least
+	// this offset there: the read-your-writes barrier of coverage gating. 0 means no
+	// barrier (the reconciler produced nothing for the chat since it started, or the
+	// record predates schema version 2). Never negative.
+	EvidenceEndOffset int64
 }
 
 // Key returns the record key <workspace>/<chat>.
@@ -49,6 +59,9 @@ func (p *CollectionCheckpoint) Validate() error {
 	}
 	c.time("updated_at", p.UpdatedAt)
 	c.token("reconcile_version", p.ReconcileVersion, MaxTokenLen)
+	if p.EvidenceEndOffset < 0 {
+		c.fail("evidence_end_offset %d is negative", p.EvidenceEndOffset)
+	}
 	return c.err
 }
 
@@ -65,6 +78,7 @@ var checkpointType = &recordType[CollectionCheckpoint]{
 			"cursor_message_id":     nullableString(string(p.CursorMessageID)),
 			"updated_at":            millis(p.UpdatedAt),
 			"reconcile_version":     p.ReconcileVersion,
+			"evidence_end_offset":   p.EvidenceEndOffset,
 		}
 	},
 	fromNative: func(root *node, v any) (CollectionCheckpoint, error) {
@@ -77,6 +91,7 @@ var checkpointType = &recordType[CollectionCheckpoint]{
 			CursorMessageID:    ids.MessageID(f.optStr("cursor_message_id")),
 			UpdatedAt:          f.timestamp("updated_at"),
 			ReconcileVersion:   f.str("reconcile_version"),
+			EvidenceEndOffset:  f.long("evidence_end_offset"),
 		}
 		return p, f.err
 	},

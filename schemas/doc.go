@@ -43,6 +43,13 @@
 // before goavro sees a body it checks its structure against the writer schema so
 // that no length or count in corrupted bytes can make it allocate without bound.
 //
+// A reader refuses records of a version newer than it knows (ErrNewerSchema), so a
+// new version rolls out readers first: version 2 of CollectionCheckpoint
+// (evidence_end_offset, the window processor's read-your-writes barrier) needs the
+// window processors deployed before the reconcilers, and version 2 of ClosedWindow
+// (each evidence version's source_updated_at and deleted flag, its [EvidenceRank])
+// needs the synthesis workers deployed before the window processors.
+//
 // # Tombstones
 //
 // A null Kafka value deletes a key of a compacted topic. It is not a record: the

@@ -84,9 +84,9 @@ func sampleEvidenceDeleted() EvidenceRecord {
 func sampleWindow() ClosedWindow {
 	start := time.Date(2026, 11, 30, 2, 10, 0, 0, time.UTC)
 	ev := []WindowEvidence{
-		{MessageID: "om_b", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("b")},
-		{MessageID: "om_a", OccurredAt: start.Add(30 * time.Second), ContentHash: hashOf("a")},
-		{MessageID: "om_c", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("c")},
+		{MessageID: "om_b", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("b"), SourceUpdatedAt: start.Add(5 * time.Minute)},
+		{MessageID: "om_a", OccurredAt: start.Add(30 * time.Second), ContentHash: hashOf("a")}, // rank unknown
+		{MessageID: "om_c", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("c"), SourceUpdatedAt: start.Add(90 * time.Second), Deleted: true},
 	}
 	for i := range ev {
 		ev[i].Key = ids.EvidenceKey(testWorkspace, testChat, ev[i].MessageID)
@@ -115,12 +115,13 @@ func sampleCheckpoint() CollectionCheckpoint {
 		CursorMessageID:    testMessage,
 		UpdatedAt:          testTime.Add(time.Second),
 		ReconcileVersion:   "r1",
+		EvidenceEndOffset:  42,
 	}
 }
 
 func sampleCheckpointEmpty() CollectionCheckpoint {
 	p := sampleCheckpoint()
-	p.CursorCreateTimeMS, p.CursorMessageID = 0, ""
+	p.CursorCreateTimeMS, p.CursorMessageID, p.EvidenceEndOffset = 0, "", 0
 	return p
 }
 

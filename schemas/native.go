@@ -21,6 +21,15 @@ import (
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
 
+// optMillis encodes an optional timestamp whose field defaults to 0: the zero time
+// is 0 (the epoch), which optTimestamp reads back as the zero time.
+func optMillis(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
 // nullableString encodes "" as null.
 func nullableString(s string) any {
 	if s == "" {
@@ -179,6 +188,16 @@ func (r *fieldReader) timestamp(name string) time.Time {
 	}
 	r.fail(name, "want a timestamp, have %T", v)
 	return time.Time{}
+}
+
+// optTimestamp reads a timestamp whose 0 (the epoch, the field's default) means
+// unknown: it returns the zero time for it.
+func (r *fieldReader) optTimestamp(name string) time.Time {
+	t := r.timestamp(name)
+	if t.UnixMilli() == 0 {
+		return time.Time{}
+	}
+	return t
 }
 
 // optBytes reads nullable bytes; null is nil. The result never aliases the input.

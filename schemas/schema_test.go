@@ -17,7 +17,9 @@ func TestReleasedSchemasAreImmutable(t *testing.T) {
 	released := map[string]uint64{
 		"evidence.v1.avsc":      0xc662c2202ab1ca98,
 		"window_closed.v1.avsc": 0x253247d6db633049,
+		"window_closed.v2.avsc": 0xfa5fc2ef793d09ba,
 		"checkpoint.v1.avsc":    0x17443bf21c588153,
+		"checkpoint.v2.avsc":    0xdd72f0bca875429d,
 		"workspace.v1.avsc":     0x41cc66501b2b397b,
 		"deadletter.v1.avsc":    0xb348ac3f6034b59b,
 	}

@@ -126,6 +126,13 @@ func TestValidateClosedWindow(t *testing.T) {
 		{"at the window end", func(w *ClosedWindow) { w.Evidence[2].OccurredAt = w.WindowEnd }, false, false},
 		{"at the window start", func(w *ClosedWindow) { w.Evidence[0].OccurredAt = w.WindowStart }, true, false},
 		{"bad evidence hash", func(w *ClosedWindow) { w.Evidence[0].ContentHash = "x" }, false, false},
+		{"source_updated_at at the epoch", func(w *ClosedWindow) { w.Evidence[1].SourceUpdatedAt = time.UnixMilli(0) }, false, false},
+		{"source_updated_at before the epoch", func(w *ClosedWindow) { w.Evidence[1].SourceUpdatedAt = time.UnixMilli(-5) }, false, false},
+		{"every rank unknown", func(w *ClosedWindow) {
+			for i := range w.Evidence {
+				w.Evidence[i].SourceUpdatedAt, w.Evidence[i].Deleted = time.Time{}, false
+			}
+		}, true, false},
 		{"bad aggregate hash", func(w *ClosedWindow) { w.AggregateHash = "" }, false, false},
 		{"zero closed_at", func(w *ClosedWindow) { w.ClosedAt = time.Time{} }, false, false},
 		{"empty reason", func(w *ClosedWindow) { w.Reason = "" }, false, false},
@@ -163,6 +170,8 @@ func TestValidateCheckpoint(t *testing.T) {
 		{"zero covered_until", func(p *CollectionCheckpoint) { p.CoveredUntil = time.Time{} }, false, false},
 		{"zero updated_at", func(p *CollectionCheckpoint) { p.UpdatedAt = time.Time{} }, false, false},
 		{"empty reconcile version", func(p *CollectionCheckpoint) { p.ReconcileVersion = "" }, false, false},
+		{"negative evidence end offset", func(p *CollectionCheckpoint) { p.EvidenceEndOffset = -1 }, false, false},
+		{"no evidence barrier", func(p *CollectionCheckpoint) { p.EvidenceEndOffset = 0 }, true, false},
 	})
 }
 

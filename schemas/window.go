@@ -51,6 +51,16 @@ type WindowEvidence struct {
 	MessageID   ids.MessageID
 	OccurredAt  time.Time
 	ContentHash string
+	// SourceUpdatedAt and Deleted rank this version among the versions of its
+	// message (EvidenceRank, the evidence table's version rule). SourceUpdatedAt is
+	// zero when the writer did not know it (schema version 1): the rank is unknown.
+	SourceUpdatedAt time.Time
+	Deleted         bool
+}
+
+// Rank returns the version's rank and whether the record carries it.
+func (e *WindowEvidence) Rank() (EvidenceRank, bool) {
+	return EvidenceRank{SourceUpdatedAt: e.SourceUpdatedAt, Deleted: e.Deleted}, !e.SourceUpdatedAt.IsZero()
 }
 
 // Key returns the record key <workspace>/<chat>.
@@ -122,6 +132,10 @@ func (w *ClosedWindow) Validate() error {
 			c.fail("evidence[%d] %s occurred outside the window", i, e.MessageID)
 			break
 		}
+		if !e.SourceUpdatedAt.IsZero() && e.SourceUpdatedAt.UnixMilli() <= 0 {
+			c.fail("evidence[%d] %s source_updated_at is not after the epoch", i, e.MessageID)
+			break
+		}
 		if !isSHA256Hex(e.ContentHash) {
 			c.sha256Hex("evidence.content_hash", e.ContentHash)
 			break
@@ -145,10 +159,12 @@ var closedWindowType = &recordType[ClosedWindow]{
 		ev := make([]any, len(w.Evidence))
 		for i, e := range w.Evidence {
 			ev[i] = map[string]any{
-				"key":          e.Key,
-				"message_id":   string(e.MessageID),
-				"occurred_at":  millis(e.OccurredAt),
-				"content_hash": e.ContentHash,
+				"key":               e.Key,
+				"message_id":        string(e.MessageID),
+				"occurred_at":       millis(e.OccurredAt),
+				"content_hash":      e.ContentHash,
+				"source_updated_at": optMillis(e.SourceUpdatedAt),
+				"deleted":           e.Deleted,
 			}
 		}
 		return map[string]any{
@@ -191,10 +207,12 @@ var closedWindowType = &recordType[ClosedWindow]{
 		for i, item := range items {
 			e := newFieldReader(itemNode, item)
 			w.Evidence[i] = WindowEvidence{
-				Key:         e.str("key"),
-				MessageID:   ids.MessageID(e.str("message_id")),
-				OccurredAt:  e.timestamp("occurred_at"),
-				ContentHash: e.str("content_hash"),
+				Key:             e.str("key"),
+				MessageID:       ids.MessageID(e.str("message_id")),
+				OccurredAt:      e.timestamp("occurred_at"),
+				ContentHash:     e.str("content_hash"),
+				SourceUpdatedAt: e.optTimestamp("source_updated_at"),
+				Deleted:         e.boolean("deleted"),
 			}
 			if e.err != nil {
 				return w, e.err

@@ -17,6 +17,7 @@ import (
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
@@ -273,8 +274,15 @@ func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
 }
 
 func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
-	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion)
+	// The coverage barrier reads the processor group's committed evidence offsets.
+	cl, err := newKafkaClient(rt.cfg, "windows-offsets")
 	if err != nil {
+		return nil, err
+	}
+	keep := closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, cl.Close}
+	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion, windows.KadmCommittedOffsets{Admin: kadm.NewClient(cl)})
+	if err != nil {
+		cl.Close()
 		return nil, err
 	}
 	if err := rt.ops.AddReadiness("windows", func(context.Context) error {
@@ -285,12 +293,12 @@ func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return []component{p}, nil
+	return []component{keep, p}, nil // closed in reverse: the processor, then the client
 }
 
 // newWindowsProcessor builds the window processor of one version with LevelDB state
 // under windows.stateDir/<version>.
-func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error) {
+func newWindowsProcessor(rt *runtime, version string, offsets windows.CommittedOffsets) (*windows.Processor, error) {
 	g, err := gokaFor(rt, "windows-"+version)
 	if err != nil {
 		return nil, err
@@ -311,6 +319,7 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 		RequireCoverage:  l.ReconciliationActive(),
 		Retention:        l.IngestionLookback,
 		ScanInterval:     l.SynthesisScanInterval,
+		CommittedOffsets: offsets,
 		Codecs:           rt.codecs,
 		Logger:           rt.log,
 		Registry:         rt.reg,

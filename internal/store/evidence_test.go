@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas"
 )
 
 func redacted(e Evidence, at time.Time) Evidence {
@@ -299,7 +300,8 @@ func TestEvidenceByKeysAndMissingVersions(t *testing.T) {
 	a := larkEvidence(ws, "oc_a", "om_a", t0, "a")
 	b := larkEvidence(ws, "oc_a", "om_b", t0, "b")
 	mustUpsert(t, s, a, b)
-	want := []EvidenceVersion{{a.SourceKey, a.ContentHash}, {b.SourceKey, hashOf("b-edited", "live")}, {"chat/oc_a/message/om_c", "h"}}
+	want := []EvidenceVersion{{SourceKey: a.SourceKey, ContentHash: a.ContentHash},
+		{SourceKey: b.SourceKey, ContentHash: hashOf("b-edited", "live")}, {SourceKey: "chat/oc_a/message/om_c", ContentHash: "h"}}
 	stored, err := s.EvidenceByKeys(context.Background(), ws, LarkMessageEvidence, []string{a.SourceKey, b.SourceKey, "chat/oc_a/message/om_c"})
 	if err != nil || len(stored) != 2 {
 		t.Fatalf("EvidenceByKeys = %d, %v", len(stored), err)
@@ -337,5 +339,60 @@ func TestDeleteEvidenceRemovesRowsAndBindings(t *testing.T) {
 	// Deleting in another workspace touches nothing here.
 	if n, err := s.DeleteEvidence(ctx, "ws-else", LarkMessageEvidence, []string{b.SourceKey}); err != nil || n != 0 {
 		t.Fatalf("DeleteEvidence elsewhere = %d, %v", n, err)
+	}
+}
+
+// TestVersionRuleMatchesEvidenceRank: the SQL version rule and its Go mirror
+// (schemas.EvidenceRank, which the window processor and the synthesis evidence wait
+// use) agree on every pair of versions: which one the table keeps.
+func TestVersionRuleMatchesEvidenceRank(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	const ws ids.WorkspaceID = "ws-rank"
+	type version struct {
+		upd     time.Duration
+		deleted bool
+		text    string
+	}
+	versions := []version{
+		{0, false, "orig"}, {time.Minute, false, "edit"}, {0, false, "same-time"},
+		{0, true, ""}, {time.Minute, true, ""}, {2 * time.Minute, false, "late-edit"},
+	}
+	build := func(msg string, v version) Evidence {
+		e := larkEvidence(ws, "oc_rank", msg, t0, v.text)
+		e.SourceUpdatedAt = t0.Add(v.upd)
+		if v.deleted {
+			e.Content, e.Deleted, e.SynthesisEligible = "", true, false
+			e.ContentHash = hashOf(fmt.Sprint(v.upd), "deleted")
+		}
+		return e
+	}
+	n := 0
+	for _, first := range versions {
+		for _, second := range versions {
+			n++
+			msg := fmt.Sprintf("om_%02d", n)
+			a, b := build(msg, first), build(msg, second)
+			mustUpsert(t, s, a)
+			mustUpsert(t, s, b)
+			rows, err := s.EvidenceByKeys(context.Background(), ws, LarkMessageEvidence, []string{a.SourceKey})
+			if err != nil || len(rows) != 1 {
+				t.Fatalf("read back %s: %d rows, %v", msg, len(rows), err)
+			}
+			rankA := schemas.EvidenceRank{SourceUpdatedAt: a.SourceUpdatedAt, Deleted: a.Deleted}
+			rankB := schemas.EvidenceRank{SourceUpdatedAt: b.SourceUpdatedAt, Deleted: b.Deleted}
+			want := a.ContentHash
+			if rankB.Replaces(b.ContentHash, rankA, a.ContentHash) {
+				want = b.ContentHash
+			}
+			if rows[0].ContentHash != want {
+				t.Errorf("%+v then %+v: the table kept %s, EvidenceRank says %s", first, second, rows[0].ContentHash[:8], want[:8])
+			}
+			// what the table keeps ranks at least as high as both versions
+			kept := rankOf(&rows[0])
+			if kept.Compare(rankA) < 0 || kept.Compare(rankB) < 0 {
+				t.Errorf("%+v then %+v: the kept version ranks below one of them", first, second)
+			}
+		}
 	}
 }

@@ -14,8 +14,11 @@
 //     attempts spent) is skipped at once.
 //  2. The worker waits, at most EvidenceWait with backoff, until the evidence table
 //     holds every evidence version the closed window names (the sink may lag). A
-//     stored version with another content hash counts when it is newer than the
-//     window's (deleted, or observed or updated after the window closed). When the wait
+//     stored version with another content hash counts when it ranks at least as high
+//     as the window's by the evidence version rule (schemas.EvidenceRank: a deletion
+//     outranks a live version, then the later source_updated_at); for a closed record
+//     without ranks (written by an older window processor) when it is deleted, or
+//     observed or updated after the window closed. When the wait
 //     runs out the attempt is claimed and recorded failed ("evidence_missing"), so it
 //     is retried, never processed with evidence missing.
 //  3. The window's sync-state row is claimed by compare-and-set (store.ClaimWindow):

@@ -44,7 +44,9 @@ func jobOf(cw *schemas.ClosedWindow) *job {
 		versions:        make([]store.EvidenceVersion, len(cw.Evidence)),
 	}
 	for i, e := range cw.Evidence {
-		j.versions[i] = store.EvidenceVersion{SourceKey: ids.MessageSourceKey(cw.ChatID, e.MessageID), ContentHash: e.ContentHash}
+		rank, known := e.Rank()
+		j.versions[i] = store.EvidenceVersion{SourceKey: ids.MessageSourceKey(cw.ChatID, e.MessageID), ContentHash: e.ContentHash,
+			Rank: rank, RankKnown: known}
 	}
 	return j
 }
@@ -225,10 +227,13 @@ func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *
 
 // waitEvidence waits, up to EvidenceWait, until the evidence table holds every version
 // the closed window names (the sink may lag behind the window processor). A stored
-// version with another content hash will do when it is newer than the window's: it
-// was deleted, or observed or updated after the window closed (an edit after the
-// close, which design §16 says does not reopen the window). ok is false when the
-// wait ran out; diag then says what is missing (ids and counts only).
+// version with another content hash will do when it is at least as new as the
+// window's: by the evidence version rule when the closed record carries the version's
+// rank (schema version 2: source_updated_at and deleted; store.MissingVersions), and
+// otherwise (records of an older window processor) when it was deleted, or observed or
+// updated after the window closed (an edit after the close, which design §16 says does
+// not reopen the window). ok is false when the wait ran out; diag then says what is
+// missing (ids and counts only).
 func (w *Worker) waitEvidence(ctx context.Context, j *job, log *slog.Logger) (ok bool, diag string, err error) {
 	started := w.o.Clock()
 	defer func() { w.m.evidenceWait.Observe(w.o.Clock().Sub(started).Seconds()) }()
@@ -289,7 +294,8 @@ func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]
 			}
 			kept := missing[:0]
 			for _, v := range missing {
-				if !newer[v.SourceKey] {
+				// a version of known rank was judged by the version rule already
+				if v.RankKnown || !newer[v.SourceKey] {
 					kept = append(kept, v)
 				}
 			}

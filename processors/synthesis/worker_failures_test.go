@@ -272,6 +272,52 @@ func TestEvidenceWait(t *testing.T) {
 			t.Fatalf("attempt %d, want 1", st.Attempts)
 		}
 	})
+	// Closed windows of schema version 2 carry each version's rank; the wait compares
+	// by the evidence version rule instead of the close time.
+	ranked := func(cw *schemas.ClosedWindow, rows []store.Evidence) {
+		for i := range cw.Evidence {
+			cw.Evidence[i].SourceUpdatedAt, cw.Evidence[i].Deleted = rows[i].SourceUpdatedAt, rows[i].Deleted
+		}
+	}
+	t.Run("stored version newer by rank, observed before the close", func(t *testing.T) {
+		e := newEnv(t)
+		rows := e.seed(win, incidentLines...)
+		cw := e.closedWindow(win, rows) // closed now: the rows were observed before
+		ranked(&cw, rows)
+		// the window names the version before an edit the table already holds
+		cw.Evidence[0].ContentHash = hashText("the version before an edit")
+		cw.Evidence[0].SourceUpdatedAt = rows[0].SourceUpdatedAt.Add(-time.Minute)
+		cw.AggregateHash = schemasAggregate(cw)
+		o := e.options()
+		o.EvidenceWait = waitFor
+		e.start(o)
+		e.produce(cw)
+		if st := e.waitState(win, "the window to finish", terminal); st.Attempts != 1 || st.Status == store.WindowFailed {
+			t.Fatalf("attempt %d status %s, want one successful attempt", st.Attempts, st.Status)
+		}
+	})
+	t.Run("stored version older by rank, observed after the close", func(t *testing.T) {
+		e := newEnv(t)
+		rows := e.seed(win, incidentLines...)
+		cw := e.closedWindow(win, rows)
+		cw.ClosedAt = time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond) // the old heuristic would accept
+		ranked(&cw, rows)
+		// the window names an edit the table has not received yet
+		cw.Evidence[0].ContentHash = hashText("an edit still on its way")
+		cw.Evidence[0].SourceUpdatedAt = rows[0].SourceUpdatedAt.Add(time.Minute)
+		cw.AggregateHash = schemasAggregate(cw)
+		o := e.options()
+		o.EvidenceWait, o.MaxAttempts = 200*time.Millisecond, 1
+		r := e.start(o)
+		e.produce(cw)
+		st := e.waitState(win, "the window to fail", func(s store.WindowState) bool { return s.Status == store.WindowFailed })
+		if !strings.Contains(st.Meta.Error, "not in the evidence table") {
+			t.Errorf("diagnostics %q should say the evidence is missing", st.Meta.Error)
+		}
+		if got := r.counter("larkline_synthesis_attempt_failures_total", "reason", reasonEvidenceMissing); got != 1 {
+			t.Errorf("evidence_missing failures = %v, want 1", got)
+		}
+	})
 }
 
 // watchStore signals the first evidence check of a closed window.

@@ -15,6 +15,9 @@ import (
 // onEvidence routes one evidence version to its window. It keeps no per-message state
 // of its own: dedup happens in the window, which holds the versions it has seen.
 func (p *Processor) onEvidence(ctx goka.Context, msg any) {
+	// Whatever becomes of the record, it is processed once this callback returns; a
+	// loopback it sends precedes any close a later callback of the partition sends.
+	defer p.barrier.evidenceSeen(ctx.Partition(), ctx.Offset())
 	raw, _ := msg.([]byte)
 	if raw == nil {
 		// A tombstone: retention removed the message's evidence. Closed windows never
@@ -42,8 +45,9 @@ func (p *Processor) onEvidence(ctx goka.Context, msg any) {
 	}
 	chatKey := ids.ChatKey(ev.WorkspaceID, ev.ChatID)
 	ctx.Loopback(windowKey(chatKey, start), &loopMsg{
-		Op:      opEvidence,
-		Ref:     msgRef{ID: string(ev.MessageID), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash},
+		Op: opEvidence,
+		Ref: msgRef{ID: string(ev.MessageID), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash,
+			Upd: ev.SourceUpdatedAt.UnixMilli(), Deleted: ev.Deleted},
 		Deleted: ev.Deleted,
 	})
 }
@@ -65,9 +69,7 @@ func (p *Processor) onCheckpoint(ctx goka.Context, msg any) {
 		return
 	}
 	st := p.chat(ctx)
-	if ms := cp.CoveredUntil.UnixMilli(); ms > st.CoveredUntil {
-		st.CoveredUntil = ms
-	}
+	st.offer(cp.CoveredUntil.UnixMilli(), cp.EvidenceEndOffset)
 	p.closeDue(ctx, st, p.opts.Clock())
 }
 
@@ -228,6 +230,9 @@ func (p *Processor) emitClosed(ctx goka.Context, chatKey string, start time.Time
 			OccurredAt:  time.UnixMilli(r.At).UTC(),
 			ContentHash: r.Hash,
 		}
+		if r.Upd > 0 {
+			rec.Evidence[i].SourceUpdatedAt, rec.Evidence[i].Deleted = time.UnixMilli(r.Upd).UTC(), r.Deleted
+		}
 	}
 	rec.AggregateHash = schemas.WindowAggregateHash(rec.Evidence)
 	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
@@ -278,6 +283,7 @@ func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	p.closeDue(ctx, st, now)
 	p.scanMu.Lock()
 	p.scan.open += len(st.Open)
+	p.scan.held += p.policy.heldWindows(st, now)
 	for _, o := range st.Open {
 		if o.FirstSeen > 0 && (p.scan.oldestSeen == 0 || o.FirstSeen < p.scan.oldestSeen) {
 			p.scan.oldestSeen = o.FirstSeen
@@ -292,6 +298,10 @@ func (p *Processor) onVisit(ctx goka.Context, meta any) {
 // closeDue closes, oldest first, every window of the chat that is due at now, and
 // stores the chat state (deleting it once it holds nothing worth keeping).
 func (p *Processor) closeDue(ctx goka.Context, st *chatState, now time.Time) {
+	if len(st.Held) > 0 {
+		partition := ctx.Partition()
+		st.release(func(end int64) bool { return p.barrier.met(partition, end) })
+	}
 	due, reason := p.policy.takeDue(st, now)
 	for _, w := range due {
 		ctx.Loopback(windowKey(ctx.Key(), time.UnixMilli(w.Start)), &loopMsg{

@@ -12,12 +12,17 @@ import (
 // largest cost. Every value starts with a format byte; an unknown format fails the
 // processor loudly instead of misreading state. Format 2 added paged windows (page
 // count, pending page, the recall flag of a logged ref, page values) and the loop
-// fields that move pages; format 1 values still decode, so a processor version's
-// state survives the upgrade.
+// fields that move pages. Format 3 added each ref's version rank (source_updated_at
+// and deleted flag) and a chat's coverage held by the evidence barrier. Formats 1
+// and 2 still decode (ranks unknown, nothing held), so a processor version's state
+// survives the upgrade.
 
 const (
 	formatV1 byte = 1
 	formatV2 byte = 2
+	formatV3 byte = 3
+	// formatCurrent is the format Encode writes.
+	formatCurrent = formatV3
 
 	tagChat   byte = 1
 	tagWindow byte = 2
@@ -115,12 +120,18 @@ func encodeRef(e *enc, r msgRef) {
 	e.varint(r.At)
 	e.string(r.Hash)
 	e.bool(r.Del)
+	e.varint(r.Upd)
+	e.bool(r.Deleted)
 }
 
 func decodeRef(d *dec, format byte) msgRef {
 	r := msgRef{ID: d.string(), At: d.varint(), Hash: d.string()}
 	if format >= formatV2 {
 		r.Del = d.bool()
+	}
+	if format >= formatV3 {
+		r.Upd = d.varint()
+		r.Deleted = d.bool()
 	}
 	return r
 }
@@ -147,7 +158,7 @@ func decodeRefs(d *dec, format byte) []msgRef {
 // readFormat reads the format byte; ok is false (and d.err set) for unknown formats.
 func readFormat(d *dec) (byte, error) {
 	f := d.byte()
-	if d.err == nil && f != formatV1 && f != formatV2 {
+	if d.err == nil && f != formatV1 && f != formatV2 && f != formatV3 {
 		return 0, fmt.Errorf("%w: format %d", ErrStateFormat, f)
 	}
 	return f, nil
@@ -162,7 +173,7 @@ func (tableCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("windows: table codec cannot encode %T", v)
 	}
 	e := enc{b: make([]byte, 0, 64)}
-	e.byte(formatV2)
+	e.byte(formatCurrent)
 	switch {
 	case tv.Chat != nil:
 		c := tv.Chat
@@ -172,6 +183,11 @@ func (tableCodec) Encode(v any) ([]byte, error) {
 		for _, o := range c.Open {
 			e.varint(o.Start)
 			e.varint(o.FirstSeen)
+		}
+		e.uvarint(len(c.Held))
+		for _, h := range c.Held {
+			e.varint(h.Until)
+			e.varint(h.End)
 		}
 	case tv.Window != nil:
 		w := tv.Window
@@ -214,6 +230,14 @@ func (tableCodec) Decode(b []byte) (any, error) {
 				c.Open[i] = openWindow{Start: d.varint(), FirstSeen: d.varint()}
 			}
 		}
+		if format >= formatV3 {
+			if n := d.uvarint(maxStateItems); n > 0 && d.err == nil {
+				c.Held = make([]heldCoverage, n)
+				for i := range c.Held {
+					c.Held[i] = heldCoverage{Until: d.varint(), End: d.varint()}
+				}
+			}
+		}
 		tv.Chat = c
 	case tagWindow:
 		w := &windowState{Start: d.varint(), FirstSeen: d.varint(), ClosedAt: d.varint(), Reason: d.string()}
@@ -252,7 +276,7 @@ func (loopCodec) Encode(v any) ([]byte, error) {
 		return nil, fmt.Errorf("windows: loop codec cannot encode %T", v)
 	}
 	e := enc{b: make([]byte, 0, 128)}
-	e.byte(formatV2)
+	e.byte(formatCurrent)
 	op := -1
 	for i, o := range loopOps {
 		if o == m.Op {

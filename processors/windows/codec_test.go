@@ -17,6 +17,11 @@ func TestStateCodecRoundTrip(t *testing.T) {
 	}{
 		{"chat", &tableValue{Chat: &chatState{CoveredUntil: 1764470400000, Open: []openWindow{{Start: 1, FirstSeen: 2}, {Start: 600000}}}}, tableCodec{}},
 		{"empty chat", &tableValue{Chat: &chatState{CoveredUntil: 5}}, tableCodec{}},
+		{"chat with held coverage", &tableValue{Chat: &chatState{CoveredUntil: 5, Open: []openWindow{{Start: 1}},
+			Held: []heldCoverage{{Until: 600000, End: 17}, {Until: 1200000, End: 40}}}}, tableCodec{}},
+		{"window with ranked versions", &tableValue{Window: &windowState{Start: 1, Msgs: []msgRef{
+			{ID: "om_a", At: 1, Hash: "aa", Upd: 1764470400123}, {ID: "om_b", At: 2, Hash: "bb", Upd: 5, Deleted: true}}}}, tableCodec{}},
+		{"loop evidence with rank", &loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: 3, Hash: "h", Upd: 9, Deleted: true}, Deleted: true}, loopCodec{}},
 		{"open window", &tableValue{Window: &windowState{Start: 1764470400000, FirstSeen: 9, Msgs: []msgRef{{ID: "om_a", At: 1, Hash: "aa"}, {ID: "om_b", At: 2, Hash: "bb"}}}}, tableCodec{}},
 		{"closed marker", &tableValue{Window: &windowState{Start: 1, ClosedAt: 2, Reason: ReasonGraceElapsed, Count: 40, Late: 3}}, tableCodec{}},
 		{"loop evidence", &loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: -5, Hash: "h"}, Deleted: true}, loopCodec{}},
@@ -104,6 +109,33 @@ func TestStateCodecReadsFormat1(t *testing.T) {
 	}
 	if want := (&loopMsg{Op: opEvidence, Ref: msgRef{ID: "om_a", At: 1, Hash: "aa"}, Deleted: true}); !reflect.DeepEqual(m, want) {
 		t.Fatalf("format 1 loop: got %#v", m)
+	}
+}
+
+// TestStateCodecReadsFormat2 decodes values written before version ranks and held
+// coverage (format 2): ranks are unknown, nothing is held.
+func TestStateCodecReadsFormat2(t *testing.T) {
+	// chat: covered until 3, one open window (start 1, first seen 2)
+	chatV2 := []byte{formatV2, tagChat, 6, 1, 2, 4}
+	v, err := tableCodec{}.Decode(chatV2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (&tableValue{Chat: &chatState{CoveredUntil: 3, Open: []openWindow{{Start: 1, FirstSeen: 2}}}}); !reflect.DeepEqual(v, want) {
+		t.Fatalf("format 2 chat: got %#v", v.(*tableValue).Chat)
+	}
+	// page: one ref with the recall flag
+	page := []byte{formatV2, tagPage, 1, 4, 'o', 'm', '_', 'a', 2, 2, 'a', 'a', 1}
+	v, err = tableCodec{}.Decode(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &tableValue{Page: &pageState{Refs: []msgRef{{ID: "om_a", At: 1, Hash: "aa", Del: true}}}}
+	if !reflect.DeepEqual(v, want) {
+		t.Fatalf("format 2 page: got %#v", v.(*tableValue).Page)
+	}
+	if _, known := want.Page.Refs[0].rank(); known {
+		t.Fatal("a format 2 ref has a known rank")
 	}
 }
 

@@ -7,7 +7,8 @@
 //
 // The group table holds a chat value under <workspace>/<chat> (its open windows and its
 // collection coverage) and a window value under <workspace>/<chat>/window/<start> (the
-// ordered (message, content_hash) versions it holds, or, once closed, a small marker).
+// ordered (message, content_hash, source_updated_at, deleted) versions it holds, or,
+// once closed, a small marker).
 // Large windows also have page keys (see Bounds). All keys hash to the chat's
 // partition. Only windows that received synthesis-eligible evidence exist, so an idle
 // chat costs nothing; state is bounded by open windows plus one marker (and, for a
@@ -24,10 +25,32 @@
 // in the same callback; evidence for a closed window is counted as late and never
 // reopens it.
 //
+// # Evidence barrier
+//
+// Goka reads the checkpoint and evidence topics independently, so a processor that
+// lags on evidence could see a checkpoint before the evidence reconciliation
+// produced ahead of it, and close a window without a recovered message. A
+// checkpoint carries one past the highest offset of that evidence on the chat's
+// partition (schemas.CollectionCheckpoint.EvidenceEndOffset); its coverage is held
+// in the chat state until the processor has processed the evidence partition up to
+// there, by this life's own count (kept in memory by the evidence callback: no
+// state write per record) or by the group's committed offset, which the watcher
+// reads through Options.CommittedOffsets at most once per ScanInterval and only
+// while some coverage is held (no I/O in callbacks). A later checkpoint's barrier
+// includes the earlier ones; at most 8 held checkpoints per chat are kept apart,
+// more are merged. Held coverage is re-checked on every checkpoint and at every
+// scan; larkline_windows_barrier_held counts the windows it holds.
+//
 // # Delivery
 //
 // Kafka gives at-least-once: a redelivered evidence version changes nothing, an edit
-// updates the window, and a redelivered close is ignored. A crash between emitting a
+// updates the window, and a redelivered close is ignored. Of the versions of one
+// message a window keeps the newest by the evidence table's version rule
+// (schemas.EvidenceRank: a recall outranks a live version, then the later
+// source_updated_at; equal ranks go by arrival), so a late redelivery of an original
+// never replaces the edit the evidence sink keeps, and the closed record names each
+// version with its rank for the synthesis evidence wait. State written before format
+// 3 has no ranks; its versions replace by arrival as before. A crash between emitting a
 // closed record and storing the marker re-emits the same record after recovery;
 // consumers deduplicate by window key. Records that cannot be decoded are parked in the
 // dead-letter topic and the processor keeps going.

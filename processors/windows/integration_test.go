@@ -13,6 +13,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
@@ -109,6 +110,7 @@ func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options))
 		EvidenceTopic: c.evidence, CheckpointTopic: c.checkpoints, ClosedTopic: c.closed, DeadLetterTopic: c.dead,
 		Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour,
 		ScanInterval: 200 * time.Millisecond, Codecs: c.codecs, Clock: clock.Now,
+		CommittedOffsets: KadmCommittedOffsets{Admin: kadm.NewClient(c.producer)},
 		// Memory storage: a restarted instance must recover its state from the group table.
 		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.MemoryBuilder())),
 	}

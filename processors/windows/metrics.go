@@ -3,19 +3,21 @@ package windows
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	evidence        *prometheus.CounterVec
-	late            prometheus.Counter
-	closed          *prometheus.CounterVec
-	closedEvidence  prometheus.Histogram
-	openWindows     prometheus.Gauge
-	oldestUncovered prometheus.Gauge
-	wakeups         *prometheus.CounterVec
-	deadLettered    *prometheus.CounterVec
-	markersDropped  prometheus.Counter
-	pagesSealed     prometheus.Counter
-	pagesMissing    prometheus.Counter
-	scanSeconds     prometheus.Histogram
-	visitedKeys     prometheus.Gauge
+	evidence         *prometheus.CounterVec
+	late             prometheus.Counter
+	closed           *prometheus.CounterVec
+	closedEvidence   prometheus.Histogram
+	openWindows      prometheus.Gauge
+	oldestUncovered  prometheus.Gauge
+	wakeups          *prometheus.CounterVec
+	deadLettered     *prometheus.CounterVec
+	markersDropped   prometheus.Counter
+	pagesSealed      prometheus.Counter
+	pagesMissing     prometheus.Counter
+	scanSeconds      prometheus.Histogram
+	visitedKeys      prometheus.Gauge
+	barrierHeld      prometheus.Gauge
+	committedFetches *prometheus.CounterVec
 
 	tablePartitions   *prometheus.GaugeVec
 	recoveryRemaining prometheus.Gauge
@@ -27,7 +29,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_evidence_total",
-			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, logged, late, ineligible, aged_out, deleted_unseen, tombstone); logged versions went to a paged window and are resolved when it closes.",
+			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, logged, stale, late, ineligible, aged_out, deleted_unseen, tombstone); logged versions went to a paged window and are resolved when it closes, stale ones rank below the version the window holds (evidence version rule) and change nothing.",
 		}, []string{"outcome"}),
 		late: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "larkline_windows_late_records_total",
@@ -79,6 +81,14 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_state_keys",
 			Help: "Keys (chats and windows) in this instance's window state at the last scan.",
 		}),
+		barrierHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_barrier_held",
+			Help: "Windows due and covered by a collection checkpoint but held at the last scan because this processor has not yet processed the evidence the reconciler produced before that checkpoint (the evidence barrier).",
+		}),
+		committedFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_committed_offset_fetches_total",
+			Help: "Reads of the group's committed evidence offsets for the evidence barrier, by result (ok, error).",
+		}, []string{"result"}),
 		tablePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "larkline_windows_table_partitions",
 			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped).",
@@ -91,7 +101,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	if reg != nil {
 		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.openWindows,
 			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.pagesSealed, m.pagesMissing, m.scanSeconds, m.visitedKeys,
-			m.tablePartitions, m.recoveryRemaining)
+			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.committedFetches)
 	}
 	return m
 }

@@ -30,6 +30,10 @@ type Options struct {
 	Window          time.Duration // synthesisWindow
 	Grace           time.Duration // synthesisWindowCloseGrace
 	RequireCoverage bool          // reconciliationEnabled: hold windows until history covers them
+	// CommittedOffsets reads the group's committed evidence offsets for the evidence
+	// barrier after a restart or rebalance (KadmCommittedOffsets); required with
+	// RequireCoverage.
+	CommittedOffsets CommittedOffsets
 	// Retention bounds state: evidence whose window ended longer ago is aged out, and
 	// closed-window markers are dropped after it (ingestionLookback).
 	Retention    time.Duration
@@ -76,11 +80,14 @@ type Processor struct {
 
 	scanMu sync.Mutex
 	scan   scanTotals
+
+	barrier barrier
 }
 
 // scanTotals accumulates one visit over the state.
 type scanTotals struct {
 	open       int
+	held       int // windows held by the evidence barrier
 	oldestSeen int64
 	nextDue    time.Time
 }
@@ -100,6 +107,9 @@ func New(o Options) (*Processor, error) {
 	}
 	if o.RequireCoverage && o.CheckpointTopic == "" {
 		bad("coverage requires the checkpoint topic")
+	}
+	if o.RequireCoverage && o.CommittedOffsets == nil {
+		bad("coverage requires CommittedOffsets (the evidence barrier reads the group's committed offsets)")
 	}
 	if o.Window < time.Minute || time.Hour%o.Window != 0 {
 		bad("window %v must be at least 1m and divide an hour evenly", o.Window)
@@ -294,6 +304,7 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	p.nextDueMu.Lock()
 	p.nextDue = time.Time{}
 	p.nextDueMu.Unlock()
+	p.refreshCommitted(ctx, now)
 	began := time.Now()
 	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, now)
 	p.m.scanSeconds.Observe(time.Since(began).Seconds())
@@ -304,6 +315,7 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	s := p.scan
 	p.scanMu.Unlock()
 	p.m.openWindows.Set(float64(s.open))
+	p.m.barrierHeld.Set(float64(s.held))
 	if s.oldestSeen > 0 {
 		p.m.oldestUncovered.Set(now.Sub(time.UnixMilli(s.oldestSeen)).Seconds())
 	} else {

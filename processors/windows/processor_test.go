@@ -44,8 +44,42 @@ const (
 
 var t0 = time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC) // a window boundary
 
+// fakeOffsets is a controllable CommittedOffsets.
+type fakeOffsets struct {
+	mu      sync.Mutex
+	offsets map[int32]int64
+	err     error
+	calls   int
+	group   string
+	topic   string
+}
+
+func (f *fakeOffsets) CommittedOffsets(_ context.Context, group, topic string) (map[int32]int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	f.group, f.topic = group, topic
+	out := map[int32]int64{}
+	for p, o := range f.offsets {
+		out[p] = o
+	}
+	return out, f.err
+}
+
+func (f *fakeOffsets) set(partition int32, committed int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.offsets == nil {
+		f.offsets = map[int32]int64{}
+	}
+	f.offsets[partition] = committed
+}
+
+func (f *fakeOffsets) callCount() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
+
 type harness struct {
 	t       *testing.T
+	offsets *fakeOffsets
 	tt      *tester.Tester
 	p       *Processor
 	clock   *fakeClock
@@ -61,7 +95,9 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	tt := tester.New(t)
 	clock := &fakeClock{now: t0}
 	reg := prometheus.NewRegistry()
+	offsets := &fakeOffsets{}
 	o := Options{
+		CommittedOffsets: offsets,
 		Brokers:          []string{"unused"},
 		ProcessorVersion: "v1",
 		EvidenceTopic:    "evidence",
@@ -100,7 +136,7 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 			t.Errorf("processor run: %v", err)
 		}
 	})
-	return &harness{t: t, tt: tt, p: p, clock: clock, reg: reg, opts: o, evTopic: o.EvidenceTopic,
+	return &harness{t: t, offsets: offsets, tt: tt, p: p, clock: clock, reg: reg, opts: o, evTopic: o.EvidenceTopic,
 		closed: tt.NewQueueTracker(o.ClosedTopic), dead: tt.NewQueueTracker(o.DeadLetterTopic)}
 }
 
@@ -451,6 +487,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"window not dividing an hour", func(o *Options) { o.Window = 7 * time.Minute }},
 		{"grace not shorter than window", func(o *Options) { o.Grace = 10 * time.Minute }},
 		{"coverage without topic", func(o *Options) { o.RequireCoverage = true }},
+		{"coverage without committed offsets", func(o *Options) { o.RequireCoverage, o.CheckpointTopic = true, "cp" }},
 		{"no codecs", func(o *Options) { o.Codecs = nil }},
 		{"no scan interval", func(o *Options) { o.ScanInterval = 0 }},
 		{"retention shorter than a window", func(o *Options) { o.Retention = time.Minute }},

@@ -72,6 +72,26 @@ type msgRef struct {
 	// message the window could not tell apart from a new one (the message may sit in
 	// a sealed page). Folding drops it unless an earlier page holds the message.
 	Del bool `json:"d,omitempty"`
+	// Upd (source_updated_at, unix ms; 0 when unknown: state written before format 3)
+	// and Deleted (the version is a recall) rank this version among the versions of
+	// its message by the evidence table's version rule (schemas.EvidenceRank).
+	Upd     int64 `json:"u,omitempty"`
+	Deleted bool  `json:"x,omitempty"`
+}
+
+// rank returns the ref's version rank and whether it is known.
+func (r msgRef) rank() (schemas.EvidenceRank, bool) {
+	return schemas.EvidenceRank{SourceUpdatedAt: time.UnixMilli(r.Upd), Deleted: r.Deleted}, r.Upd > 0
+}
+
+// outranked reports whether version m must not replace version held of the same
+// message: the evidence version rule keeps the held one (a version ranked lower
+// never replaces a higher one, so a late redelivery of an original cannot undo an
+// edit or a recall). Versions of unknown rank replace by arrival, as before format 3.
+func outranked(m, held msgRef) bool {
+	mr, mok := m.rank()
+	hr, hok := held.rank()
+	return mok && hok && mr.Compare(hr) < 0
 }
 
 // defaultPageSize is how many evidence versions a window keeps in its own value
@@ -124,6 +144,9 @@ const (
 	// outcomeLogged: a version for a paged window whose sealed pages may hold the
 	// message; it is logged and resolved (new, edit or duplicate) when the window closes.
 	outcomeLogged
+	// outcomeStale: an older version (by the evidence version rule) of a message the
+	// window holds a newer version of; nothing changes.
+	outcomeStale
 )
 
 func (o applyOutcome) String() string {
@@ -140,6 +163,8 @@ func (o applyOutcome) String() string {
 		return "deleted_unseen"
 	case outcomeLogged:
 		return "logged"
+	case outcomeStale:
+		return "stale"
 	}
 	return "unknown"
 }
@@ -152,7 +177,7 @@ func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome 
 		w.Late++
 		return outcomeLate
 	}
-	m.Del = false
+	m.Del, m.Deleted = false, deleted
 	for i := range w.Msgs {
 		if w.Msgs[i].ID != m.ID {
 			continue
@@ -160,7 +185,12 @@ func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome 
 		if w.Msgs[i].Hash == m.Hash {
 			return outcomeDuplicate
 		}
-		w.Msgs[i].Hash = m.Hash
+		// an unseen-recall entry (Del) is no version the window holds: the original
+		// arriving after it is taken, as in an unpaged window
+		if !w.Msgs[i].Del && outranked(m, w.Msgs[i]) {
+			return outcomeStale
+		}
+		w.Msgs[i].Hash, w.Msgs[i].Upd, w.Msgs[i].Deleted = m.Hash, m.Upd, m.Deleted
 		w.Msgs[i].Del = w.Msgs[i].Del && deleted
 		if w.Msgs[i].At != m.At { // occurred_at never changes in Lark; keep order correct if it did
 			w.Msgs[i].At = m.At
@@ -174,6 +204,9 @@ func (w *windowState) apply(m msgRef, deleted bool, now time.Time) applyOutcome 
 		}
 		if p.Hash == m.Hash {
 			return outcomeDuplicate
+		}
+		if !p.Del && outranked(m, p) {
+			return outcomeStale
 		}
 		// the pending page already went out with the older version: log the new one
 		m.Del = p.Del && deleted
@@ -220,8 +253,8 @@ func (w *windowState) seal(pageSize int) (page int, refs []msgRef, ok bool) {
 }
 
 // fold replays logged evidence versions, in arrival order, into one ordered list
-// with one entry per message: the same list apply would have kept had the window
-// never been paged.
+// with one entry per message, keeping the newest version of each by the evidence
+// version rule: the same list apply would have kept had the window never been paged.
 type fold struct {
 	refs []msgRef
 	idx  map[string]int
@@ -238,7 +271,9 @@ func newFold(acc []msgRef) *fold {
 func (f *fold) add(refs []msgRef) {
 	for _, r := range refs {
 		if i, ok := f.idx[r.ID]; ok {
-			f.refs[i].Hash, f.refs[i].At = r.Hash, r.At
+			if f.refs[i].Hash != r.Hash && !outranked(r, f.refs[i]) {
+				f.refs[i].Hash, f.refs[i].At, f.refs[i].Upd, f.refs[i].Deleted = r.Hash, r.At, r.Upd, r.Deleted
+			}
 			continue
 		}
 		if r.Del {
@@ -279,9 +314,87 @@ type chatState struct {
 	// CoveredUntil is the chat collection checkpoint: history is complete up to here
 	// (unix ms; 0 = no checkpoint seen yet).
 	CoveredUntil int64 `json:"c,omitempty"`
+	// Held is coverage a checkpoint announced that does not count yet: the evidence
+	// the reconciler produced before it has not been processed (the read-your-writes
+	// barrier). Ascending in Until and End; at most maxHeldCoverage entries.
+	Held []heldCoverage `json:"h,omitempty"`
 }
 
-func (c *chatState) empty() bool { return len(c.Open) == 0 && c.CoveredUntil == 0 }
+// heldCoverage is the coverage of one checkpoint (or of several merged ones) waiting
+// for its barrier.
+type heldCoverage struct {
+	Until int64 `json:"u"` // covered until, unix ms
+	// End: the coverage counts once the evidence partition of the chat is processed
+	// (or committed by the group) up to this offset (exclusive).
+	End int64 `json:"e"`
+}
+
+// maxHeldCoverage bounds the held checkpoints of a chat. A checkpoint arriving when
+// the list is full is merged into its last entry (the later coverage behind the
+// higher barrier), which only delays coverage, never advances it early.
+const maxHeldCoverage = 8
+
+func (c *chatState) empty() bool {
+	return len(c.Open) == 0 && c.CoveredUntil == 0 && len(c.Held) == 0
+}
+
+// offer records the coverage of a checkpoint behind its evidence barrier end (0:
+// none). Coverage never moves backwards, and a checkpoint's barrier includes the
+// barriers of the checkpoints before it: a later checkpoint that does not name the
+// earlier evidence (a restarted reconciler) still covers the same history.
+func (c *chatState) offer(until, end int64) {
+	last := c.CoveredUntil
+	if n := len(c.Held); n > 0 {
+		last = c.Held[n-1].Until
+		end = max(end, c.Held[n-1].End)
+	}
+	if until <= last {
+		return
+	}
+	if n := len(c.Held); n > 0 && (c.Held[n-1].End == end || n >= maxHeldCoverage) {
+		c.Held[n-1] = heldCoverage{Until: until, End: end}
+		return
+	}
+	c.Held = append(c.Held, heldCoverage{Until: until, End: end})
+}
+
+// release moves held coverage whose barrier is met into CoveredUntil, oldest first,
+// and reports whether any stays held.
+func (c *chatState) release(met func(end int64) bool) (held bool) {
+	n := 0
+	for _, h := range c.Held {
+		if !met(h.End) {
+			break
+		}
+		c.CoveredUntil = max(c.CoveredUntil, h.Until)
+		n++
+	}
+	c.Held = slices.Delete(c.Held, 0, n)
+	if len(c.Held) == 0 {
+		c.Held = nil
+	}
+	return len(c.Held) > 0
+}
+
+// heldWindows counts the open windows that are due on the wall clock at now and
+// covered by held coverage, but not by released coverage: windows the barrier holds.
+func (p closePolicy) heldWindows(c *chatState, now time.Time) int {
+	if !p.requireCoverage || len(c.Held) == 0 {
+		return 0
+	}
+	heldUntil := c.Held[len(c.Held)-1].Until
+	n := 0
+	for _, w := range c.Open {
+		end := time.UnixMilli(w.Start).Add(p.length)
+		if now.Before(end.Add(p.grace)) || end.UnixMilli() > heldUntil {
+			break
+		}
+		if c.CoveredUntil < end.UnixMilli() {
+			n++
+		}
+	}
+	return n
+}
 
 // opened records a window the chat did not know yet; it reports whether it was new.
 func (c *chatState) opened(start, firstSeen int64) bool {

@@ -514,6 +514,9 @@ func (r *Reconciler) publish(ctx context.Context, cp store.Checkpoint) {
 		CoveredUntil:     cp.Position.Time,
 		UpdatedAt:        r.opts.Clock().UTC(),
 		ReconcileVersion: ReconcileVersion,
+		// Read after the evidence of every page it covers was acknowledged: the
+		// window processor holds the coverage until it has processed that evidence.
+		EvidenceEndOffset: r.evidenceEndOffset(key),
 	}
 	if cp.Position.MessageID != "" {
 		rec.CursorCreateTimeMS = cp.Position.Time.UnixMilli()
@@ -524,7 +527,8 @@ func (r *Reconciler) publish(ctx context.Context, cp store.Checkpoint) {
 		if err != nil {
 			return fmt.Errorf("encode checkpoint: %w", err)
 		}
-		return r.produce(ctx, []*kgo.Record{{Topic: r.opts.CheckpointTopic, Key: []byte(key), Value: value, Timestamp: rec.UpdatedAt}}, "checkpoint")
+		_, err = r.produce(ctx, []*kgo.Record{{Topic: r.opts.CheckpointTopic, Key: []byte(key), Value: value, Timestamp: rec.UpdatedAt}}, "checkpoint")
+		return err
 	}()
 	r.mu.Lock()
 	if err != nil {

@@ -53,7 +53,15 @@
 // last page. After the database commit the checkpoint is published to the
 // compacted checkpoint topic (key <workspace>/<chat>, CoveredUntil = the
 // checkpoint time: every message created before it is collected), which the window
-// processor waits for before closing a window. A failed page, produce or commit
+// processor waits for before closing a window. The published checkpoint also
+// carries one past the highest offset of the evidence this reconciler produced for
+// the chat so far (EvidenceEndOffset, from the produce acknowledgements; every
+// record of a chat lands on the chat's partition): the window processor counts the
+// coverage only once it has processed the evidence topic up to there, so a window
+// never closes ahead of the evidence collected for it. The offsets are kept in
+// memory, one per chat reconciled since the process started; after a restart a
+// checkpoint carries 0 until the chat's first produce, and the window processor
+// keeps the barriers of earlier checkpoints. A failed page, produce or commit
 // keeps the previous checkpoint (its diagnostics go into the checkpoint's
 // metadata); a failed publish is retried by the chat's next advance or run. A run
 // killed between pages resumes from its checkpoint minus the overlap: nothing is

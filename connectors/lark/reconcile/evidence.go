@@ -84,30 +84,63 @@ func (r *Reconciler) produceEvidence(ctx context.Context, ws ids.WorkspaceID, ms
 		// from the record timestamp, and a backfilled message may be days old.
 		recs = append(recs, &kgo.Record{Topic: r.opts.EvidenceTopic, Key: []byte(rec.Key()), Value: value, Timestamp: observed})
 	}
-	if err := r.produce(ctx, recs, "evidence"); err != nil {
+	res, err := r.produce(ctx, recs, "evidence")
+	r.noteEvidenceOffsets(ws, res) // acknowledged records count even when others failed
+	if err != nil {
 		return fail(reasonKafka, err)
 	}
 	return nil
 }
 
-// produce writes recs and waits for every acknowledgement.
-func (r *Reconciler) produce(ctx context.Context, recs []*kgo.Record, what string) error {
+// noteEvidenceOffsets remembers, per chat, one past the highest offset of the
+// evidence Kafka acknowledged: the barrier the chat's next checkpoints carry
+// (schemas.CollectionCheckpoint.EvidenceEndOffset). Every record of a chat goes to
+// the chat's partition, so one offset per chat says it all.
+func (r *Reconciler) noteEvidenceOffsets(ws ids.WorkspaceID, res kgo.ProduceResults) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pr := range res {
+		if pr.Err != nil || pr.Record == nil {
+			continue
+		}
+		_, chat, _, err := ids.ParseEvidenceKey(string(pr.Record.Key))
+		if err != nil {
+			continue // our own keys always parse
+		}
+		key := ids.ChatKey(ws, chat)
+		if end := pr.Record.Offset + 1; end > r.evidenceEnd[key] {
+			r.evidenceEnd[key] = end
+		}
+	}
+}
+
+// evidenceEndOffset is the barrier of the chat's next checkpoint, 0 when this
+// reconciler produced no evidence for the chat.
+func (r *Reconciler) evidenceEndOffset(key string) int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.evidenceEnd[key]
+}
+
+// produce writes recs, waits for every acknowledgement and returns the results.
+func (r *Reconciler) produce(ctx context.Context, recs []*kgo.Record, what string) (kgo.ProduceResults, error) {
 	var (
 		errs   []error
 		failed int
 	)
-	for _, res := range r.opts.Producer.ProduceSync(ctx, recs...) {
-		if res.Err != nil {
+	res := r.opts.Producer.ProduceSync(ctx, recs...)
+	for _, pr := range res {
+		if pr.Err != nil {
 			failed++
 			if len(errs) == 0 {
-				errs = append(errs, res.Err)
+				errs = append(errs, pr.Err)
 			}
 		}
 	}
 	if failed == 0 {
-		return nil
+		return res, nil
 	}
-	return fmt.Errorf("%d of %d %s records not acknowledged by Kafka: %w", failed, len(recs), what, errs[0])
+	return res, fmt.Errorf("%d of %d %s records not acknowledged by Kafka: %w", failed, len(recs), what, errs[0])
 }
 
 // observeMentions offers the names Lark sent with mentions to the name cache, as

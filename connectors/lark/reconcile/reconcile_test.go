@@ -956,3 +956,96 @@ func TestCheckpointPublishRetried(t *testing.T) {
 		t.Fatal("publish still pending")
 	}
 }
+
+// TestCheckpointCarriesEvidenceBarrier: every published checkpoint carries one past
+// the highest offset of the chat's evidence produced before it, on the partition the
+// checkpoint itself goes to, so the window processor can hold the coverage until it
+// has processed that evidence. A later run that produces nothing keeps the barrier.
+func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
+	const (
+		ws   = ids.WorkspaceID("ws-bar")
+		chat = ids.ChatID("oc_bar")
+	)
+	e := newEnv(t, chat)
+	created := time.Now().Add(-2 * time.Hour)
+	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	for i := range 12 {
+		e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: msgID("bar", i), Chat: chat, At: created.Add(time.Duration(i+1) * 5 * time.Minute)}, "status update")
+	}
+	r := e.reconciler(t, e.options(t))
+	ctx := ctxTimeout(t)
+	rep, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Produced != 12 {
+		t.Fatalf("run: %+v", c)
+	}
+
+	type produced struct {
+		partition  int32
+		offset     int64
+		occurredAt time.Time
+	}
+	var evidence []produced
+	evPartition := int32(-1)
+	for _, rec := range e.readTopic(t, e.evTopic) {
+		v, err := e.codecs.Evidence.Decode(ctx, rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		evidence = append(evidence, produced{rec.Partition, rec.Offset, v.OccurredAt})
+		if evPartition >= 0 && rec.Partition != evPartition {
+			t.Fatalf("evidence of one chat on partitions %d and %d", evPartition, rec.Partition)
+		}
+		evPartition = rec.Partition
+	}
+	maxEnd := int64(0)
+	for _, p := range evidence {
+		maxEnd = max(maxEnd, p.offset+1)
+	}
+	cps := e.readTopic(t, e.cpTopic)
+	if len(cps) < 2 {
+		t.Fatalf("%d checkpoints, want one per page", len(cps))
+	}
+	var last int64
+	for i, rec := range cps {
+		cp, err := e.codecs.Checkpoint.Decode(ctx, rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Partition != evPartition {
+			t.Fatalf("checkpoint %d on partition %d, the chat's evidence on %d", i, rec.Partition, evPartition)
+		}
+		if cp.EvidenceEndOffset <= 0 || cp.EvidenceEndOffset < last || cp.EvidenceEndOffset > maxEnd {
+			t.Fatalf("checkpoint %d barrier %d (previous %d, evidence end %d)", i, cp.EvidenceEndOffset, last, maxEnd)
+		}
+		for _, p := range evidence {
+			if !p.occurredAt.After(cp.CoveredUntil) && p.offset >= cp.EvidenceEndOffset {
+				t.Fatalf("checkpoint %d covers evidence at offset %d (%s) but its barrier is %d", i, p.offset, p.occurredAt, cp.EvidenceEndOffset)
+			}
+		}
+		last = cp.EvidenceEndOffset
+	}
+	if last != maxEnd {
+		t.Fatalf("last checkpoint barrier %d, want the chat's evidence end %d", last, maxEnd)
+	}
+
+	// A run that produces nothing still publishes the barrier of what came before.
+	e.sinkAll(t)
+	if rep, err = r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if c := oneChat(t, rep); c.Err != nil || c.Produced != 0 {
+		t.Fatalf("second run: %+v", c)
+	}
+	for i, rec := range e.readTopic(t, e.cpTopic)[len(cps):] {
+		cp, err := e.codecs.Checkpoint.Decode(ctx, rec.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cp.EvidenceEndOffset != maxEnd {
+			t.Fatalf("checkpoint %d of the second run has barrier %d, want %d", i, cp.EvidenceEndOffset, maxEnd)
+		}
+	}
+}

@@ -31,8 +31,11 @@ type Reconciler struct {
 
 	mu      sync.Mutex
 	pending map[string]bool // chat keys whose last checkpoint was not published
-	running bool
-	closed  bool
+	// evidenceEnd: per chat key, one past the highest evidence offset this process
+	// produced for the chat (one int64 per chat reconciled since start).
+	evidenceEnd map[string]int64
+	running     bool
+	closed      bool
 }
 
 // New validates opts once and returns a Reconciler.
@@ -52,11 +55,12 @@ func New(opts Options) (*Reconciler, error) {
 	closeCtx, closeCancel := context.WithCancel(context.Background())
 	return &Reconciler{
 		opts: o, log: log.With("component", "lark.reconcile"), m: m,
-		threads:  newThreadRegistry(o.MaxThreadsPerChat),
-		sem:      make(chan struct{}, o.MaxConcurrentChats),
-		locks:    newKeyLocks(),
-		pending:  map[string]bool{},
-		closeCtx: closeCtx, closeCancel: closeCancel,
+		threads:     newThreadRegistry(o.MaxThreadsPerChat),
+		sem:         make(chan struct{}, o.MaxConcurrentChats),
+		locks:       newKeyLocks(),
+		pending:     map[string]bool{},
+		evidenceEnd: map[string]int64{},
+		closeCtx:    closeCtx, closeCancel: closeCancel,
 	}, nil
 }
 
