@@ -1,0 +1,448 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/ids"
+)
+
+// acceptanceScenario is the bundled incident chat (duplicated pushes, one missed event,
+// edits, a recall, several history pages), bound to three more workspaces: a second
+// firing incident (the same chat in two incidents), one already recovered and one
+// created more than 72 hours before the chat's messages.
+func acceptanceScenario(t *testing.T) (sc *larktest.Scenario, shadow, recovered, old ids.WorkspaceID) {
+	t.Helper()
+	sc, err := larktest.Incident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := sc.Workspaces()[0]
+	chat := sc.Bindings()[0].ChatID
+	first, _ := sc.Bounds()
+	// A follow-up half an hour after the incident's last message, so that empty
+	// 10-minute windows lie between non-empty ones.
+	var last time.Time
+	var author string
+	for _, m := range sc.Messages() {
+		if m.CreateTime.After(last) && !m.FromApp {
+			last, author = m.CreateTime, m.SenderOpenID
+		}
+	}
+	followUp := larktest.Builder{}.Text(larktest.Msg{
+		ID: "om_e2efollowup0000000000000000001", Chat: chat, From: larktest.Author{OpenID: author},
+		At: last.Add(35 * time.Minute),
+	}, "Follow-up: the postmortem draft is ready for review by the whole team")
+	if err := sc.AddEvent(larktest.DeliverOnce, followUp); err != nil {
+		t.Fatal(err)
+	}
+	shadow, recovered, old = w.ID+"-shadow", w.ID+"-recovered", w.ID+"-old"
+	for _, x := range []larktest.Workspace{
+		{ID: shadow, Type: w.Type, Status: w.Status, CreatedAt: w.CreatedAt},
+		{ID: recovered, Type: w.Type, Status: "recovered", CreatedAt: w.CreatedAt},
+		{ID: old, Type: w.Type, Status: w.Status, CreatedAt: first.Add(-80 * time.Hour)},
+	} {
+		if err := sc.AddWorkspace(x); err != nil {
+			t.Fatal(err)
+		}
+		if err := sc.AddBinding(x.ID, chat); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return sc, shadow, recovered, old
+}
+
+// batchLimit is the evidence batch limit of the acceptance run: small, so that busy
+// windows take several chunks.
+const batchLimit = 8
+
+// TestAcceptanceCriteria runs the whole pipeline once on the acceptance scenario and
+// checks each of the design's acceptance criteria (§21) in a subtest named after it,
+// then scans every log line of every process for message text.
+func TestAcceptanceCriteria(t *testing.T) {
+	sc, shadow, recovered, old := acceptanceScenario(t)
+	p := newPipeline(t, pipelineOptions{Scenario: sc, Ineligible: []ids.WorkspaceID{recovered, old},
+		Env: []string{fmt.Sprintf("LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__EVIDENCEBATCHLIMIT=%d", batchLimit)}})
+	ctx := p.ctx
+	rep := p.deliver(ctx)
+	g := p.finish(4 * time.Minute)
+	if r := p.restarts(); len(r) > 0 {
+		t.Errorf("processes restarted in an undisturbed run: %v", r)
+	}
+
+	t.Run("a new supported message in an eligible bound chat is persisted idempotently", func(t *testing.T) {
+		before := p.evidenceSnapshot(ctx, t)
+		p.deliver(ctx) // every event again, as a Lark redelivery storm would
+		p.waitCaughtUp(ctx, p.group("sink"), p.topic("evidence"), 2*time.Minute)
+		after := p.evidenceSnapshot(ctx, t)
+		if len(before) != g.expected || !mapsEqual(before, after) {
+			t.Fatalf("evidence changed on redelivery: %d rows before, %d after (want %d, unchanged)", len(before), len(after), g.expected)
+		}
+	})
+
+	t.Run("duplicate events never create duplicate evidence or timeline entries", func(t *testing.T) {
+		dups := 0
+		for _, d := range rep.Deliveries {
+			if d.Deliver == larktest.DeliverTwice && d.DuplicateDelivered {
+				dups++
+			}
+		}
+		if dups == 0 {
+			t.Fatal("the scenario pushed no duplicate")
+		}
+		if err := p.checkInvariants(ctx); err != nil {
+			t.Fatalf("after %d duplicate pushes and a full redelivery: %v", dups, err)
+		}
+	})
+
+	t.Run("missed events are recovered by reconciliation without a full-chat scan", func(t *testing.T) {
+		var dropped []string
+		for _, m := range p.sc.Messages() {
+			if m.Deliver == larktest.DeliverDrop {
+				dropped = append(dropped, ids.MessageSourceKey(m.ChatID, m.ID))
+			}
+		}
+		if len(dropped) == 0 {
+			t.Fatal("the scenario misses no event")
+		}
+		var n int
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM workspace_timeline_evidence WHERE workspace_id = $1 AND source_key = ANY($2)`,
+			string(p.sc.Workspaces()[0].ID), dropped).Scan(&n); err != nil || n != len(dropped) {
+			t.Fatalf("%d of %d missed messages in evidence (%v)", n, len(dropped), err)
+		}
+		// Incremental passes read the overlap window, not the chat: count history
+		// calls over two reconcile intervals against the chat's page count.
+		pages := (len(p.sc.Messages()) + 49) / 50
+		c0 := p.lark.Calls(larktest.PathListMessages)
+		time.Sleep(21 * time.Second)
+		calls := p.lark.Calls(larktest.PathListMessages) - c0
+		chats := len(p.eligibleWorkspaces()) // each workspace/chat pair is reconciled
+		if calls > 2*chats*2 || calls >= 2*chats*pages {
+			t.Fatalf("%d history calls in two passes over %d chat bindings: a full scan is %d pages each", calls, chats, pages)
+		}
+		t.Logf("%d history list calls in two incremental passes (%d bindings; a full scan is %d pages)", calls, chats, pages)
+	})
+
+	t.Run("a message edit changes the evidence hash but a completed window is not required to regenerate", func(t *testing.T) {
+		var edited []string
+		for _, m := range p.sc.Messages() {
+			if m.Edits > 0 && !m.Recalled {
+				edited = append(edited, ids.MessageSourceKey(m.ChatID, m.ID))
+			}
+		}
+		if len(edited) == 0 {
+			t.Fatal("the scenario edits no message")
+		}
+		var updated, attempts int
+		if err := p.pool.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE source_updated_at > occurred_at),
+			       (SELECT coalesce(max(attempts), 0) FROM workspace_timeline_sync_states WHERE source_type = 'lark_timeline_window')
+			FROM workspace_timeline_evidence WHERE source_key = ANY($1)`, edited).Scan(&updated, &attempts); err != nil {
+			t.Fatal(err)
+		}
+		if updated != len(edited)*len(p.eligibleWorkspaces()) {
+			t.Fatalf("%d of %d edited evidence rows carry the edit", updated, len(edited)*len(p.eligibleWorkspaces()))
+		}
+		if attempts != 1 {
+			t.Fatalf("a window ran %d attempts: an edit must not regenerate a completed window", attempts)
+		}
+		p.checkClosedWindows(ctx)
+	})
+
+	t.Run("a non-empty window creates at most one state row and an empty window none", func(t *testing.T) {
+		occupied := map[time.Time]bool{}
+		var first, last time.Time
+		for i, m := range p.sc.Messages() {
+			occupied[ids.WindowStart(m.CreateTime, p.window)] = true
+			if i == 0 || m.CreateTime.Before(first) {
+				first = m.CreateTime
+			}
+			if m.CreateTime.After(last) {
+				last = m.CreateTime
+			}
+		}
+		var empty []string
+		for w := ids.WindowStart(first, p.window); !w.After(last); w = w.Add(p.window) {
+			if !occupied[w] {
+				empty = append(empty, ids.WindowSourceKey(p.sc.Bindings()[0].ChatID, p.version, w))
+			}
+		}
+		if len(empty) == 0 {
+			t.Fatal("the scenario has no empty 10-minute window between its first and last message")
+		}
+		var n int
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM workspace_timeline_sync_states WHERE source_key = ANY($1)`, empty).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%d state rows for %d empty windows (%v)", n, len(empty), err)
+		}
+		t.Logf("%d non-empty windows have one terminal row each; %d empty windows have none", g.windows, len(empty))
+	})
+
+	t.Run("window discovery is limited to the 72-hour range and pages by keyset", func(t *testing.T) {
+		var rows int
+		if err := p.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM workspace_timeline_evidence WHERE workspace_id = $1)
+			+ (SELECT count(*) FROM workspace_timeline_sync_states WHERE workspace_id = $1)`, string(old)).Scan(&rows); err != nil || rows != 0 {
+			t.Fatalf("workspace created 80 h before the messages has %d evidence and state rows (%v)", rows, err)
+		}
+		ws := p.sc.Workspaces()[0].ID
+		got := p.pageEvidence(ctx, t, ws, 7)
+		var want []int64
+		r, err := p.pool.Query(ctx, `SELECT id FROM workspace_timeline_evidence WHERE workspace_id = $1 ORDER BY occurred_at, id`, string(ws))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for r.Next() {
+			var id int64
+			_ = r.Scan(&id)
+			want = append(want, id)
+		}
+		r.Close()
+		if !slices.Equal(got, want) {
+			t.Fatalf("keyset pages of 7 returned %d ids, the table holds %d (order (occurred_at, id), no repeats)", len(got), len(want))
+		}
+	})
+
+	t.Run("a window larger than the model batch limit advances one cursor across chunks", func(t *testing.T) {
+		var multi, maxChunks int
+		if err := p.pool.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE (metadata_json->>'chunk_count')::int > 1), coalesce(max((metadata_json->>'chunk_count')::int), 0)
+			FROM workspace_timeline_sync_states
+			WHERE source_type = 'lark_timeline_window' AND status = 'completed' AND (metadata_json->>'evidence_count')::int > $1`,
+			batchLimit).Scan(&multi, &maxChunks); err != nil {
+			t.Fatal(err)
+		}
+		if multi == 0 {
+			t.Fatalf("no window with more than %d messages completed in several chunks", batchLimit)
+		}
+		t.Logf("%d windows over the batch limit of %d completed in up to %d chunks, one state row each", multi, batchLimit, maxChunks)
+	})
+
+	t.Run("continuous traffic cannot starve older uncovered windows", func(t *testing.T) {
+		last := map[string]time.Time{}
+		for _, w := range p.closedWindows(ctx) {
+			k := string(w.WorkspaceID) + "/" + string(w.ChatID)
+			if prev, ok := last[k]; ok && w.WindowStart.Before(prev) {
+				t.Fatalf("chat %s: window %s closed after the newer %s", k, w.WindowStart, prev)
+			}
+			last[k] = w.WindowStart
+		}
+	})
+
+	t.Run("AI work never runs in the Lark callback request path", func(t *testing.T) {
+		n, err := p.procs[procEdge].metric(ctx, "larkline_synthesis_chunks_total")
+		if err != nil || n != 0 {
+			t.Fatalf("the webhook process synthesized %v chunks (%v)", n, err)
+		}
+		out, err := exec.Command("go", "list", "-deps", "github.com/larkline/larkline/connectors/lark/ingest").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "larkline/processors/synthesis") {
+			t.Fatal("the ingest package depends on processors/synthesis")
+		}
+		chunks, err := p.procs[procSynth].metric(ctx, "larkline_synthesis_chunks_total")
+		if err != nil || chunks == 0 {
+			t.Fatalf("the synthesis process reports %v chunks (%v)", chunks, err)
+		}
+	})
+
+	t.Run("a burst creates a bounded number of chunks and at most one summary attempt per window", func(t *testing.T) {
+		chunks, err := p.procs[procSynth].metric(ctx, "larkline_synthesis_chunks_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		summaries, err := p.procs[procSynth].metric(ctx, "larkline_summary_attempts_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var bound, completed int
+		if err := p.pool.QueryRow(ctx, `
+			SELECT coalesce(sum(ceil((metadata_json->>'evidence_count')::numeric / $1)), 0)::int, count(*) FILTER (WHERE status = 'completed')
+			FROM workspace_timeline_sync_states WHERE source_type = 'lark_timeline_window'`, batchLimit).Scan(&bound, &completed); err != nil {
+			t.Fatal(err)
+		}
+		if int(chunks) > bound+g.windows || summaries > float64(completed) || summaries == 0 {
+			t.Fatalf("%v chunks (bound %d), %v summary attempts for %d completed windows", chunks, bound+g.windows, summaries, completed)
+		}
+		t.Logf("%v chunks for %d windows (bound %d), %v summary attempts for %d completed windows", chunks, g.windows, bound+g.windows, summaries, completed)
+	})
+
+	t.Run("every generated timeline entry is traceable to evidence ids", func(t *testing.T) {
+		var bad, total int
+		if err := p.pool.QueryRow(ctx, `
+			SELECT count(*) FILTER (WHERE jsonb_array_length(coalesce(ai_metadata->'evidence', '[]')) = 0 OR EXISTS (
+				SELECT 1 FROM jsonb_array_elements(ai_metadata->'evidence') ev
+				WHERE NOT EXISTS (SELECT 1 FROM workspace_timeline_evidence e WHERE e.id = (ev->>'id')::bigint AND e.workspace_id = t.workspace_id))),
+			       count(*)
+			FROM workspace_timeline_entries t WHERE source = 'ai'`).Scan(&bad, &total); err != nil {
+			t.Fatal(err)
+		}
+		if total == 0 || bad != 0 {
+			t.Fatalf("%d of %d AI entries name no evidence or evidence of another workspace", bad, total)
+		}
+	})
+
+	t.Run("human entries and human-edited summaries are never overwritten", func(t *testing.T) {
+		if err := p.checkInvariants(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s, err := p.store.GetSummary(ctx, shadow)
+		if err != nil || s.Source != "ai" {
+			t.Fatalf("the shadow workspace (no human summary) has no AI summary: %+v %v", s, err)
+		}
+	})
+
+	t.Run("automatic ingestion stops outside the workspace status and 72-hour scope", func(t *testing.T) {
+		for _, ws := range []ids.WorkspaceID{recovered, old} {
+			var n int
+			if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM workspace_timeline_evidence WHERE workspace_id = $1`, string(ws)).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("workspace %s has %d evidence rows (%v)", ws, n, err)
+			}
+		}
+	})
+
+	t.Run("evidence retention and deletion behaviour is enabled", func(t *testing.T) {
+		var redacted int
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM workspace_timeline_evidence WHERE deleted AND content = '' AND NOT synthesis_eligible`).Scan(&redacted); err != nil {
+			t.Fatal(err)
+		}
+		recalls := 0
+		for _, m := range p.sc.Messages() {
+			if m.Recalled {
+				recalls++
+			}
+		}
+		if recalls == 0 || redacted != recalls*len(p.eligibleWorkspaces()) {
+			t.Fatalf("%d redacted rows for %d recalled messages in %d workspaces", redacted, recalls, len(p.eligibleWorkspaces()))
+		}
+		before := p.evidenceSnapshot(ctx, t)
+		out := p.cliEnv(ctx, t, []string{
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__RETENTION__ENABLED=true",
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__RETENTION__EVIDENCERETENTION=1h",
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__INGESTIONLOOKBACK=1h",
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__EVIDENCEREFRESHLOOKBACK=1h",
+		}, "retention", "run", "--dry-run")
+		var r struct {
+			DryRun   bool
+			Redacted int64
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("retention report: %v\n%s", err, out)
+		}
+		if !r.DryRun || r.Redacted == 0 {
+			t.Fatalf("a dry run with 1 h retention found nothing due: %s", out)
+		}
+		if after := p.evidenceSnapshot(ctx, t); !mapsEqual(before, after) {
+			t.Fatal("a dry run changed evidence")
+		}
+		t.Logf("retention dry run: %d rows would be redacted", r.Redacted)
+	})
+
+	t.Run("no message text in any log line", func(t *testing.T) { p.assertLogsClean(t) })
+}
+
+// evidenceSnapshot is every evidence row's id → content hash and update time.
+func (p *pipeline) evidenceSnapshot(ctx context.Context, t *testing.T) map[int64]string {
+	t.Helper()
+	rows, err := p.pool.Query(ctx, `SELECT id, content_hash || '@' || source_updated_at::text || '@' || deleted::text FROM workspace_timeline_evidence`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var v string
+		if err := rows.Scan(&id, &v); err != nil {
+			t.Fatal(err)
+		}
+		out[id] = v
+	}
+	return out
+}
+
+func mapsEqual(a, b map[int64]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pageEvidence follows the evidence API's keyset cursor with the given page size.
+func (p *pipeline) pageEvidence(ctx context.Context, t *testing.T, ws ids.WorkspaceID, limit int) []int64 {
+	t.Helper()
+	var out []int64
+	cursor := ""
+	for range 1000 {
+		url := fmt.Sprintf("http://%s/api/v1/workspaces/%s/evidence?limit=%d", p.procs[procEdge].addr(), ws, limit)
+		if cursor != "" {
+			url += "&cursor=" + cursor
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer "+apiToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET evidence: %d %s", resp.StatusCode, body)
+		}
+		var page struct {
+			Items []struct {
+				ID int64 `json:"id"`
+			} `json:"items"`
+			NextCursor string `json:"next_cursor"`
+		}
+		if err := json.Unmarshal(body, &page); err != nil {
+			t.Fatal(err)
+		}
+		if len(page.Items) > limit {
+			t.Fatalf("a page of %d items for limit %d", len(page.Items), limit)
+		}
+		for _, it := range page.Items {
+			out = append(out, it.ID)
+		}
+		if page.NextCursor == "" {
+			return out
+		}
+		cursor = page.NextCursor
+	}
+	t.Fatal("the evidence cursor never ended")
+	return nil
+}
+
+// assertLogsClean scans the logs written so far.
+func (p *pipeline) assertLogsClean(t *testing.T) {
+	t.Helper()
+	findings, lines, notJSON, err := p.scanLogs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range layout {
+		if lines[l.name] < 5 {
+			t.Errorf("%s wrote %d log lines at debug level: the scan saw too little to mean anything", l.name, lines[l.name])
+		}
+	}
+	for _, f := range findings {
+		t.Errorf("message text in the %s log, line %d: %q", f.proc, f.line, f.fragment)
+	}
+	for _, l := range notJSON {
+		t.Errorf("a log line that is not JSON (bypassed the logger): %s", l)
+	}
+	t.Logf("log scan: %d fragments of message text, lines per process %v", len(p.messageFragments()), lines)
+}

@@ -1,0 +1,158 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/schemas"
+)
+
+// kafkaClient is a plain client on the pipeline's brokers, closed at cleanup.
+func (p *pipeline) kafkaClient(opts ...kgo.Opt) *kgo.Client {
+	p.t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.brokers...), kgo.ClientID(p.prefix + "-test")}, opts...)...)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(cl.Close)
+	return cl
+}
+
+func (p *pipeline) topic(name string) string { return p.prefix + "." + name }
+
+// group is a consumer group of the deployment (sink, synthesis, workspaces, windows-v1).
+func (p *pipeline) group(role string) string { return p.prefix + "-" + role }
+
+// waitCaughtUp waits until group has committed the end of every partition of topic.
+func (p *pipeline) waitCaughtUp(ctx context.Context, group, topic string, deadline time.Duration) {
+	p.t.Helper()
+	adm := kadm.NewClient(p.kafkaClient())
+	ctx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	var last string
+	for {
+		lags, err := adm.Lag(ctx, group)
+		if err == nil {
+			if l, ok := lags[group]; ok && l.Error() == nil {
+				var total, ends int64
+				seen := 0
+				for _, pl := range l.Lag[topic] {
+					seen++
+					ends += pl.End.Offset
+					total += pl.Lag
+				}
+				last = fmt.Sprintf("%d partitions, lag %d, end %d", seen, total, ends)
+				if seen > 0 && total == 0 && ends > 0 {
+					return
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			p.t.Fatalf("group %s not caught up on %s after %s: %s (err %v)", group, topic, deadline, last, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+}
+
+// closedWindows reads the closed-window topic from the start to its current end.
+func (p *pipeline) closedWindows(ctx context.Context) []schemas.ClosedWindow {
+	p.t.Helper()
+	topic := p.topic("windows-closed")
+	adm := kadm.NewClient(p.kafkaClient())
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	cl := p.kafkaClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	codecs, err := schemas.NewCodecs(schemas.Topics{
+		Evidence: p.topic("evidence"), ClosedWindow: topic, Checkpoint: p.topic("checkpoints"),
+		Workspace: p.topic("workspaces"), DeadLetter: p.topic("deadletter"),
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	var out []schemas.ClosedWindow
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			p.t.Fatalf("reading %s: %v (still want %v)", topic, ctx.Err(), want)
+		}
+		fs.EachError(func(t string, part int32, err error) { p.t.Fatalf("fetching %s/%d: %v", t, part, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			w, err := codecs.ClosedWindow.Decode(ctx, r.Value)
+			if err != nil {
+				p.t.Fatalf("closed window at %s/%d@%d does not decode: %v", r.Topic, r.Partition, r.Offset, err)
+			}
+			out = append(out, w)
+			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// jvmBroker is a private single-node Kafka broker of one test, started from the
+// Maven jars by deploy/kafka/kafka-jvm.sh, which the test can stop and start again
+// with its data.
+type jvmBroker struct {
+	t                *testing.T
+	dir              string
+	port, controller int
+	script           string
+}
+
+func startJVMBroker(t *testing.T) *jvmBroker {
+	t.Helper()
+	if _, err := exec.LookPath("java"); err != nil {
+		t.Fatalf("the broker-restart test runs its own broker and needs Java 17+ on PATH: %v", err)
+	}
+	script, err := filepath.Abs(filepath.Join("..", "..", "deploy", "kafka", "kafka-jvm.sh"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &jvmBroker{t: t, dir: t.TempDir(), port: freePort(t), controller: freePort(t), script: script}
+	b.start()
+	t.Cleanup(func() { b.run("stop", b.dir) })
+	return b
+}
+
+func (b *jvmBroker) addr() string { return net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port)) }
+
+func (b *jvmBroker) start() {
+	b.t.Helper()
+	b.run("start", b.dir, strconv.Itoa(b.port), strconv.Itoa(b.controller))
+}
+
+func (b *jvmBroker) stop() {
+	b.t.Helper()
+	b.run("stop", b.dir)
+}
+
+func (b *jvmBroker) run(args ...string) {
+	b.t.Helper()
+	cmd := exec.Command(b.script, args...)
+	cmd.Env = append(os.Environ(), "LARKLINE_KAFKA_HEAP=512m")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.t.Fatalf("kafka-jvm.sh %v: %v\n%s", args, err, out)
+	}
+}
