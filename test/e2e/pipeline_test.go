@@ -248,8 +248,8 @@ func (p *pipeline) config(o pipelineOptions, lk *larktest.Server, appSecret, ver
 				"workspaces": topic("workspaces"), "deadLetter": topic("deadletter"),
 			},
 			"partitions": 3, "replicationFactor": 1,
-			"producer":   map[string]any{"linger": "0s"},
-			"consumer":   map[string]any{"fetchMaxWait": "100ms", "sessionTimeout": "10s", "rebalanceTimeout": "10s"},
+			"producer": map[string]any{"linger": "0s"},
+			"consumer": map[string]any{"fetchMaxWait": "100ms", "sessionTimeout": "10s", "rebalanceTimeout": "10s"},
 		},
 		"postgres": map[string]any{"dsn": o.ProcessDSN, "maxConns": 4, "connectTimeout": "3s"},
 		"lark": map[string]any{
