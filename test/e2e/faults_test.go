@@ -347,7 +347,7 @@ func TestFaultWebhookFloodWithDuplicates(t *testing.T) {
 }
 
 // testDSN is a fresh database of the harness's real Postgres.
-func testDSN(t *testing.T) string { return testenv.PostgresDSN(t) }
+func testDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 
 // stamped is an envelope with another header.event_id, as a redelivery by Lark may
 // carry, and the app's token and app id in its header, as Lark sends them.

@@ -29,7 +29,7 @@ type fakeModel struct {
 	summary  int
 }
 
-func newFakeModel(t *testing.T) *fakeModel {
+func newFakeModel(t testing.TB) *fakeModel {
 	m := &fakeModel{}
 	m.srv = httptest.NewServer(http.HandlerFunc(m.serve))
 	t.Cleanup(m.srv.Close)

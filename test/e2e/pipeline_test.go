@@ -84,6 +84,11 @@ type pipelineOptions struct {
 	ModelURL string
 	// Env overrides configuration keys for every process (LARKLINE_…=value).
 	Env []string
+	// Live keeps the scenario's times as they are (events are posted as they happen)
+	// instead of shifting them into the past so that every window can close at once.
+	Live bool
+	// Window is synthesisWindow (default 10 minutes).
+	Window time.Duration
 	// Ineligible names scenario workspaces the pipeline must ignore (recovered,
 	// archived, or created more than 72 hours before the messages).
 	Ineligible []ids.WorkspaceID
@@ -95,7 +100,7 @@ type pipelineOptions struct {
 
 // pipeline is one running larkline deployment.
 type pipeline struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	dir     string
 	cfgPath string
@@ -124,7 +129,7 @@ const (
 // newPipeline sets up topics, schema, workspaces and bindings through the operator
 // commands, then starts every process of the layout (except held ones) and waits until
 // they are ready. Everything stops at the test's cleanup.
-func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
+func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
@@ -135,9 +140,15 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 		}
 		o.Scenario = sc
 	}
-	sc, _, err := o.Scenario.ShiftBefore(time.Now().Add(-(testWindow + testGrace + time.Second)), testWindow)
-	if err != nil {
-		t.Fatalf("shifting the scenario: %v", err)
+	if o.Window == 0 {
+		o.Window = testWindow
+	}
+	sc := o.Scenario
+	if !o.Live {
+		var err error
+		if sc, _, err = o.Scenario.ShiftBefore(time.Now().Add(-(o.Window + testGrace + time.Second)), o.Window); err != nil {
+			t.Fatalf("shifting the scenario: %v", err)
+		}
 	}
 	if o.Brokers == nil {
 		o.Brokers = testenv.KafkaBrokers(t)
@@ -151,7 +162,7 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	if o.ProcessDSN == "" {
 		o.ProcessDSN = o.DSN
 	}
-	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir(), sc: sc, procs: map[string]*proc{}, window: testWindow, brokers: o.Brokers, ineligible: o.Ineligible}
+	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir(), sc: sc, procs: map[string]*proc{}, window: o.Window, brokers: o.Brokers, ineligible: o.Ineligible}
 	p.prefix = "e2e-" + randHex(4)
 	p.version = "v1"
 
@@ -185,19 +196,24 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 
 	p.cli(ctx, "topics", "ensure")
 	p.cli(ctx, "migrate")
-	for _, w := range sc.Workspaces() {
-		p.cli(ctx, "workspaces", "put", "--id", string(w.ID), "--type", w.Type, "--status", w.Status,
-			"--created-at", w.CreatedAt.UTC().Format(time.RFC3339))
-	}
-	for _, b := range sc.Bindings() {
-		p.cli(ctx, "bind", "add", "--workspace", string(b.WorkspaceID), "--chat", string(b.ChatID))
-	}
 	pool, err := pgxpool.New(ctx, o.DSN)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
 	p.pool = pool
+	if len(sc.Workspaces()) <= 10 {
+		// through the operator commands, so that they are exercised too
+		for _, w := range sc.Workspaces() {
+			p.cli(ctx, "workspaces", "put", "--id", string(w.ID), "--type", w.Type, "--status", w.Status,
+				"--created-at", w.CreatedAt.UTC().Format(time.RFC3339))
+		}
+		for _, b := range sc.Bindings() {
+			p.cli(ctx, "bind", "add", "--workspace", string(b.WorkspaceID), "--chat", string(b.ChatID))
+		}
+	} else {
+		p.bulkWorkspaces(ctx) // load tests: thousands of commands would take minutes
+	}
 	if p.store, err = store.New(pool); err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +239,28 @@ func newPipeline(t *testing.T, o pipelineOptions) *pipeline {
 	return p
 }
 
+// bulkWorkspaces writes the scenario's workspaces and bindings in two statements.
+func (p *pipeline) bulkWorkspaces(ctx context.Context) {
+	p.t.Helper()
+	var wid, wtype, wstatus []string
+	var wcreated []time.Time
+	for _, w := range p.sc.Workspaces() {
+		wid, wtype, wstatus, wcreated = append(wid, string(w.ID)), append(wtype, w.Type), append(wstatus, w.Status), append(wcreated, w.CreatedAt)
+	}
+	var bws, bchat []string
+	for _, b := range p.sc.Bindings() {
+		bws, bchat = append(bws, string(b.WorkspaceID)), append(bchat, string(b.ChatID))
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO workspaces (id, type, status, created_at, version)
+		SELECT * , 1 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[])`, wid, wtype, wstatus, wcreated); err != nil {
+		p.t.Fatalf("inserting workspaces: %v", err)
+	}
+	if _, err := p.pool.Exec(ctx, `INSERT INTO workspace_chat_bindings (workspace_id, chat_id)
+		SELECT * FROM unnest($1::text[], $2::text[])`, bws, bchat); err != nil {
+		p.t.Fatalf("inserting bindings: %v", err)
+	}
+}
+
 // config is the deployment's configuration file: every feature on, short intervals.
 func (p *pipeline) config(o pipelineOptions, lk *larktest.Server, appSecret, verification, encrypt string) map[string]any {
 	token := sha256.Sum256([]byte(apiToken))
@@ -237,7 +275,7 @@ func (p *pipeline) config(o pipelineOptions, lk *larktest.Server, appSecret, ver
 	return map[string]any{
 		"services": map[string]any{"workspace": map[string]any{"timeline": map[string]any{"lark": map[string]any{
 			"enabled": true, "eventIngestionEnabled": true, "reconciliationEnabled": true,
-			"synthesisWindow": testWindow.String(), "synthesisWindowCloseGrace": testGrace.String(),
+			"synthesisWindow": p.window.String(), "synthesisWindowCloseGrace": testGrace.String(),
 			"synthesisScanInterval": "2s", "reconcileInterval": "10s", "synthesisStaleTimeout": "3m",
 			"environment": "e2e", "workspaceTypes": []string{"incident"}, "evidenceListedInAPI": true,
 		}}}},

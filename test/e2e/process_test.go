@@ -21,7 +21,7 @@ import (
 // proc is one `larkline run --roles …` process under a supervisor that restarts it when
 // it exits, unless the test holds it down.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	roles   []string
 	args    []string
@@ -41,7 +41,7 @@ type proc struct {
 }
 
 // freePort returns a port free on 127.0.0.1 now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -51,7 +51,7 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-func newProc(t *testing.T, name string, roles []string, args, env []string, dir string) *proc {
+func newProc(t testing.TB, name string, roles []string, args, env []string, dir string) *proc {
 	p := &proc{
 		t: t, name: name, roles: roles, args: args, env: env, port: freePort(t),
 		logPath: filepath.Join(dir, name+".log"),

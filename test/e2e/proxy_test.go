@@ -12,7 +12,7 @@ import (
 // tcpProxy forwards connections to a server; down resets every open connection and
 // refuses new ones until up, which is what clients see when a database host dies.
 type tcpProxy struct {
-	t       *testing.T
+	t       testing.TB
 	ln      net.Listener
 	target  string
 	mu      sync.Mutex
