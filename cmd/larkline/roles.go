@@ -270,6 +270,7 @@ func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
 		Version:           rt.cfg.Kafka.SaramaVersion,
 		TableReplication:  int(rt.cfg.Kafka.ReplicationFactor),
 		StreamReplication: int(rt.cfg.Kafka.ReplicationFactor),
+		Logger:            rt.log,
 	})
 }
 

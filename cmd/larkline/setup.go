@@ -84,6 +84,8 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 			Linger:             linger,
 			MaxBufferedRecords: k.Producer.MaxBufferedRecords,
 			Compression:        kafka.Compression(k.Producer.Compression),
+			// any producer may park a large record in the dead-letter topic
+			LargeRecordTopics: []string{k.Topics.DeadLetter, k.Topics.WindowsClosed},
 		},
 		Consumer: kafka.ConsumerOptions{
 			SessionTimeout:   k.Consumer.SessionTimeout,

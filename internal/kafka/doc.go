@@ -21,6 +21,11 @@
 //     key-to-partition lookups reduce to the same partition.
 //   - EnsureTopics and DefaultTopicSpecs: create missing topics and report, never
 //     change, existing topics whose partitions, replication or cleanup policy differ.
+//   - The record limits (limits.go): MaxRecordBytes (16 MiB) for closed windows and
+//     the window processor's loop and table records, MaxBatchBytes for the topics and
+//     producers that carry them, the consumers' fetch limits, and the largest window
+//     that fits. The topic manager NewGoka installs creates Goka's own loop and table
+//     topics with that limit, or raises it on existing ones.
 //   - IsRetryable: whether a Kafka error (franz-go, sarama, network, context) is worth
 //     retrying.
 //   - Lag and Evaluator: per-partition consumer lag in offsets and in time (age of
@@ -28,7 +33,8 @@
 //
 // Bounds: this package owns no long-running loop and no global state. It does not
 // encode or decode record values (see the schemas package), does not decide topic
-// names (configuration does), and never alters an existing topic. Logs and errors
+// names (configuration does), and never alters an existing topic except to raise
+// max.message.bytes of a Goka group's own loop and table topics. Logs and errors
 // carry topic, group and partition identifiers only, never record contents or
 // credentials.
 package kafka

@@ -140,6 +140,13 @@ type ProducerOptions struct {
 	// (a Lark message's create time, a backfill) must leave it 0, or its records
 	// fail at once with kgo.ErrRecordTimeout.
 	DeliveryTimeout time.Duration
+	// LargeRecordTopics are the topics this client writes records of up to
+	// MaxRecordBytes to (closed windows; dead letters that park one): its batches to
+	// them may reach MaxBatchBytes, which their max.message.bytes must allow
+	// (DefaultTopicSpecs sets it on the closed-window and dead-letter topics).
+	// Batches to every other topic stay within DefaultBatchMaxBytes, which a topic
+	// with the broker's default limit accepts. Optional.
+	LargeRecordTopics []string
 }
 
 // ConsumerOptions tunes consumer groups.
@@ -237,6 +244,11 @@ func validate(in Options) (validated, error) {
 	if p.DeliveryTimeout != 0 {
 		if err := validateTimeout("producer delivery timeout", p.DeliveryTimeout); err != nil {
 			return validated{}, err
+		}
+	}
+	for _, t := range p.LargeRecordTopics {
+		if err := validateTopicName(t); err != nil {
+			return validated{}, fmt.Errorf("producer large-record topics: %w", err)
 		}
 	}
 
@@ -392,9 +404,14 @@ func (s SASLOptions) mechanism() sasl.Mechanism {
 //     kgo.ProducerBatchCompression (default snappy), kgo.RecordDeliveryTimeout
 //     (default 0: bounded by the produce context only; see
 //     ProducerOptions.DeliveryTimeout);
+//   - kgo.ProducerBatchMaxBytesFn: MaxBatchBytes for Producer.LargeRecordTopics,
+//     DefaultBatchMaxBytes for every other topic (see limits.go);
 //   - kgo.RecordPartitioner(Partitioner()): the one partitioner;
 //   - kgo.AllowAutoTopicCreation is not set: topics are created by EnsureTopics only;
 //   - kgo.SessionTimeout (45 s), kgo.RebalanceTimeout (60 s), kgo.FetchMaxWait (500 ms);
+//   - kgo.FetchMaxBytes (FetchMaxBytes), kgo.FetchMaxPartitionBytes
+//     (FetchMaxPartitionBytes) and kgo.BrokerMaxReadBytes (BrokerMaxReadBytes): a
+//     record batch of up to MaxBatchBytes is read whole;
 //   - kgo.FetchIsolationLevel(kgo.ReadCommitted()): larkline does not produce
 //     transactionally, so this costs nothing and keeps aborted data out if it ever does;
 //   - TLS via kgo.DialTLSConfig and SASL via kgo.SASL when configured.
@@ -421,10 +438,14 @@ func (v validated) kgoOpts() []kgo.Opt {
 		kgo.MaxBufferedRecords(o.Producer.MaxBufferedRecords),
 		kgo.ProducerBatchCompression(codec),
 		kgo.RecordDeliveryTimeout(o.Producer.DeliveryTimeout),
+		kgo.ProducerBatchMaxBytesFn(batchMaxBytes(o.Producer.LargeRecordTopics)),
 		kgo.RecordPartitioner(Partitioner()),
 		kgo.SessionTimeout(o.Consumer.SessionTimeout),
 		kgo.RebalanceTimeout(o.Consumer.RebalanceTimeout),
 		kgo.FetchMaxWait(o.Consumer.FetchMaxWait),
+		kgo.FetchMaxBytes(FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(FetchMaxPartitionBytes),
+		kgo.BrokerMaxReadBytes(BrokerMaxReadBytes),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 	}
 	if o.Producer.DisableIdempotence {
@@ -437,6 +458,21 @@ func (v validated) kgoOpts() []kgo.Opt {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts
+}
+
+// batchMaxBytes is the franz-go batch limit per topic: MaxBatchBytes for the large
+// record topics, DefaultBatchMaxBytes for the others.
+func batchMaxBytes(large []string) func(topic string) int32 {
+	set := make(map[string]bool, len(large))
+	for _, t := range large {
+		set[t] = true
+	}
+	return func(topic string) int32 {
+		if set[topic] {
+			return MaxBatchBytes
+		}
+		return DefaultBatchMaxBytes
+	}
 }
 
 // GroupConsumer describes how a franz-go client consumes as a member of a group. The

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"log/slog"
 	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/lovoo/goka"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -50,6 +52,9 @@ type GokaOptions struct {
 	// few milliseconds later, where compression costs CPU on both sides and saves
 	// little. Default DefaultGokaCompression.
 	Compression Compression
+	// Logger receives what the topic manager changes on Goka's own topics (it raises
+	// a too small max.message.bytes). Nil discards.
+	Logger *slog.Logger
 }
 
 // DefaultGokaCompression is GokaOptions.Compression's default: LZ4 compresses and
@@ -77,6 +82,12 @@ const DefaultStreamRetention = 24 * time.Hour
 //     zero, so sarama sends at once);
 //   - Producer.Compression from o.Compression (default DefaultGokaCompression, not
 //     o.Producer.Compression);
+//   - Producer.MaxMessageBytes = MaxBatchBytes (sarama's default is 1 MiB): it bounds
+//     one record and one partition's batch before compression, and a window
+//     processor writes closed-window and loop records of up to MaxRecordBytes;
+//   - Consumer.Fetch.Default = 1 MiB and Consumer.Fetch.Max = 0 (no limit but
+//     sarama.MaxResponseSize): a fetch returns a larger first batch whole anyway
+//     (KIP-74), and sarama grows its fetch size when it sees a partial one;
 //   - Consumer.Offsets.Initial = sarama.OffsetOldest: a new group (a new processor
 //     version) reads its inputs from the start, which is what replay needs;
 //   - Consumer.IsolationLevel = ReadCommitted, Consumer.MaxWaitTime =
@@ -91,10 +102,20 @@ const DefaultStreamRetention = 24 * time.Hour
 // copy it for every client Goka builds, because Goka's builders write ClientID and
 // Partitioner into the config they are given.
 func SaramaConfig(o GokaOptions) (*sarama.Config, error) {
+	cfg, _, err := saramaConfig(o)
+	return cfg, err
+}
+
+func saramaConfig(o GokaOptions) (*sarama.Config, validated, error) {
 	v, err := validate(o.Options)
 	if err != nil {
-		return nil, err
+		return nil, validated{}, err
 	}
+	cfg, err := v.saramaConfig(o)
+	return cfg, v, err
+}
+
+func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 	version, err := parseProtocolVersion(o.Version)
 	if err != nil {
 		return nil, err
@@ -150,11 +171,14 @@ func SaramaConfig(o GokaOptions) (*sarama.Config, error) {
 	cfg.Producer.Compression = saramaCompression(gokaCompression)
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
+	cfg.Producer.MaxMessageBytes = MaxBatchBytes
 
 	c := opts.Consumer
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
 	cfg.Consumer.MaxWaitTime = c.FetchMaxWait
+	cfg.Consumer.Fetch.Default = 1 << 20
+	cfg.Consumer.Fetch.Max = 0
 	cfg.Consumer.Group.Session.Timeout = c.SessionTimeout
 	cfg.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
 	if hb := c.SessionTimeout / 3; hb < cfg.Consumer.Group.Heartbeat.Interval {
@@ -229,20 +253,24 @@ func saramaCompression(c Compression) sarama.CompressionCodec {
 // Goka holds the validated sarama template and topic-manager settings and hands out
 // the Goka options that install them. Build it once with NewGoka and share it.
 type Goka struct {
-	cfg *sarama.Config
-	tmc *goka.TopicManagerConfig
-	id  string
+	cfg  *sarama.Config
+	tmc  *goka.TopicManagerConfig
+	id   string
+	kopt []kgo.Opt // franz-go options of the topic manager's admin client
+	log  *slog.Logger
 }
 
 // NewGoka validates o (see SaramaConfig) and prepares the Goka options.
 func NewGoka(o GokaOptions) (*Goka, error) {
-	cfg, err := SaramaConfig(o)
+	cfg, v, err := saramaConfig(o)
 	if err != nil {
 		return nil, err
 	}
 	tmc := goka.NewTopicManagerConfig()
 	tmc.Table.Replication = o.TableReplication
+	tmc.Table.CleanupPolicy = CleanupCompact
 	tmc.Stream.Replication = o.StreamReplication
+	tmc.Stream.CleanupPolicy = CleanupDelete
 	tmc.Stream.Retention = o.StreamRetention
 	if tmc.Stream.Retention == 0 {
 		tmc.Stream.Retention = DefaultStreamRetention
@@ -250,7 +278,11 @@ func NewGoka(o GokaOptions) (*Goka, error) {
 	// A group table with the wrong partition count or replication would silently
 	// break co-partitioning; refuse to start instead.
 	tmc.MismatchBehavior = goka.TMConfigMismatchBehaviorFail
-	return &Goka{cfg: cfg, tmc: tmc, id: cfg.ClientID}, nil
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Goka{cfg: cfg, tmc: tmc, id: cfg.ClientID, kopt: v.kgoOpts(), log: log}, nil
 }
 
 // SaramaConfig returns a copy of the sarama template.
@@ -286,7 +318,11 @@ func (g *Goka) topicManagerBuilder() goka.TopicManagerBuilder {
 		cfg := cloneConfig(g.cfg)
 		cfg.ClientID = g.id + "-topic-manager"
 		tmc := *g.tmc
-		return goka.TopicManagerBuilderWithConfig(cfg, &tmc)(brokers)
+		tm, err := goka.TopicManagerBuilderWithConfig(cfg, &tmc)(brokers)
+		if err != nil {
+			return nil, err
+		}
+		return newGokaTopicManager(tm, g, brokers)
 	}
 }
 

@@ -81,7 +81,10 @@ func DefaultTopicNames() TopicNames {
 // be co-partitioned; the workspaces topic (key <workspace>) and the dead-letter topic
 // take the same count for simplicity. min.insync.replicas is 2 when replication is at
 // least 3 (acks=all then survives one broker loss without losing a write) and 1
-// otherwise. See deploy/kafka/topics.yaml for the same table, in prose.
+// otherwise. The closed-window and dead-letter topics take max.message.bytes =
+// MaxBatchBytes: a closed window of a busy chat is several MB, and a dead letter may
+// park one (see limits.go for the largest window that fits). See
+// deploy/kafka/topics.yaml for the same table, in prose.
 func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []TopicSpec {
 	minISR := "1"
 	if replication >= 3 {
@@ -102,6 +105,10 @@ func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []
 			ConfigMinInsyncReplicas: minISR,
 		}
 	}
+	large := func(c map[string]string) map[string]string {
+		c[ConfigMaxMessageBytes] = maxBatchBytesConfig
+		return c
+	}
 	return []TopicSpec{
 		{Name: names.Evidence, Partitions: partitions, Replication: replication, Configs: compacted(),
 			Purpose: "one record per message version per workspace; compaction keeps the newest version of every message, a tombstone deletes it"},
@@ -109,10 +116,10 @@ func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []
 			Purpose: "history collection checkpoint per workspace/chat; only the newest matters"},
 		{Name: names.Workspaces, Partitions: partitions, Replication: replication, Configs: compacted(),
 			Purpose: "each workspace with its bound chats; only the newest version of a workspace matters"},
-		{Name: names.WindowsClosed, Partitions: partitions, Replication: replication, Configs: deleted(WindowsClosedRetention),
-			Purpose: "notices that a window is ready for synthesis; consumed once, idempotent downstream"},
-		{Name: names.DeadLetter, Partitions: partitions, Replication: replication, Configs: deleted(DeadLetterRetention),
-			Purpose: "records of unknown schema or that failed permanently, parked for an operator"},
+		{Name: names.WindowsClosed, Partitions: partitions, Replication: replication, Configs: large(deleted(WindowsClosedRetention)),
+			Purpose: "notices that a window is ready for synthesis, with one entry per message (several MB for a busy chat); consumed once, idempotent downstream"},
+		{Name: names.DeadLetter, Partitions: partitions, Replication: replication, Configs: large(deleted(DeadLetterRetention)),
+			Purpose: "records of unknown schema or that failed permanently (a closed window among them), parked for an operator"},
 	}
 }
 
@@ -269,9 +276,13 @@ func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error 
 	}
 	ctx, cancel := context.WithTimeout(ctx, TopicVisibleTimeout)
 	defer cancel()
+	// kadm answers from the client's metadata cache, which keeps a topic it saw as
+	// missing for MetadataMinAge (5 s): asking for authorized operations is kadm's
+	// documented way to bypass the cache, so a topic is seen as soon as it has leaders.
+	fresh := kadm.WithAuthorizedOps(ctx)
 	wait := 50 * time.Millisecond
 	for {
-		details, err := adm.ListTopics(ctx, names...)
+		details, err := adm.ListTopics(fresh, names...)
 		missing := ""
 		if err == nil {
 			for _, n := range names {
@@ -313,7 +324,7 @@ func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep
 	for i, s := range specs {
 		names[i] = s.Name
 	}
-	details, err := adm.ListTopics(ctx, names...)
+	details, err := adm.ListTopics(kadm.WithAuthorizedOps(ctx), names...) // uncached, as in waitForTopics
 	if err != nil {
 		return fmt.Errorf("listing existing topics %v: %w", names, err)
 	}
@@ -385,9 +396,19 @@ func minReplicas(d kadm.TopicDetail) int {
 }
 
 // sameConfig compares config values; cleanup.policy is a set ("compact,delete" equals
-// "delete,compact").
+// "delete,compact"), and max.message.bytes is a lower bound (a topic that accepts
+// larger batches than the spec asks for is fine).
 func sameConfig(key, want, got string) bool {
-	if key != ConfigCleanupPolicy {
+	switch key {
+	case ConfigCleanupPolicy:
+	case ConfigMaxMessageBytes:
+		w, werr := strconv.ParseInt(want, 10, 64)
+		g, gerr := strconv.ParseInt(got, 10, 64)
+		if werr != nil || gerr != nil {
+			return want == got
+		}
+		return g >= w
+	default:
 		return want == got
 	}
 	w := strings.Split(want, ",")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -252,6 +253,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.DeadLetterTopic == "" {
 		o.DeadLetterTopic = names.DeadLetter
+	}
+	// A dead letter may park a whole closed-window record (up to
+	// kafka.MaxRecordBytes): the producer may write batches of up to
+	// kafka.MaxBatchBytes to the dead-letter topic, which DefaultTopicSpecs allows.
+	if !slices.Contains(o.Kafka.Producer.LargeRecordTopics, o.DeadLetterTopic) {
+		o.Kafka.Producer.LargeRecordTopics = append(slices.Clone(o.Kafka.Producer.LargeRecordTopics), o.DeadLetterTopic)
 	}
 	def(&o.ContextLookback, DefaultContextLookback)
 	def(&o.StaleTimeout, DefaultStaleTimeout)

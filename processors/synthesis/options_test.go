@@ -2,6 +2,7 @@ package synthesis
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,6 +72,40 @@ func TestNewAppliesDefaults(t *testing.T) {
 	}
 	if w2.o.ChunkRetries != 0 {
 		t.Errorf("NoChunkRetries gave %d retries", w2.o.ChunkRetries)
+	}
+}
+
+// TestNewLetsDeadLettersParkLargeRecords: a closed window that cannot be decoded is
+// parked whole, so the dead-letter topic is a large-record topic of the worker's
+// producer (batches up to kafka.MaxBatchBytes) and no other topic is.
+func TestNewLetsDeadLettersParkLargeRecords(t *testing.T) {
+	tests := []struct {
+		name  string
+		dead  string
+		given []string
+		want  []string
+	}{
+		{"default dead-letter topic", "", nil, []string{kafka.DefaultTopicNames().DeadLetter}},
+		{"configured dead-letter topic", "ops.dlq", nil, []string{"ops.dlq"}},
+		{"already listed", "ops.dlq", []string{"ops.dlq"}, []string{"ops.dlq"}},
+		{"others kept", "ops.dlq", []string{"other"}, []string{"other", "ops.dlq"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := validOptions(t)
+			o.DeadLetterTopic = tt.dead
+			o.Kafka.Producer.LargeRecordTopics = tt.given
+			w, err := New(o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.o.Kafka.Producer.LargeRecordTopics; !slices.Equal(got, tt.want) {
+				t.Fatalf("large-record topics %v, want %v", got, tt.want)
+			}
+			if len(tt.given) > 0 && len(tt.given) != len(o.Kafka.Producer.LargeRecordTopics) {
+				t.Fatal("New changed the caller's slice")
+			}
+		})
 	}
 }
 

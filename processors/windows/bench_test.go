@@ -27,8 +27,8 @@ func benchCluster(b *testing.B, chats, perChat int) (*cluster, int) {
 	compact := "compact"
 	c.evidence = testenv.NewTopic(b, 6, map[string]*string{"cleanup.policy": &compact})
 	c.checkpoints = testenv.NewTopic(b, 6, map[string]*string{"cleanup.policy": &compact})
-	c.closed = testenv.NewTopic(b, 6, nil)
-	c.dead = testenv.NewTopic(b, 1, nil)
+	c.closed = testenv.NewTopic(b, 6, specConfigs(b, kafka.DefaultTopicNames().WindowsClosed))
+	c.dead = testenv.NewTopic(b, 1, specConfigs(b, kafka.DefaultTopicNames().DeadLetter))
 	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"})
 	if err != nil {
 		b.Fatal(err)

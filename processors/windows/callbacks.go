@@ -208,9 +208,43 @@ func (p *Processor) onCollect(ctx goka.Context, m *loopMsg) {
 // emitClosed builds and emits the closed-window record of one window with the given
 // (ordered) evidence. It reports false after failing the processor.
 func (p *Processor) emitClosed(ctx goka.Context, chatKey string, start time.Time, refs []msgRef, closedAtMS int64, reason string) bool {
-	ws, chat, err := parseChatKey(chatKey)
+	rec, err := p.closedRecord(chatKey, start, refs, closedAtMS, reason)
 	if err != nil {
 		return false
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+	b, err := p.opts.Codecs.ClosedWindow.Encode(cctx, rec)
+	cancel()
+	if err != nil {
+		// Our own record failed to encode: a bug, not bad input. Fail the processor
+		// rather than lose the window; the state is untouched, so a restart retries.
+		p.fail(ctx, err)
+		return false
+	}
+	if size := len(chatKey) + len(b); size > p.opts.MaxRecordBytes {
+		p.m.tooLarge.Inc()
+		p.log.Error("closed-window record exceeds the record limit; the processor stops, and emits the window after a restart with larger limits",
+			"window_key", windowKey(chatKey, start), "evidence_count", len(refs), "record_bytes", size,
+			"max_record_bytes", p.opts.MaxRecordBytes)
+		p.fail(ctx, fmt.Errorf("%w: window %s of %d messages is %d bytes, more than %d",
+			ErrRecordTooLarge, windowKey(chatKey, start), len(refs), size, p.opts.MaxRecordBytes))
+		return false
+	}
+	ctx.Emit(goka.Stream(p.opts.ClosedTopic), chatKey, b)
+	p.m.closedBytes.Observe(float64(len(chatKey) + len(b)))
+	p.m.closed.WithLabelValues(reason).Inc()
+	p.m.closedEvidence.Observe(float64(len(refs)))
+	p.log.Debug("window closed", "window_key", windowKey(chatKey, start), "evidence_count", len(refs),
+		"aggregate_hash", rec.AggregateHash, "reason", reason)
+	return true
+}
+
+// closedRecord builds the closed-window record of one window with the given
+// (ordered) evidence.
+func (p *Processor) closedRecord(chatKey string, start time.Time, refs []msgRef, closedAtMS int64, reason string) (schemas.ClosedWindow, error) {
+	ws, chat, err := parseChatKey(chatKey)
+	if err != nil {
+		return schemas.ClosedWindow{}, err
 	}
 	rec := schemas.ClosedWindow{
 		WorkspaceID:      ws,
@@ -235,21 +269,7 @@ func (p *Processor) emitClosed(ctx goka.Context, chatKey string, start time.Time
 		}
 	}
 	rec.AggregateHash = schemas.WindowAggregateHash(rec.Evidence)
-	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
-	b, err := p.opts.Codecs.ClosedWindow.Encode(cctx, rec)
-	cancel()
-	if err != nil {
-		// Our own record failed to encode: a bug, not bad input. Fail the processor
-		// rather than lose the window; the state is untouched, so a restart retries.
-		ctx.Fail(err)
-		return false
-	}
-	ctx.Emit(goka.Stream(p.opts.ClosedTopic), chatKey, b)
-	p.m.closed.WithLabelValues(reason).Inc()
-	p.m.closedEvidence.Observe(float64(len(refs)))
-	p.log.Debug("window closed", "window_key", windowKey(chatKey, start), "evidence_count", len(refs),
-		"aggregate_hash", rec.AggregateHash, "reason", reason)
-	return true
+	return rec, nil
 }
 
 // onVisit is the watcher's pass over every key: chats close their due windows, closed
@@ -337,6 +357,17 @@ func (p *Processor) window(ctx goka.Context, start time.Time) (*windowState, boo
 	return &windowState{Start: start.UnixMilli()}, true
 }
 
+// fail stops the processor from a callback with err. Goka reports a callback's
+// failure as text only, so the first cause is also kept for Run to return wrapped.
+func (p *Processor) fail(ctx goka.Context, err error) {
+	p.failedMu.Lock()
+	if p.failed == nil {
+		p.failed = err
+	}
+	p.failedMu.Unlock()
+	ctx.Fail(err)
+}
+
 // decodeTimeout bounds a decode or encode that has to ask the schema registry.
 const decodeTimeout = 10 * time.Second
 
@@ -358,7 +389,7 @@ func (p *Processor) decodeEvidence(key string, raw []byte) (schemas.EvidenceReco
 // rather than parking records that would decode a minute later.
 func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) {
 	if schemas.IsRetryable(cause) {
-		ctx.Fail(fmt.Errorf("windows: decoding %s/%d@%d: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), cause))
+		p.fail(ctx, fmt.Errorf("windows: decoding %s/%d@%d: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), cause))
 		return
 	}
 	reason := schemas.ReasonOf(cause)
@@ -376,7 +407,7 @@ func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) {
 	dl.Reason = reason
 	b, err := p.opts.Codecs.DeadLetter.Encode(cctx, dl)
 	if err != nil {
-		ctx.Fail(err)
+		p.fail(ctx, err)
 		return
 	}
 	ctx.Emit(goka.Stream(p.opts.DeadLetterTopic), ctx.Key(), b)

@@ -66,4 +66,21 @@
 // which gives the same closed record as an unpaged window. A paged window's close
 // walks its pages in order, one loop record each; pages are dropped with the
 // window's marker after Options.Retention. docs/perf.md records the throughput.
+//
+// The page bound holds while a sealed page's acknowledgement comes back before the
+// window takes in much more evidence. Under a burst into one chat, the evidence
+// loopbacks of the whole burst queue on the loop topic ahead of the acknowledgement,
+// and the window's own value grows until it arrives: a 3,000-message burst produced
+// at once grew it to ~2,900 refs, so updates cost O(window) and the burst is taken in
+// in quadratic time. Records are bounded all the same (below).
+//
+// Record sizes: a closed-window record carries one entry per message, the fold's last
+// loop record nearly all of the window's refs, and under a burst a window value holds
+// up to all of them; the last two take fewer bytes per message than the first. The
+// closed record is bounded by Options.MaxRecordBytes (kafka.MaxRecordBytes, 16 MiB:
+// every window of up to 50,000 Lark messages; package kafka derives the figures);
+// one above it stops the processor with ErrRecordTooLarge. The
+// producer (kafka.NewGoka), the closed-window and dead-letter topics
+// (kafka.DefaultTopicSpecs) and the group's loop and table topics (created or raised
+// by kafka.NewGoka's topic manager) accept kafka.MaxBatchBytes.
 package windows

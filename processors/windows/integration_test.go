@@ -14,6 +14,7 @@ import (
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
@@ -31,6 +32,7 @@ type cluster struct {
 	evidence, checkpoints, closed, dead string
 	codecs                              *schemas.Codecs
 	producer                            *kgo.Client
+	gokaTopics                          map[string]bool // versions whose goka topics are dropped at cleanup
 }
 
 func newCluster(t *testing.T) *cluster {
@@ -38,8 +40,8 @@ func newCluster(t *testing.T) *cluster {
 	compact := "compact"
 	c.evidence = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
 	c.checkpoints = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
-	c.closed = testenv.NewTopic(t, 3, nil)
-	c.dead = testenv.NewTopic(t, 1, nil)
+	c.closed = testenv.NewTopic(t, 3, specConfigs(t, kafka.DefaultTopicNames().WindowsClosed))
+	c.dead = testenv.NewTopic(t, 1, specConfigs(t, kafka.DefaultTopicNames().DeadLetter))
 	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-it"})
 	if err != nil {
 		t.Fatal(err)
@@ -50,6 +52,23 @@ func newCluster(t *testing.T) *cluster {
 	}
 	t.Cleanup(c.producer.Close)
 	return c
+}
+
+// specConfigs are the configs DefaultTopicSpecs gives the named topic, so that tests
+// run against the production settings (max.message.bytes above all).
+func specConfigs(t testing.TB, name string) map[string]*string {
+	t.Helper()
+	for _, s := range kafka.DefaultTopicSpecs(kafka.DefaultTopicNames(), 1, 1) {
+		if s.Name == name {
+			out := make(map[string]*string, len(s.Configs))
+			for k, v := range s.Configs {
+				out[k] = &v
+			}
+			return out
+		}
+	}
+	t.Fatalf("no default spec for topic %s", name)
+	return nil
 }
 
 // uniqueVersion gives each test its own Goka group (and group table).
@@ -94,6 +113,28 @@ func (c *cluster) produceCheckpoint(w ids.WorkspaceID, ch ids.ChatID, until time
 type instance struct {
 	p    *Processor
 	stop func()
+	done chan struct{} // closed when Run returned
+	err  error         // Run's error, once done is closed
+	// failureExpected: the test checked Run's error itself.
+	failureExpected bool
+}
+
+// exited reports whether Run returned (the processor failed or was stopped).
+func (i *instance) exited() bool {
+	select {
+	case <-i.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// runErr is Run's error once it returned, nil before.
+func (i *instance) runErr() error {
+	if !i.exited() {
+		return nil
+	}
+	return i.err
 }
 
 func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options)) *instance {
@@ -121,32 +162,58 @@ func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options))
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	c.dropGokaTopics(o.GroupPrefix, version)
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	inst := &instance{p: p, done: make(chan struct{})}
+	go func() { inst.err = p.Run(ctx); close(inst.done) }()
 	var once bool
-	stop := func() {
+	inst.stop = func() {
 		if once {
 			return
 		}
 		once = true
 		cancel()
 		select {
-		case err := <-done:
-			if err != nil && !errors.Is(err, context.Canceled) {
+		case <-inst.done:
+			if err := inst.err; err != nil && !errors.Is(err, context.Canceled) && !inst.failureExpected {
 				c.t.Errorf("processor run: %v", err)
 			}
 		case <-time.After(60 * time.Second):
 			c.t.Errorf("processor did not drain within 60s")
 		}
 	}
-	c.t.Cleanup(stop)
+	c.t.Cleanup(inst.stop)
 	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer wcancel()
 	if err := p.Goka().WaitForReadyContext(wctx); err != nil {
 		c.t.Fatalf("processor not ready: %v", err)
 	}
-	return &instance{p: p, stop: stop}
+	return inst
+}
+
+// dropGokaTopics deletes the Goka loop and table topics of a processor version when
+// the test ends (after its instances stopped).
+func (c *cluster) dropGokaTopics(prefix, version string) {
+	if c.gokaTopics[version] {
+		return
+	}
+	if c.gokaTopics == nil {
+		c.gokaTopics = map[string]bool{}
+	}
+	c.gokaTopics[version] = true
+	group := string(GroupName(prefix, version))
+	t := c.t
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kadm.NewClient(c.producer).DeleteTopics(ctx, group+"-loop", group+"-table")
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil && !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			t.Errorf("deleting the goka topics of %s: %v", group, err)
+		}
+	})
 }
 
 // closedRecords reads the closed topic from the start until want records arrived or the

@@ -7,6 +7,8 @@ type metrics struct {
 	late             prometheus.Counter
 	closed           *prometheus.CounterVec
 	closedEvidence   prometheus.Histogram
+	closedBytes      prometheus.Histogram
+	tooLarge         prometheus.Counter
 	openWindows      prometheus.Gauge
 	oldestUncovered  prometheus.Gauge
 	wakeups          *prometheus.CounterVec
@@ -43,6 +45,15 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name:    "larkline_windows_closed_evidence",
 			Help:    "Evidence count of each closed window.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+		}),
+		closedBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "larkline_windows_closed_record_bytes",
+			Help:    "Size of each closed-window record (key and value); the limit is Options.MaxRecordBytes (16 MiB by default).",
+			Buckets: prometheus.ExponentialBuckets(1024, 4, 9), // 1 KiB .. 64 MiB
+		}),
+		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_closed_records_too_large_total",
+			Help: "Closed-window records larger than Options.MaxRecordBytes; each failed the processor (the window stays open). Should stay 0.",
 		}),
 		openWindows: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "larkline_windows_open",
@@ -99,7 +110,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.openWindows,
+		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.closedBytes, m.tooLarge, m.openWindows,
 			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.pagesSealed, m.pagesMissing, m.scanSeconds, m.visitedKeys,
 			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.committedFetches)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -41,7 +42,14 @@ type Options struct {
 
 	// Codecs decode the input records and encode the closed windows and dead letters
 	// (package schemas: Avro, single-object or Confluent wire format).
-	Codecs   *schemas.Codecs
+	Codecs *schemas.Codecs
+	// MaxRecordBytes bounds a closed-window record (key and value); a larger one
+	// fails the processor with ErrRecordTooLarge (see there). It must
+	// not exceed what the producer (the Goka options) and the closed-window topic
+	// accept. Default kafka.MaxRecordBytes (16 MiB; see package kafka for the
+	// largest window that fits).
+	MaxRecordBytes int
+
 	Clock    func() time.Time // default time.Now
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
@@ -82,6 +90,9 @@ type Processor struct {
 	scan   scanTotals
 
 	barrier barrier
+
+	failedMu sync.Mutex
+	failed   error // the first error a callback failed the processor with
 }
 
 // scanTotals accumulates one visit over the state.
@@ -94,6 +105,14 @@ type scanTotals struct {
 
 // ErrOptions wraps every option problem reported by New.
 var ErrOptions = errors.New("windows: invalid options")
+
+// ErrRecordTooLarge means a window's closed record exceeds Options.MaxRecordBytes.
+// The processor fails with it rather than hand the producer a record the topic
+// refuses. Nothing is lost: the record that failed (the close of an unpaged window,
+// the last step of a paged window's fold) is not committed and is processed again
+// after a restart, so raising the limits (producer, topics and
+// Options.MaxRecordBytes) and restarting emits the window.
+var ErrRecordTooLarge = errors.New("windows: closed-window record too large")
 
 // New validates the options and builds the processor; nothing connects until Run.
 func New(o Options) (*Processor, error) {
@@ -126,11 +145,17 @@ func New(o Options) (*Processor, error) {
 	if o.Codecs == nil {
 		bad("codecs are required")
 	}
+	if o.MaxRecordBytes < 0 {
+		bad("max record bytes %d: negative", o.MaxRecordBytes)
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	if o.MaxRecordBytes == 0 {
+		o.MaxRecordBytes = kafka.MaxRecordBytes
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -198,6 +223,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	stopWatch()
 	<-watched
 	if err != nil && !errors.Is(err, context.Canceled) {
+		p.failedMu.Lock()
+		cause := p.failed
+		p.failedMu.Unlock()
+		if cause != nil {
+			return fmt.Errorf("windows: processor %s: %w (goka: %w)", GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion), cause, err)
+		}
 		return fmt.Errorf("windows: processor %s: %w", GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion), err)
 	}
 	return nil
