@@ -168,14 +168,24 @@ func (c *chatRun) run(ctx context.Context) error {
 		return err
 	}
 
-	token := ""
+	// The overlap before the checkpoint is re-read to catch messages history shows
+	// late. It may not use more than half the page budget: a burst inside the overlap
+	// larger than the budget would otherwise make every run re-read the same pages and
+	// never get past the checkpoint (coverage, and so every window, would stall). Past
+	// half the budget the run jumps to the checkpoint, which pages already committed.
+	// Refresh and manual runs re-read their whole range on purpose (edits, recalls).
+	var resumeAt time.Time
+	if (c.plan.kind == KindIncremental || c.plan.kind == KindBackfill) && c.cp != nil && c.plan.start.Before(c.cp.Position.Time) {
+		resumeAt = c.cp.Position.Time
+	}
+	start, token := c.plan.start, ""
 	for {
 		if err := c.gate(ctx); err != nil {
 			return err
 		}
 		page, err := r.list(ctx, ListQuery{
 			ContainerType: ContainerChat, ContainerID: string(j.chat),
-			Start: c.plan.start, End: c.plan.end, PageToken: token,
+			Start: start, End: c.plan.end, PageToken: token,
 		})
 		if err != nil {
 			return fail(larkFailureReason(err), err)
@@ -220,6 +230,13 @@ func (c *chatRun) run(ctx context.Context) error {
 		if final {
 			c.rep.Complete = true
 			return nil
+		}
+		if !resumeAt.IsZero() && c.used >= max(c.maxPages/2, 1) && (pos.Time.IsZero() || pos.Time.Before(resumeAt)) {
+			c.log.Warn("the overlap re-read used half the page budget; continuing from the checkpoint",
+				"kind", c.plan.kind, "pages", c.rep.Pages, "checkpoint", resumeAt)
+			r.m.overlapSkips.Inc()
+			start, token, resumeAt = resumeAt, "", time.Time{}
+			continue
 		}
 		if page.PageToken == token {
 			return fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (chat %s, request %s)", ErrMalformedPage, j.chat, page.RequestID))

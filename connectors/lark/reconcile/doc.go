@@ -65,7 +65,10 @@
 // keeps the previous checkpoint (its diagnostics go into the checkpoint's
 // metadata); a failed publish is retried by the chat's next advance or run. A run
 // killed between pages resumes from its checkpoint minus the overlap: nothing is
-// lost and nothing before the overlap is read again.
+// lost and nothing before the overlap is read again. An incremental or continued
+// backfill run spends at most half its page budget re-reading the overlap: past that
+// it continues from the checkpoint (larkline_reconcile_overlap_skips_total), so a
+// burst larger than the budget inside the overlap cannot stall coverage.
 //
 // # API budget
 //

@@ -27,6 +27,8 @@ type metrics struct {
 	retries   *prometheus.CounterVec
 	backoffS  prometheus.Counter
 	published *prometheus.CounterVec
+	// overlapSkips counts runs that cut their overlap re-read short (see chat.go).
+	overlapSkips prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -72,11 +74,15 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "larkline_reconcile_checkpoints_published_total",
 			Help: "Collection checkpoints published to the checkpoint topic, by result (acked, failed).",
 		}, []string{"result"}),
+		overlapSkips: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_overlap_skips_total",
+			Help: "Runs that cut their overlap re-read short after half their page budget and continued from the checkpoint.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published} {
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
 		}

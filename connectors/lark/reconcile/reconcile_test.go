@@ -909,6 +909,52 @@ func TestPageBudget(t *testing.T) {
 	}
 }
 
+// TestBurstInOverlapDoesNotStallCoverage: more messages inside the overlap before
+// the checkpoint than a run's page budget holds must not keep every run re-reading the
+// overlap: past half its budget a run jumps to the checkpoint and coverage advances.
+func TestBurstInOverlapDoesNotStallCoverage(t *testing.T) {
+	const (
+		ws   = ids.WorkspaceID("ws-burst")
+		chat = ids.ChatID("oc_burst")
+	)
+	e := newEnv(t, chat)
+	created := time.Now().Add(-2 * time.Hour)
+	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	burst := time.Now().Add(-30 * time.Minute)
+	for i := range 40 { // 8 pages of 5 in one minute
+		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("burst", i), Chat: chat, At: burst.Add(time.Duration(i) * time.Second)}, "x")
+	}
+	for i := range 3 { // and after the burst
+		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("after", i), Chat: chat, At: burst.Add(time.Duration(10+i) * time.Minute)}, "x")
+	}
+	opts := e.options(t)
+	opts.MaxPagesPerRun, opts.MaxThreadsPerChat = 4, 1 // the overlap (10 min) holds 8 pages
+	r := e.reconciler(t, opts)
+	ctx := ctxTimeout(t)
+	var covered []time.Time
+	for range 8 {
+		rep, err := r.RunOnce(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := oneChat(t, rep); c.Err != nil || c.Pages > 4 {
+			t.Fatalf("run: %+v", c)
+		}
+		cp, _ := e.checkpoint(t, ws, chat)
+		covered = append(covered, cp.Position.Time)
+		if cp.Meta.LastFullScanAt != nil && len(byMessage(e.evidence(t))) == 43 {
+			break
+		}
+	}
+	if n := len(byMessage(e.evidence(t))); n != 43 {
+		t.Fatalf("%d of 43 messages collected; checkpoints %v", n, covered)
+	}
+	if v := testutil.ToFloat64(r.m.overlapSkips); v == 0 {
+		t.Fatalf("no run cut its overlap short; checkpoints %v", covered)
+	}
+	t.Logf("checkpoints after each run: %v", covered)
+}
+
 // TestCheckpointPublishRetried: the checkpoint is committed in Postgres first; when
 // publishing it fails, the run still succeeds, the failure is counted, and the
 // next run publishes the current checkpoint.
