@@ -48,6 +48,11 @@ func loadScenario(tb testing.TB, chats, perChat int, start time.Time, spread tim
 			tb.Fatal(err)
 		}
 	}
+	// The harness writes a human entry and summary into the first workspace; give it
+	// one of its own so that every load workspace gets its AI summary.
+	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-load-human", Type: "incident", Status: "firing", CreatedAt: start.Add(-time.Hour)}); err != nil {
+		tb.Fatal(err)
+	}
 	for c := range chats {
 		ws := ids.WorkspaceID(fmt.Sprintf("ws-load-%04d", c))
 		if err := sc.AddWorkspace(larktest.Workspace{ID: ws, Type: "incident", Status: "firing", CreatedAt: start.Add(-time.Hour)}); err != nil {
