@@ -22,9 +22,12 @@ demo:
 	$(GO) run ./cmd/larkline demo $(DEMO_FLAGS)
 
 # Every test, against a real Kafka broker and a real Postgres started once for the run
-# by the harness (docs/testing.md says how it chooses them).
+# by the harness (docs/testing.md says how it chooses them). The end-to-end suite
+# (test/e2e: five larkline processes per test, a private broker it restarts) runs
+# after the package tests rather than beside them: on a 2-core machine its fault
+# timings should not depend on which package tests happen to share the CPU.
 test:
-	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test $(TEST_FLAGS) $(PKGS)
+	$(GO) run ./internal/testenv/cmd/testenv run -- sh -c 'set -e; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); if [ -n "$$pkgs" ]; then $(GO) test $(TEST_FLAGS) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test $(TEST_FLAGS) $$e2e; fi'
 
 # Benchmarks and load commands; figures are recorded in docs/perf.md.
 bench:

@@ -135,7 +135,7 @@ func (p *pipeline) waitDone(ctx context.Context, deadline time.Duration) progres
 		}
 		select {
 		case <-ctx.Done():
-			p.t.Fatalf("pipeline not done after %s: %s (last error %v; restarts %v)", deadline, last, lastErr, p.restarts())
+			p.t.Fatalf("pipeline not done after %s: %s (last error %v; restarts %v; evidence lag %s)", deadline, last, lastErr, p.restarts(), p.evidenceLag())
 		case <-time.After(time.Second):
 		}
 	}

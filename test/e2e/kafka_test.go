@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,25 @@ func (p *pipeline) waitCaughtUp(ctx context.Context, group, topic string, deadli
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// evidenceLag describes how far the sink and the window processor are behind on the
+// evidence topic, for failure messages.
+func (p *pipeline) evidenceLag() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(p.kafkaClient())
+	var out []string
+	for _, g := range []string{p.group("sink"), p.group("windows-" + p.version), p.group("synthesis")} {
+		lags, err := adm.Lag(ctx, g)
+		if err != nil {
+			out = append(out, fmt.Sprintf("%s: %v", g, err))
+			continue
+		}
+		l := lags[g]
+		out = append(out, fmt.Sprintf("%s (%s): lag %d", g, l.State, l.Lag.Total()))
+	}
+	return strings.Join(out, "; ")
 }
 
 // closedWindows reads the closed-window topic from the start to its current end.
