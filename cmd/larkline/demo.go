@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,7 +70,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(missing) > 0 {
 		return fmt.Errorf("the pipeline is not wired yet: roles %s are missing from this build", strings.Join(missing, ", "))
 	}
-	// Progress and logs go to stderr; with --once stdout carries only the result.
+	// Progress and logs go to stderr; with --once stdout carries only the result. The
+	// pipeline's logger, the delivery goroutine and the progress loop all write it, so
+	// writes are serialised (a test's stderr is a bytes.Buffer).
+	stderr = &lockedWriter{w: stderr}
 	log, err := logging.New(stderr, f.logLevel, "text")
 	if err != nil {
 		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
@@ -236,6 +240,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	return nil
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func loadScenario(path string) (*larktest.Scenario, error) {
