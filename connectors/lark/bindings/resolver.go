@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 )
 
@@ -116,25 +117,15 @@ func New(opts Options) (*Resolver, error) {
 		}
 		types[t] = true
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"Lookback", &opts.Lookback, DefaultLookback},
-		{"CacheTTL", &opts.CacheTTL, DefaultCacheTTL},
-		{"FallbackTTL", &opts.FallbackTTL, DefaultFallbackTTL},
-		{"QueryTimeout", &opts.QueryTimeout, DefaultQueryTimeout},
-		{"ReconnectMin", &opts.ReconnectMin, DefaultReconnectMin},
-		{"ReconnectMax", &opts.ReconnectMax, DefaultReconnectMax},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return nil, fmt.Errorf("%w: %s %s is negative", ErrInvalidOptions, d.name, *d.v)
-		}
+	if err := options.Durations(
+		options.Duration{Name: "Lookback", V: &opts.Lookback, Default: DefaultLookback},
+		options.Duration{Name: "CacheTTL", V: &opts.CacheTTL, Default: DefaultCacheTTL},
+		options.Duration{Name: "FallbackTTL", V: &opts.FallbackTTL, Default: DefaultFallbackTTL},
+		options.Duration{Name: "QueryTimeout", V: &opts.QueryTimeout, Default: DefaultQueryTimeout},
+		options.Duration{Name: "ReconnectMin", V: &opts.ReconnectMin, Default: DefaultReconnectMin},
+		options.Duration{Name: "ReconnectMax", V: &opts.ReconnectMax, Default: DefaultReconnectMax},
+	); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	if opts.FallbackTTL > opts.CacheTTL {
 		return nil, fmt.Errorf("%w: FallbackTTL %s exceeds CacheTTL %s", ErrInvalidOptions, opts.FallbackTTL, opts.CacheTTL)

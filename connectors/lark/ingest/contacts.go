@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -129,24 +130,14 @@ func NewContacts(opts ContactsOptions) (*Contacts, error) {
 			return nil, fmt.Errorf("%w: %s %d outside [1, %d]", ErrInvalidOptions, i.name, *i.v, i.max)
 		}
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"TTL", &opts.TTL, DefaultContactsTTL},
-		{"NegativeTTL", &opts.NegativeTTL, DefaultContactsNegativeTTL},
-		{"BatchWait", &opts.BatchWait, DefaultContactsBatchWait},
-		{"Timeout", &opts.Timeout, DefaultContactsTimeout},
-		{"MaxBackoff", &opts.MaxBackoff, DefaultContactsMaxBackoff},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return nil, fmt.Errorf("%w: %s %s is negative", ErrInvalidOptions, d.name, *d.v)
-		}
+	if err := options.Durations(
+		options.Duration{Name: "TTL", V: &opts.TTL, Default: DefaultContactsTTL},
+		options.Duration{Name: "NegativeTTL", V: &opts.NegativeTTL, Default: DefaultContactsNegativeTTL},
+		options.Duration{Name: "BatchWait", V: &opts.BatchWait, Default: DefaultContactsBatchWait},
+		options.Duration{Name: "Timeout", V: &opts.Timeout, Default: DefaultContactsTimeout},
+		options.Duration{Name: "MaxBackoff", V: &opts.MaxBackoff, Default: DefaultContactsMaxBackoff},
+	); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	switch {
 	case opts.RequestsPerSecond == 0:

@@ -20,6 +20,8 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Defaults of LongConnOptions.
@@ -142,24 +144,14 @@ func NewLongConn(opts LongConnOptions) (*LongConn, error) {
 	if opts.Domain == "" {
 		opts.Domain = lark.FeishuBaseUrl
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"PingInterval", &opts.PingInterval, DefaultPingInterval},
-		{"ConnectTimeout", &opts.ConnectTimeout, DefaultConnectTimeout},
-		{"BackoffMin", &opts.BackoffMin, DefaultBackoffMin},
-		{"BackoffMax", &opts.BackoffMax, DefaultBackoffMax},
-		{"DrainTimeout", &opts.DrainTimeout, DefaultDrainTimeout},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return nil, fmt.Errorf("%w: %s %s is negative", ErrInvalidOptions, d.name, *d.v)
-		}
+	if err := options.Durations(
+		options.Duration{Name: "PingInterval", V: &opts.PingInterval, Default: DefaultPingInterval},
+		options.Duration{Name: "ConnectTimeout", V: &opts.ConnectTimeout, Default: DefaultConnectTimeout},
+		options.Duration{Name: "BackoffMin", V: &opts.BackoffMin, Default: DefaultBackoffMin},
+		options.Duration{Name: "BackoffMax", V: &opts.BackoffMax, Default: DefaultBackoffMax},
+		options.Duration{Name: "DrainTimeout", V: &opts.DrainTimeout, Default: DefaultDrainTimeout},
+	); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidOptions, err)
 	}
 	if opts.BackoffMin > opts.BackoffMax {
 		return nil, fmt.Errorf("%w: BackoffMin %s exceeds BackoffMax %s", ErrInvalidOptions, opts.BackoffMin, opts.BackoffMax)

@@ -13,6 +13,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
@@ -233,28 +234,18 @@ func (o Options) withDefaults() (Options, error) {
 	if o.EvidenceTopic == o.CheckpointTopic {
 		return bad("EvidenceTopic and CheckpointTopic are both %q", o.EvidenceTopic)
 	}
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"IngestionLookback", &o.IngestionLookback, DefaultIngestionLookback},
-		{"ReconcileInterval", &o.ReconcileInterval, DefaultReconcileInterval},
-		{"EvidenceRefreshInterval", &o.EvidenceRefreshInterval, DefaultEvidenceRefreshInterval},
-		{"EvidenceRefreshLookback", &o.EvidenceRefreshLookback, DefaultEvidenceRefreshLookback},
-		{"MinBackoff", &o.MinBackoff, DefaultMinBackoff},
-		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
-		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
-		{"ThreadActiveWindow", &o.ThreadActiveWindow, DefaultThreadActiveWindow},
-		{"DrainTimeout", &o.DrainTimeout, DefaultDrainTimeout},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v == 0:
-			*d.v = d.def
-		case *d.v < 0:
-			return bad("%s %s is negative", d.name, *d.v)
-		}
+	if err := options.Durations(
+		options.Duration{Name: "IngestionLookback", V: &o.IngestionLookback, Default: DefaultIngestionLookback},
+		options.Duration{Name: "ReconcileInterval", V: &o.ReconcileInterval, Default: DefaultReconcileInterval},
+		options.Duration{Name: "EvidenceRefreshInterval", V: &o.EvidenceRefreshInterval, Default: DefaultEvidenceRefreshInterval},
+		options.Duration{Name: "EvidenceRefreshLookback", V: &o.EvidenceRefreshLookback, Default: DefaultEvidenceRefreshLookback},
+		options.Duration{Name: "MinBackoff", V: &o.MinBackoff, Default: DefaultMinBackoff},
+		options.Duration{Name: "MaxBackoff", V: &o.MaxBackoff, Default: DefaultMaxBackoff},
+		options.Duration{Name: "RequestTimeout", V: &o.RequestTimeout, Default: DefaultRequestTimeout},
+		options.Duration{Name: "ThreadActiveWindow", V: &o.ThreadActiveWindow, Default: DefaultThreadActiveWindow},
+		options.Duration{Name: "DrainTimeout", V: &o.DrainTimeout, Default: DefaultDrainTimeout},
+	); err != nil {
+		return bad("%v", err)
 	}
 	switch {
 	case o.ReconcileOverlap == 0:
