@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 )
@@ -30,6 +31,57 @@ func (p *pipeline) deliverAsync(ctx context.Context) <-chan deliveryResult {
 type deliveryResult struct {
 	rep larktest.Report
 	err error
+}
+
+// push is one webhook POST: an envelope already stamped for this deployment.
+type push struct {
+	id   ids.MessageID
+	body []byte
+}
+
+// pushed is what became of a push: when the webhook acknowledged it (zero if never)
+// and its last error.
+type pushed struct {
+	at  time.Time
+	err error
+}
+
+// pushOne posts body up to tries times, backing off 200 ms more after each refusal.
+func (p *pipeline) pushOne(ctx context.Context, s *larktest.Sender, body []byte, tries int) pushed {
+	var err error
+	for try := range tries {
+		if err = s.Send(ctx, p.webhookURL(), body); err == nil {
+			return pushed{at: time.Now()}
+		}
+		if try+1 < tries {
+			time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+		}
+	}
+	return pushed{err: err}
+}
+
+// pushAll posts every push from workers concurrent senders (pushOne each) and returns
+// the outcomes in the pushes' order.
+func (p *pipeline) pushAll(ctx context.Context, pushes []push, workers, tries int) []pushed {
+	s := p.sender(nil)
+	out := make([]pushed, len(pushes))
+	work := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				out[i] = p.pushOne(ctx, s, pushes[i].body, tries)
+			}
+		}()
+	}
+	for i := range pushes {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	return out
 }
 
 // expectDelivered fails the test unless every event got HTTP 200 in the end.
@@ -124,7 +176,7 @@ func TestFaultBrokerRestartWhileProducing(t *testing.T) {
 // reset, new ones refused) for 15 s while evidence is being written and windows
 // synthesized, then brings it back.
 func TestFaultPostgresDownWhileSinkAndSynthesisRun(t *testing.T) {
-	direct := testDSN(t)
+	direct := testenv.PostgresDSN(t)
 	px, proxied := proxyDatabase(t, direct)
 	p := newPipeline(t, pipelineOptions{DSN: direct, ProcessDSN: proxied})
 	ctx := p.ctx
@@ -304,40 +356,19 @@ func TestFaultWebhookFloodWithDuplicates(t *testing.T) {
 	p := newPipeline(t, pipelineOptions{})
 	ctx := p.ctx
 	done := p.deliverAsync(ctx)
-	s := p.sender(nil)
-	type push struct {
-		body []byte
-	}
 	var pushes []push
 	for copyN := range 4 {
 		for _, e := range p.sc.Events() {
 			if e.Deliver == larktest.DeliverDrop {
 				continue
 			}
-			pushes = append(pushes, push{p.stamped(e.Body, fmt.Sprintf("flood-%d-%s", copyN, e.EventID))})
+			pushes = append(pushes, push{e.MessageID, p.stamped(e.Body, fmt.Sprintf("flood-%d-%s", copyN, e.EventID))})
 		}
 	}
-	work := make(chan push)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
 	status := map[string]int{}
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for ps := range work {
-				err := s.Send(ctx, p.webhookURL(), ps.body)
-				mu.Lock()
-				status[fmt.Sprint(err)]++
-				mu.Unlock()
-			}
-		}()
+	for _, r := range p.pushAll(ctx, pushes, 16, 1) {
+		status[fmt.Sprint(r.err)]++
 	}
-	for _, ps := range pushes {
-		work <- ps
-	}
-	close(work)
-	wg.Wait()
 	t.Logf("flood: %d pushes, answers %v", len(pushes), status)
 	if status["<nil>"] == 0 {
 		t.Fatalf("no flood push was accepted: %v", status)
@@ -345,9 +376,6 @@ func TestFaultWebhookFloodWithDuplicates(t *testing.T) {
 	p.expectDelivered(<-done)
 	p.finish(4 * time.Minute)
 }
-
-// testDSN is a fresh database of the harness's real Postgres.
-func testDSN(t testing.TB) string { return testenv.PostgresDSN(t) }
 
 // stamped is an envelope with another header.event_id, as a redelivery by Lark may
 // carry, and the app's token and app id in its header, as Lark sends them.

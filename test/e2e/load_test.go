@@ -90,42 +90,22 @@ func hexOf(s string) string {
 	return hex.EncodeToString(h[:16])
 }
 
-// postAll posts events from workers senders and returns when each message was
-// acknowledged, by message id.
+// postAll posts events from workers concurrent senders (each retried up to 10 times)
+// and returns when each message was acknowledged, by message id.
 func (p *pipeline) postAll(ctx context.Context, tb testing.TB, events []larktest.Event, workers int) map[ids.MessageID]time.Time {
-	s := p.sender(longRetries)
+	pushes := make([]push, len(events))
+	for i, e := range events {
+		pushes[i] = push{e.MessageID, p.stamped(e.Body, e.EventID)}
+	}
 	acked := make(map[ids.MessageID]time.Time, len(events))
-	var mu sync.Mutex
-	work := make(chan larktest.Event)
-	var wg sync.WaitGroup
-	var failed int
-	for range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for e := range work {
-				var err error
-				for try := 0; try < 10; try++ {
-					if err = s.Send(ctx, p.webhookURL(), p.stamped(e.Body, e.EventID)); err == nil {
-						break
-					}
-					time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
-				}
-				mu.Lock()
-				if err != nil {
-					failed++
-				} else {
-					acked[e.MessageID] = time.Now()
-				}
-				mu.Unlock()
-			}
-		}()
+	failed := 0
+	for i, r := range p.pushAll(ctx, pushes, workers, 10) {
+		if r.err != nil {
+			failed++
+			continue
+		}
+		acked[pushes[i].id] = r.at
 	}
-	for _, e := range events {
-		work <- e
-	}
-	close(work)
-	wg.Wait()
 	if failed > 0 {
 		tb.Fatalf("%d events never acknowledged", failed)
 	}
@@ -269,14 +249,10 @@ func BenchmarkLoadSustained1000Chats(b *testing.B) {
 		go func(id ids.MessageID, body []byte) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			for try := 0; try < 10; try++ {
-				if err := s.Send(ctx, p.webhookURL(), p.stamped(body, "live-"+string(id))); err == nil {
-					mu.Lock()
-					acked[id] = time.Now()
-					mu.Unlock()
-					return
-				}
-				time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+			if r := p.pushOne(ctx, s, p.stamped(body, "live-"+string(id)), 10); r.err == nil {
+				mu.Lock()
+				acked[id] = r.at
+				mu.Unlock()
 			}
 		}(loadMessageID(c, i), body)
 	}

@@ -29,15 +29,14 @@ type proc struct {
 	port    int
 	logPath string
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the current cmd has exited
-	held     bool          // Kill: stay down until Start
-	closed   bool
-	starts   int
-	wake     chan struct{}
-	stopped  chan struct{}
-	lastExit string
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{} // closed when the current cmd has exited
+	held    bool          // Kill: stay down until Start
+	closed  bool
+	starts  int
+	wake    chan struct{}
+	stopped chan struct{}
 }
 
 // freePort returns a port free on 127.0.0.1 now.
@@ -86,7 +85,6 @@ func (p *proc) supervise() {
 		err = cmd.Wait()
 		close(exited)
 		p.mu.Lock()
-		p.lastExit = fmt.Sprint(err)
 		closed, held := p.closed, p.held
 		p.mu.Unlock()
 		if closed {
