@@ -16,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 
@@ -192,6 +191,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
+	st, err := store.New(pool)
+	if err != nil {
+		return err
+	}
 	expected := expectedEvidence(sc)
 	deadline := time.Now().Add(f.timeout)
 	tick := time.NewTicker(2 * time.Second)
@@ -210,17 +213,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			delivered = nil
 		case <-tick.C:
 		}
-		p, err := demoProgressOf(ctx, pool, wsIDs, l.SynthesisWindow, l.SynthesisWindowMaxAttempts)
+		p, err := st.Progress(ctx, wsIDs, l.SynthesisWindow, cfg.Windows.ProcessorVersion, l.SynthesisWindowMaxAttempts)
 		if err != nil {
 			say("progress unavailable: %v", err)
 			continue
 		}
+		// terminal: completed, ignored, or failed with no attempt left
+		terminal := p.Completed + p.Ignored + p.Exhausted
 		say("%5.1fs  evidence %d/%d  windows terminal %d/%d (failed %d)  entries %d",
-			time.Since(started).Seconds(), p.evidence, expected, p.terminal, p.windows, p.failed, p.entries)
+			time.Since(started).Seconds(), p.Evidence, expected, terminal, p.Windows, p.Exhausted, p.VisibleEntries)
 		if f.once {
-			done = p.evidence >= expected && p.windows > 0 && p.terminal >= p.windows && delivered == nil
+			done = p.Evidence >= expected && p.Windows > 0 && terminal >= p.Windows && delivered == nil
 			if !done && time.Now().After(deadline) {
-				return fmt.Errorf("not finished after %s: evidence %d/%d, windows terminal %d/%d", f.timeout, p.evidence, expected, p.terminal, p.windows)
+				return fmt.Errorf("not finished after %s: evidence %d/%d, windows terminal %d/%d", f.timeout, p.Evidence, expected, terminal, p.Windows)
 			}
 		}
 	}
@@ -346,36 +351,4 @@ func expectedEvidence(sc *larktest.Scenario) int {
 		n += perChat[m.ChatID]
 	}
 	return n
-}
-
-type demoProgress struct{ evidence, windows, terminal, failed, entries int }
-
-// demoProgressOf counts evidence rows, the non-empty windows the evidence implies
-// (windows holding synthesis-eligible, non-deleted evidence), how many of them reached
-// a terminal state (completed, ignored, or failed with no attempt left), and the
-// visible entries.
-func demoProgressOf(ctx context.Context, pool *pgxpool.Pool, ws []ids.WorkspaceID, window time.Duration, maxAttempts int) (demoProgress, error) {
-	var p demoProgress
-	names := make([]string, len(ws))
-	for i, w := range ws {
-		names[i] = string(w)
-	}
-	err := pool.QueryRow(ctx, `
-		WITH w AS (
-			SELECT DISTINCT workspace_id, chat_id,
-			       to_timestamp(floor(extract(epoch FROM occurred_at) / $2) * $2) AS start
-			FROM workspace_timeline_evidence
-			WHERE workspace_id = ANY($1) AND synthesis_eligible AND NOT deleted AND chat_id IS NOT NULL
-		)
-		SELECT
-			(SELECT count(*) FROM workspace_timeline_evidence WHERE workspace_id = ANY($1)),
-			count(*),
-			count(s.id) FILTER (WHERE s.status IN ('completed', 'ignored') OR (s.status = 'failed' AND s.attempts >= $3)),
-			count(s.id) FILTER (WHERE s.status = 'failed' AND s.attempts >= $3),
-			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND status <> 'hidden')
-		FROM w LEFT JOIN workspace_timeline_sync_states s
-		  ON s.workspace_id = w.workspace_id AND s.source = 'system' AND s.source_type = 'lark_timeline_window'
-		 AND s.source_key = 'chat/' || w.chat_id || '/window/' || to_char(w.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`,
-		names, window.Seconds(), maxAttempts).Scan(&p.evidence, &p.windows, &p.terminal, &p.failed, &p.entries)
-	return p, err
 }

@@ -77,39 +77,19 @@ func (g progress) done() bool {
 	return g.evidence >= g.expected && g.windows > 0 && g.terminal >= g.windows
 }
 
-// namespace is the window source key's processor part: empty for the default version.
-func (p *pipeline) namespace() string {
-	if p.version == ids.DefaultProcessorVersion {
-		return ""
-	}
-	return "/processor/" + p.version
-}
-
 func (p *pipeline) progress(ctx context.Context) (progress, error) {
 	g := progress{}
-	var ws []string
+	var ws []ids.WorkspaceID
 	for w, keys := range p.expectedEvidence() {
-		ws = append(ws, string(w))
+		ws = append(ws, w)
 		g.expected += len(keys)
 	}
-	err := p.pool.QueryRow(ctx, `
-		WITH w AS (
-			SELECT DISTINCT workspace_id, chat_id,
-			       to_timestamp(floor(extract(epoch FROM occurred_at) / $2) * $2) AS start
-			FROM workspace_timeline_evidence
-			WHERE workspace_id = ANY($1) AND synthesis_eligible AND NOT deleted AND chat_id IS NOT NULL
-		)
-		SELECT
-			(SELECT count(*) FROM workspace_timeline_evidence WHERE workspace_id = ANY($1)),
-			count(*),
-			count(s.id) FILTER (WHERE s.status IN ('completed', 'ignored')),
-			count(s.id) FILTER (WHERE s.status = 'failed'),
-			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND source = 'ai')
-		FROM w LEFT JOIN workspace_timeline_sync_states s
-		  ON s.workspace_id = w.workspace_id AND s.source = 'system' AND s.source_type = 'lark_timeline_window'
-		 AND s.source_key = 'chat/' || w.chat_id || $3 || '/window/' || to_char(w.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`,
-		ws, p.window.Seconds(), p.namespace()).Scan(&g.evidence, &g.windows, &g.terminal, &g.failed, &g.entries)
-	return g, err
+	st, err := p.store.Progress(ctx, ws, p.window, p.version, 3)
+	if err != nil {
+		return g, err
+	}
+	g.evidence, g.windows, g.terminal, g.failed, g.entries = st.Evidence, st.Windows, st.Completed+st.Ignored, st.Failed, st.AIEntries
+	return g, nil
 }
 
 // waitDone polls until every expected evidence row exists and every non-empty window
