@@ -217,6 +217,36 @@ type Scenario struct {
 	lastLine int
 }
 
+// Chat modes of the chat info API (GET /open-apis/im/v1/chats/:chat_id, field
+// chat_mode).
+const (
+	ChatModeGroup = "group"
+	ChatModeTopic = "topic"
+	ChatModeP2P   = "p2p"
+)
+
+// ChatMode is the chat info API's chat_mode of chat: the chat_type its messages'
+// events carry (p2p → ChatModeP2P, topic_group → ChatModeTopic, anything else →
+// ChatModeGroup); a chat without messages is a group.
+func (s *Scenario) ChatMode(chat ids.ChatID) string { return s.chatMode(chat) }
+
+func (s *Scenario) chatMode(chat ids.ChatID) string {
+	for _, id := range s.order {
+		m := s.msgs[id]
+		if m.chat != chat {
+			continue
+		}
+		switch m.chatType {
+		case "p2p":
+			return ChatModeP2P
+		case "topic_group":
+			return ChatModeTopic
+		}
+		return ChatModeGroup
+	}
+	return ChatModeGroup
+}
+
 // NewScenario starts an empty scenario for app.
 func NewScenario(app App) (*Scenario, error) {
 	s := newScenario()

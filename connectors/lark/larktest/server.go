@@ -24,11 +24,14 @@ const (
 	PathGetMessage      = "/open-apis/im/v1/messages/:message_id"
 	PathUsersBatch      = "/open-apis/contact/v3/users/batch"
 	PathUsersBasicBatch = "/open-apis/contact/v3/users/basic_batch"
+	// PathGetChat is the chat info API (im.chat.get): chat_mode tells a group
+	// ("group"), a topic group ("topic") and a single chat ("p2p").
+	PathGetChat = "/open-apis/im/v1/chats/:chat_id"
 )
 
 var knownPaths = map[string]bool{
 	PathTenantToken: true, PathListMessages: true, PathGetMessage: true,
-	PathUsersBatch: true, PathUsersBasicBatch: true,
+	PathUsersBatch: true, PathUsersBasicBatch: true, PathGetChat: true,
 }
 
 const (
@@ -206,6 +209,7 @@ func New(opts Options) (*Server, error) {
 	s.route("GET /open-apis/im/v1/messages/{message_id}", PathGetMessage, true, s.handleGet)
 	s.route("GET "+PathUsersBatch, PathUsersBatch, true, s.handleUsersBatch)
 	s.route("POST "+PathUsersBasicBatch, PathUsersBasicBatch, true, s.handleUsersBasicBatch)
+	s.route("GET /open-apis/im/v1/chats/{chat_id}", PathGetChat, true, s.handleGetChat)
 	return s, nil
 }
 
@@ -559,6 +563,33 @@ func (s *Server) handleGet(r *http.Request) (any, *apiError) {
 	return okAnswer{Msg: "success", Data: struct {
 		Items []historyItem `json:"items"`
 	}{[]historyItem{it}}}, nil
+}
+
+// handleGetChat answers the chat info API with the chat's real mode, taken from
+// the chat_type of its messages' events (p2p → "p2p", topic_group → "topic",
+// group → "group"); a bound chat without messages is a group. Like Lark, a
+// single chat has no chat_type (private/public) and a group is "private".
+func (s *Server) handleGetChat(r *http.Request) (any, *apiError) {
+	chat, err := ids.ParseChatID(r.PathValue("chat_id"))
+	if err != nil {
+		return nil, paramError(errParam("invalid chat_id"))
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h := s.view()
+	if !h.knownChat(chat) {
+		return nil, bad(CodeBotNotInChat, codeMessage(CodeBotNotInChat))
+	}
+	data := struct {
+		ChatMode string `json:"chat_mode"`
+		ChatType string `json:"chat_type,omitempty"`
+		Name     string `json:"name,omitempty"`
+		External bool   `json:"external"`
+	}{ChatMode: s.sc.chatMode(chat)}
+	if data.ChatMode != ChatModeP2P {
+		data.ChatType, data.Name = "private", string(chat)
+	}
+	return okAnswer{Msg: "success", Data: data}, nil
 }
 
 // userIDOf returns u's id of the given user_id_type.
