@@ -296,4 +296,3 @@ func (g *Guard) Forget(chat ids.ChatID) {
 	defer g.mu.Unlock()
 	delete(g.cache, chat)
 }
-
