@@ -23,10 +23,25 @@ type version struct {
 	sourceKey string // chat/<chat>/message/<message>
 	tombstone bool
 	row       store.Evidence // when !tombstone
-	// prev is the previous version of the same key in this batch, or nil. Only the
-	// last version of a key is written; if it has to be parked, prev takes its place,
-	// exactly as if the records had been written one by one.
-	prev *version
+	k         *keyState      // every version of the key in this batch
+	applied   bool           // written by a store call that succeeded
+	parked    bool
+}
+
+// keyState is one key's versions in a batch, in offset order, and the store steps
+// that still have to run for it, one after the other.
+type keyState struct {
+	chain      []*version
+	steps      []*step
+	superseded int // versions of chain that no step writes (counted as superseded)
+}
+
+// step is one store operation on one key: a tombstone, or versions upserted in
+// order in one call (the store applies a repeated key in input order).
+type step struct {
+	k         *keyState
+	tombstone bool
+	vs        []*version
 }
 
 // parked is a record headed for the dead-letter topic.
@@ -41,12 +56,21 @@ type parked struct {
 	acked     bool
 }
 
-// call is one store call of a batch: upserts of distinct keys, or the tombstones of
-// one workspace.
+// call is one store call of a batch: the upsert steps of distinct keys, or the
+// tombstones of one workspace.
 type call struct {
 	tombstones bool
 	ws         ids.WorkspaceID // tombstones only
-	vs         []*version
+	steps      []*step
+}
+
+// versions returns the call's versions in order: its rows, or its tombstones.
+func (c *call) versions() []*version {
+	var out []*version
+	for _, st := range c.steps {
+		out = append(out, st.vs...)
+	}
+	return out
 }
 
 // batch is the work of one poll: records in poll order (per-partition offset order),
@@ -55,7 +79,8 @@ type batch struct {
 	records  []*kgo.Record
 	decoded  int // records[:decoded] are decoded or parked
 	versions []*version
-	last     map[string]*version // the newest version of each key
+	keys     map[string]*keyState
+	order    []*keyState // keys in order of their first version
 	parked   []*parked
 	pending  []*call // store calls not yet done; nil until planned
 	planned  bool
@@ -67,7 +92,7 @@ type batch struct {
 func newBatch(records []*kgo.Record) *batch {
 	return &batch{
 		records:  records,
-		last:     make(map[string]*version, len(records)),
+		keys:     make(map[string]*keyState, len(records)),
 		outcomes: make(map[string]int, 8),
 	}
 }
@@ -82,12 +107,16 @@ func (p *parked) reasonCode() string {
 
 func (b *batch) park(p *parked) { b.parked = append(b.parked, p) }
 
-// add appends a decoded version; a later version of a key supersedes the earlier one.
+// add appends a decoded version to its key's versions (they arrive in offset order).
 func (b *batch) add(v *version) {
-	if prev, ok := b.last[v.key]; ok {
-		v.prev = prev
+	k := b.keys[v.key]
+	if k == nil {
+		k = &keyState{}
+		b.keys[v.key] = k
+		b.order = append(b.order, k)
 	}
-	b.last[v.key] = v
+	v.k = k
+	k.chain = append(k.chain, v)
 	b.versions = append(b.versions, v)
 }
 
@@ -149,47 +178,145 @@ func evidenceRow(r *schemas.EvidenceRecord) store.Evidence {
 // calls measured slower than the same rows as separate calls on concurrent connections.
 const callRows = 1000
 
-// plan turns the decoded versions into store calls: the newest version of every key
-// (the last in poll order, so per-partition order decides); upserts in near-equal
-// calls of at most callRows, at least one per writer; tombstones grouped per
-// workspace. Earlier versions of a key are counted as superseded.
-func (b *batch) plan(writers int) {
+// The batch's rule is the store's, applied one version at a time in offset order (the
+// evidence version rule, internal/store): a tombstone deletes the row; a version
+// replaces the row when its content hash differs and its rank
+// (schemas.EvidenceRank: deleted, then source_updated_at) is not lower, so of two
+// versions of equal rank the later one wins. Offset order is not rank order (an edit
+// read from history can sit below a redelivered original from the webhook), and
+// which version ends up stored depends on the row already there, which the batch
+// does not know. So the batch does not pick a winner: for every key it hands the
+// store, in offset order and in one call, every version after the key's last
+// tombstone, and the store applies them one by one. Only versions that cannot change
+// the outcome are left out and counted as superseded:
+//   - every version before a key's last tombstone (the tombstone deletes the row
+//     whatever they did; it runs first, the versions after it in a later round);
+//   - a version equal to the version before it in content hash and rank (a
+//     redelivery): whatever the stored row, the store does the same with both, and
+//     the first one decides.
+//
+// When a version has to be parked, its key is planned again from the versions not
+// yet written, so the table ends as if the records had been written one by one
+// without it.
+
+// planKey (re)plans the steps of k from its versions not yet written or parked.
+func (b *batch) planKey(k *keyState) {
+	start := 0
+	done := 0
+	for i, v := range k.chain {
+		if v.applied {
+			start = i + 1
+		}
+		if v.applied || v.parked {
+			done++
+		}
+	}
+	var rest []*version
+	for _, v := range k.chain[start:] {
+		if !v.parked {
+			rest = append(rest, v)
+		}
+	}
+	k.steps = nil
+	for i := len(rest) - 1; i >= 0; i-- {
+		if rest[i].tombstone {
+			k.steps = append(k.steps, &step{k: k, tombstone: true, vs: []*version{rest[i]}})
+			rest = rest[i+1:]
+			break
+		}
+	}
 	var ups []*version
-	dels := map[ids.WorkspaceID][]*version{}
-	var wsOrder []ids.WorkspaceID
-	for _, v := range b.versions {
-		if b.last[v.key] != v {
-			b.outcomes[outcomeSuperseded]++
+	for _, v := range rest {
+		if n := len(ups); n > 0 && sameVersion(ups[n-1], v) {
 			continue
 		}
-		if !v.tombstone {
-			ups = append(ups, v)
-			continue
+		ups = append(ups, v)
+	}
+	if len(ups) > 0 {
+		k.steps = append(k.steps, &step{k: k, vs: ups})
+	}
+	scheduled := 0
+	for _, st := range k.steps {
+		scheduled += len(st.vs)
+	}
+	superseded := len(k.chain) - done - scheduled
+	b.outcomes[outcomeSuperseded] += superseded - k.superseded
+	k.superseded = superseded
+}
+
+// sameVersion reports whether b is a redelivery of a (both versions, not
+// tombstones): the same content hash and rank as the store compares them, so that
+// the store does with b exactly what it did with a, whatever the stored row.
+func sameVersion(a, b *version) bool {
+	return a.row.ContentHash == b.row.ContentHash && storeRank(a).Compare(storeRank(b)) == 0
+}
+
+// storeRank is v's rank as the store sees it: a zero source_updated_at is stored as
+// occurred_at.
+func storeRank(v *version) schemas.EvidenceRank {
+	at := v.row.SourceUpdatedAt
+	if at.IsZero() {
+		at = v.row.OccurredAt
+	}
+	return schemas.EvidenceRank{SourceUpdatedAt: at, Deleted: v.row.Deleted}
+}
+
+// plan plans every key (see planKey) and turns the first step of each into store
+// calls: upserts in near-equal calls of about callRows rows at most, at least one per
+// writer, each key's versions in one call; tombstones grouped per workspace. A key's
+// later steps (the versions after its tombstone) run in later rounds.
+func (b *batch) plan(writers int) {
+	var heads []*step
+	for _, k := range b.order {
+		b.planKey(k)
+		if len(k.steps) > 0 {
+			heads = append(heads, k.steps[0])
 		}
-		if _, ok := dels[v.ws]; !ok {
-			wsOrder = append(wsOrder, v.ws)
-		}
-		dels[v.ws] = append(dels[v.ws], v)
 	}
-	for _, chunk := range split(ups, max(writers, (len(ups)+callRows-1)/callRows)) {
-		b.pending = append(b.pending, &call{vs: chunk})
-	}
-	for _, ws := range wsOrder {
-		b.pending = append(b.pending, &call{tombstones: true, ws: ws, vs: dels[ws]})
-	}
+	b.pending = callsFor(heads, writers)
 	b.planned = true
 }
 
-// split cuts vs into at most n contiguous chunks of near-equal size.
-func split(vs []*version, n int) [][]*version {
-	if len(vs) == 0 {
+// callsFor groups steps of distinct keys into store calls: upserts in at least
+// writers near-equal calls (more when they hold over callRows rows), tombstones one
+// call per workspace.
+func callsFor(steps []*step, writers int) []*call {
+	var ups []*step
+	rows := 0
+	dels := map[ids.WorkspaceID][]*step{}
+	var wsOrder []ids.WorkspaceID
+	for _, st := range steps {
+		if !st.tombstone {
+			ups = append(ups, st)
+			rows += len(st.vs)
+			continue
+		}
+		ws := st.vs[0].ws
+		if _, ok := dels[ws]; !ok {
+			wsOrder = append(wsOrder, ws)
+		}
+		dels[ws] = append(dels[ws], st)
+	}
+	var out []*call
+	for _, chunk := range split(ups, max(writers, (rows+callRows-1)/callRows)) {
+		out = append(out, &call{steps: chunk})
+	}
+	for _, ws := range wsOrder {
+		out = append(out, &call{tombstones: true, ws: ws, steps: dels[ws]})
+	}
+	return out
+}
+
+// split cuts xs into at most n contiguous chunks of near-equal size.
+func split[T any](xs []T, n int) [][]T {
+	if len(xs) == 0 {
 		return nil
 	}
-	n = min(n, len(vs))
-	out := make([][]*version, 0, n)
+	n = min(n, len(xs))
+	out := make([][]T, 0, n)
 	for i := range n {
-		lo, hi := i*len(vs)/n, (i+1)*len(vs)/n
-		out = append(out, vs[lo:hi])
+		lo, hi := i*len(xs)/n, (i+1)*len(xs)/n
+		out = append(out, xs[lo:hi])
 	}
 	return out
 }
@@ -201,17 +328,29 @@ type callResult struct {
 	err      error
 }
 
-// resolve applies the results of one round, in which every pending call ran: finished calls count their
-// outcomes, calls that failed because of a row's data are split (or, down to one
-// version, the version is parked and its predecessor in the batch takes its place),
-// and calls that failed retryably stay pending. It returns the first retryable error
-// and the first fatal error of the round.
+// resolve applies the results of one round, in which every pending call ran: finished
+// calls count their outcomes and their keys' next steps are scheduled, calls that
+// failed because of a row's data are split (or, down to one version, the version is
+// parked and its key planned again without it), and calls that failed retryably stay
+// pending. It returns the first retryable error and the first fatal error of the
+// round.
 func (b *batch) resolve(calls []*call, results []callResult) (retry, fatal error) {
 	var next []*call
+	var ready []*step
 	for i, c := range calls {
 		res := results[i]
 		if res.err == nil {
 			b.count(c, res)
+			for _, st := range c.steps {
+				for _, v := range st.vs {
+					v.applied = true
+				}
+				k := st.k
+				k.steps = k.steps[1:]
+				if len(k.steps) > 0 {
+					ready = append(ready, k.steps[0])
+				}
+			}
 			continue
 		}
 		switch classifyDB(res.err) {
@@ -226,57 +365,78 @@ func (b *batch) resolve(calls []*call, results []callResult) (retry, fatal error
 				fatal = res.err
 			}
 		case classData:
-			next = append(next, b.isolate(c, res.err)...)
+			calls, more := b.isolate(c, res.err)
+			next = append(next, calls...)
+			ready = append(ready, more...)
 		}
 	}
-	b.pending = next
+	b.pending = append(next, callsFor(ready, 1)...)
 	return retry, fatal
 }
 
 // isolate narrows a call that failed because of some row's data: the row the store
-// names, else halves, and at one version parks it and retries its predecessor.
-func (b *batch) isolate(c *call, err error) []*call {
+// names is parked, else the call is halved (between keys), else a key's versions are
+// tried one per call, in order; a single version is parked. It returns the calls to
+// run next and the steps of keys planned again.
+func (b *batch) isolate(c *call, err error) ([]*call, []*step) {
 	var inv *store.InvalidEvidenceError
-	if !c.tombstones && errors.As(err, &inv) && inv.Index >= 0 && inv.Index < len(c.vs) {
-		bad := c.vs[inv.Index]
-		rest := make([]*version, 0, len(c.vs)-1)
-		rest = append(append(rest, c.vs[:inv.Index]...), c.vs[inv.Index+1:]...)
-		out := b.parkVersion(bad, err)
-		if len(rest) > 0 {
-			out = append(out, &call{vs: rest})
+	if !c.tombstones && errors.As(err, &inv) && inv.Index >= 0 {
+		i := inv.Index
+		for si, st := range c.steps {
+			if i >= len(st.vs) {
+				i -= len(st.vs)
+				continue
+			}
+			more := b.parkVersion(st.vs[i], err)
+			rest := append(append([]*step{}, c.steps[:si]...), c.steps[si+1:]...)
+			if len(rest) == 0 {
+				return nil, more
+			}
+			return []*call{{steps: rest}}, more
 		}
-		return out
 	}
-	if len(c.vs) == 1 {
-		return b.parkVersion(c.vs[0], err)
+	if len(c.steps) > 1 {
+		h := len(c.steps) / 2
+		return []*call{
+			{tombstones: c.tombstones, ws: c.ws, steps: c.steps[:h]},
+			{tombstones: c.tombstones, ws: c.ws, steps: c.steps[h:]},
+		}, nil
 	}
-	h := len(c.vs) / 2
-	return []*call{
-		{tombstones: c.tombstones, ws: c.ws, vs: c.vs[:h]},
-		{tombstones: c.tombstones, ws: c.ws, vs: c.vs[h:]},
+	st := c.steps[0]
+	if len(st.vs) == 1 {
+		return nil, b.parkVersion(st.vs[0], err)
 	}
+	// One key's versions: one version per step, still in order.
+	k := st.k
+	singles := make([]*step, 0, len(st.vs)+len(k.steps)-1)
+	for _, v := range st.vs {
+		singles = append(singles, &step{k: k, vs: []*version{v}})
+	}
+	k.steps = append(singles, k.steps[1:]...)
+	return []*call{{steps: []*step{k.steps[0]}}}, nil
 }
 
-// parkVersion parks v and returns the call that writes its predecessor, if any.
-func (b *batch) parkVersion(v *version, err error) []*call {
+// parkVersion parks v and plans its key again without it; it returns the key's next
+// step, if any.
+func (b *batch) parkVersion(v *version, err error) []*step {
 	reason := ReasonConstraint
 	if errors.Is(err, store.ErrInvalid) {
 		reason = ReasonStoreInvalid
 	}
 	b.park(&parked{rec: v.rec, cause: err, reason: reason})
-	p := v.prev
-	if p == nil {
+	v.parked = true
+	b.planKey(v.k)
+	if len(v.k.steps) == 0 {
 		return nil
 	}
-	b.outcomes[outcomeSuperseded]--
-	return []*call{{tombstones: p.tombstone, ws: p.ws, vs: []*version{p}}}
+	return []*step{v.k.steps[0]}
 }
 
 // count adds a finished call's outcomes.
 func (b *batch) count(c *call, res callResult) {
 	if c.tombstones {
 		b.outcomes[outcomeDeleted] += int(res.deleted)
-		b.outcomes[outcomeDeleteAbsent] += len(c.vs) - int(res.deleted)
+		b.outcomes[outcomeDeleteAbsent] += len(c.steps) - int(res.deleted)
 		return
 	}
 	for _, o := range res.outcomes {

@@ -144,7 +144,7 @@ func batchOf(t testing.TB, c *schemas.Codecs, writers int, recs ...*kgo.Record) 
 
 func contents(c *call) []string {
 	var out []string
-	for _, v := range c.vs {
+	for _, v := range c.versions() {
 		if v.tombstone {
 			out = append(out, "delete:"+v.sourceKey)
 		} else {
@@ -154,7 +154,7 @@ func contents(c *call) []string {
 	return out
 }
 
-func TestPlanWritesTheLastVersionOfEachKey(t *testing.T) {
+func TestPlanHandsEachKeysVersionsToOneCallInOrder(t *testing.T) {
 	c := unitCodecs(t)
 	tomb := &kgo.Record{Topic: "evidence", Offset: 5, Key: []byte(ids.EvidenceKey(uWS, uChat, "om_c"))}
 	otherWS := evidenceOf("ws-other", uChat, "om_x", "other workspace", t0)
@@ -170,16 +170,16 @@ func TestPlanWritesTheLastVersionOfEachKey(t *testing.T) {
 		&kgo.Record{Topic: "evidence", Offset: 6, Key: []byte(otherWS.Key()), Value: otherV},
 		otherTomb,
 	)
-	if got := b.outcomes[outcomeSuperseded]; got != 3 {
-		t.Errorf("superseded %d, want 3 (a1, a2, c1)", got)
+	if got := b.outcomes[outcomeSuperseded]; got != 1 {
+		t.Errorf("superseded %d, want 1 (c1, before its tombstone)", got)
 	}
 	var got []string
 	for _, call := range b.pending {
 		got = append(got, fmt.Sprintf("%v %s %v", call.tombstones, call.ws, contents(call)))
 	}
 	want := []string{
-		"false  [b1]",
-		"false  [a3 other workspace]",
+		"false  [a1 a2 a3]",
+		"false  [b1 other workspace]",
 		"true ws-unit [delete:chat/oc_unit/message/om_c]",
 		"true ws-other [delete:chat/oc_unit/message/om_y]",
 	}
@@ -204,7 +204,7 @@ func TestPlanBoundsCallsToOneStatement(t *testing.T) {
 			b.plan(tc.writers)
 			largest := 0
 			for _, c := range b.pending {
-				largest = max(largest, len(c.vs))
+				largest = max(largest, len(c.versions()))
 			}
 			if len(b.pending) != tc.calls || largest != tc.largest {
 				t.Errorf("%d calls, largest %d; want %d calls, largest %d", len(b.pending), largest, tc.calls, tc.largest)
@@ -228,7 +228,7 @@ func TestSplit(t *testing.T) {
 			t.Errorf("split(7, %d) = %d chunks of %d, want %d of 7", tc.n, len(parts), total, tc.chunks)
 		}
 	}
-	if split(nil, 4) != nil {
+	if split[*version](nil, 4) != nil {
 		t.Error("split of nothing is not empty")
 	}
 }

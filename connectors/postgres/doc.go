@@ -22,18 +22,25 @@
 //
 // # Batches and ordering
 //
-// One poll (at most MaxBatchRecords records) is one batch: every record is decoded,
-// then only the last version of each key is written (records arrive in offset order
-// per partition, and a key always lives in one partition, so the last one polled is
-// the newest), as UpsertEvidence calls split across Writers connections (each key in
-// exactly one) plus one DeleteEvidence per workspace with tombstones. The calls are
+// One poll (at most MaxBatchRecords records) is one batch. Every record is decoded,
+// and the table must end exactly as if the records had been applied one by one in
+// offset order (a key always lives in one partition). Offset order is not version
+// order: an edit or a recall read from history can sit below a redelivered original
+// from the webhook, and which version stays depends on the row already stored. So
+// the batch does not pick a winner per key: it hands the store, in one
+// UpsertEvidence call and in offset order, every version of a key after the key's
+// last tombstone, and the store applies them one by one under its version rule.
+// Left out, and counted as superseded, are only versions that cannot change the
+// outcome: those before the key's last tombstone, and a redelivery (the same content
+// hash and rank as the version just before it). A key's tombstone runs first (one
+// DeleteEvidence per workspace) and the versions after it in a later round. The calls
+// of a round are split across Writers connections, each key in exactly one, and are
 // independent transactions: the batch needs no atomicity because every call is
-// idempotent and the offsets are committed only when all of them succeeded. Earlier
-// versions of a key are counted as superseded; if the last version has to be parked,
-// the one before it is written instead, so the table ends as if the records had been
-// written one by one. When a call fails because of some row's data, the row the store
-// names is parked, or the call is halved until the bad rows are isolated; good rows
-// are never parked.
+// idempotent and the offsets are committed only when all of them succeeded. When a
+// call fails because of some row's data, the row the store names is parked, or the
+// call is halved between keys, or one key's versions are tried one per call, until
+// the bad rows are isolated; good rows are never parked, and the key is planned again
+// without the parked version.
 //
 // Batches form a two-stage pipeline: while one batch is written (on its own
 // goroutine), the next is fetched and decoded. Batches are written strictly one after

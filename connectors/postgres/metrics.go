@@ -11,7 +11,7 @@ const (
 	outcomeStale        = "stale"         // the stored version is newer; nothing changed
 	outcomeDeleted      = "deleted"       // a tombstone deleted the row
 	outcomeDeleteAbsent = "delete_absent" // a tombstone for a row that does not exist
-	outcomeSuperseded   = "superseded"    // a later version of the key in the same batch won
+	outcomeSuperseded   = "superseded"    // left out of the batch: before a tombstone of its key, or a redelivery of the version before it
 )
 
 // Retry operations of larkline_sink_retries_total.

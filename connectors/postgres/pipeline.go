@@ -254,7 +254,7 @@ func (s *Sink) decode(work context.Context, b *batch) error {
 	return s.retry(work, opRegistry, s.boRegistry, func(ctx context.Context) (bool, error) { return s.decodeStep(ctx, b) })
 }
 
-// write writes the newest version of every key of b (upserts across Writers
+// write writes b's versions as planned (see plan: upserts across Writers
 // connections, tombstones per workspace), retrying while the database is
 // unavailable and isolating the rows it rejects.
 func (s *Sink) write(work context.Context, b *batch) error {

@@ -296,16 +296,17 @@ func (s *Sink) runCalls(ctx context.Context, calls []*call) []callResult {
 }
 
 func (s *Sink) runCall(ctx context.Context, c *call) callResult {
+	vs := c.versions()
 	if c.tombstones {
-		keys := make([]string, len(c.vs))
-		for i, v := range c.vs {
+		keys := make([]string, len(vs))
+		for i, v := range vs {
 			keys[i] = v.sourceKey
 		}
 		n, err := s.store.DeleteEvidence(ctx, c.ws, store.LarkMessageEvidence, keys)
 		return callResult{deleted: n, err: err}
 	}
-	rows := make([]store.Evidence, len(c.vs))
-	for i, v := range c.vs {
+	rows := make([]store.Evidence, len(vs))
+	for i, v := range vs {
 		rows[i] = v.row
 	}
 	outs, err := s.store.UpsertEvidence(ctx, rows)
