@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	lark "github.com/larksuite/oapi-sdk-go/v3"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/httpapi"
@@ -56,6 +58,10 @@ type runtime struct {
 	reconciler *reconcile.Reconciler
 	// larkStack is shared by the ingest and reconcile roles (see lark).
 	larkStack *larkStack
+	// client and chats: the one SDK client and chat type check (larkClient,
+	// chatGuard), shared by every role that calls Lark.
+	client *lark.Client
+	chats  *chats.Guard
 
 	poolOnce sync.Once
 	pgPool   *pgxpool.Pool

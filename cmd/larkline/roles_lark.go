@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
@@ -41,8 +42,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	}
 	c := rt.cfg.Lark
 	l := rt.cfg.Services.Workspace.Timeline.Lark
-	client := lark.NewClient(c.AppID, c.AppSecret.Value(), lark.WithOpenBaseUrl(c.OpenBaseURL),
-		lark.WithLogLevel(larkcore.LogLevelError))
+	client := rt.larkClient()
 	norm, err := normalize.New(normalize.Options{SelfAppID: c.AppID, SelfBotOpenID: c.BotOpenID, MaxTextBytes: l.MaxMessageTextBytes})
 	if err != nil {
 		return nil, nil, err
@@ -71,6 +71,38 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	rt.larkStack = s
 	comps := []component{res, contacts, closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, producer.Close}}
 	return s, comps, nil
+}
+
+// larkClient is the process's one SDK client (one tenant token).
+func (rt *runtime) larkClient() *lark.Client {
+	if rt.client == nil {
+		c := rt.cfg.Lark
+		rt.client = lark.NewClient(c.AppID, c.AppSecret.Value(), lark.WithOpenBaseUrl(c.OpenBaseURL),
+			lark.WithLogLevel(larkcore.LogLevelError))
+	}
+	return rt.client
+}
+
+// chatGuard is the process's one chat type check (the chat info API, cached),
+// shared by reconciliation and the binding paths so that they count into the same
+// metric. It needs the Lark app's credentials.
+func (rt *runtime) chatGuard() (*chats.Guard, error) {
+	if rt.chats != nil {
+		return rt.chats, nil
+	}
+	if err := rt.cfg.Require("lark.appID", "lark.appSecret"); err != nil {
+		return nil, fmt.Errorf("the chat type check (p2p chats are refused) calls Lark: %w", err)
+	}
+	src, err := chats.NewLarkSource(rt.larkClient())
+	if err != nil {
+		return nil, err
+	}
+	g, err := chats.New(chats.Options{Source: src, Logger: rt.log, Registry: rt.reg})
+	if err != nil {
+		return nil, err
+	}
+	rt.chats = g
+	return g, nil
 }
 
 // buildIngest serves Lark events: the webhook on the ops server, or the long
@@ -139,6 +171,10 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 	if err != nil {
 		return nil, nil, err
 	}
+	guard, err := rt.chatGuard()
+	if err != nil {
+		return nil, nil, err
+	}
 	l := rt.cfg.Services.Workspace.Timeline.Lark
 	a := rt.cfg.Lark.API
 	var retention = l.Retention.EvidenceRetention
@@ -146,7 +182,7 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 		retention = 0
 	}
 	r, err := reconcile.New(reconcile.Options{
-		Store: s.store, Eligibility: s.resolver, History: hist, Normalizer: s.norm, Producer: s.producer,
+		Store: s.store, Eligibility: s.resolver, Chats: guard, History: hist, Normalizer: s.norm, Producer: s.producer,
 		EvidenceCodec: rt.codecs.Evidence, CheckpointCodec: rt.codecs.Checkpoint,
 		EvidenceTopic: rt.cfg.Kafka.Topics.Evidence, CheckpointTopic: rt.cfg.Kafka.Topics.Checkpoints,
 		Names:             s.contacts,

@@ -13,6 +13,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/ids"
@@ -91,6 +92,24 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 		unlock = u
 	}
 	defer unlock()
+
+	// History items carry no chat type: a single (p2p) chat must be refused here,
+	// before any page is read (design §6, §15).
+	if err := r.opts.Chats.Check(ctx, j.chat, chats.PathReconcile); err != nil {
+		if errors.Is(err, chats.ErrRefused) {
+			rep.Stopped = fmt.Errorf("%w: %w", ErrNotGroupChat, err)
+			return rep
+		}
+		reason := reasonChatLookup
+		if ctx.Err() != nil {
+			reason = reasonCanceled
+		}
+		rep.Err = fail(reason, fmt.Errorf("check the type of chat %s: %w", j.chat, err))
+		if reason != reasonCanceled {
+			r.m.failures.WithLabelValues(reason).Inc()
+		}
+		return rep
+	}
 
 	c := &chatRun{r: r, job: j, rep: &rep, seen: map[ids.MessageID]bool{}, scanned: map[string]bool{}, log: log, maxPages: r.opts.MaxPagesPerRun}
 	if j.manual {

@@ -42,6 +42,10 @@ var (
 	// ErrIneligible is the Stopped reason of an automatic chat run whose workspace
 	// left firing, aged out or lost the chat binding while it ran.
 	ErrIneligible = errors.New("workspace no longer eligible for automatic reconciliation")
+	// ErrNotGroupChat is the Stopped reason of a run whose chat is a single (p2p)
+	// chat or of an unsupported mode (it also wraps chats.ErrP2PChat or
+	// chats.ErrUnsupportedChat): no page of it was read. The binding is ignored.
+	ErrNotGroupChat = errors.New("chat is not a group chat; its history is not read")
 	// ErrShuttingDown is the Stopped reason of a chat run ended between two pages
 	// because Run was asked to stop.
 	ErrShuttingDown = errors.New("reconciler shutting down")
@@ -140,6 +144,7 @@ const (
 	reasonEncode          = "encode"
 	reasonCanceled        = "canceled"
 	reasonThreadRefused   = "thread_refused"
+	reasonChatLookup      = "chat_lookup"
 	reasonOther           = "other"
 )
 

@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/ids"
@@ -248,8 +249,16 @@ func (e *env) options(t testing.TB) Options {
 		t.Fatal(err)
 	}
 	e.registry = prometheus.NewRegistry()
+	src, err := chats.NewLarkSource(e.lark.client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := chats.New(chats.Options{Source: src, Registry: e.registry})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return Options{
-		Store: e.st, Eligibility: e.resolver(t), History: h, Normalizer: e.norm, Producer: e.prod,
+		Store: e.st, Eligibility: e.resolver(t), Chats: guard, History: h, Normalizer: e.norm, Producer: e.prod,
 		EvidenceCodec: e.codecs.Evidence, CheckpointCodec: e.codecs.Checkpoint,
 		EvidenceTopic: e.evTopic, CheckpointTopic: e.cpTopic,
 		PageSize: 5, RequestsPerSecond: MaxRequestsPerSecond, Burst: 1000,

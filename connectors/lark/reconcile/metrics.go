@@ -29,6 +29,9 @@ type metrics struct {
 	published *prometheus.CounterVec
 	// overlapSkips counts runs that cut their overlap re-read short (see chat.go).
 	overlapSkips prometheus.Counter
+	// passes and lastPass: automatic passes done, and when the last one started.
+	passes   prometheus.Counter
+	lastPass prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -40,7 +43,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"kind"}),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_reconcile_runs_total",
-			Help: "Chat reconciliation runs by kind and result (complete, truncated, stopped, failed, skipped).",
+			Help: "Chat reconciliation runs by kind and result (complete, truncated, stopped, refused, failed, skipped); refused: the chat is not a group chat (p2p or unsupported) and was not read.",
 		}, []string{"kind", "result"}),
 		pages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_reconcile_pages_total",
@@ -78,11 +81,19 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "larkline_reconcile_overlap_skips_total",
 			Help: "Runs that cut their overlap re-read short after half their page budget and continued from the checkpoint.",
 		}),
+		passes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_passes_total",
+			Help: "Reconciliation passes over every eligible chat that finished (whatever their chats' results).",
+		}),
+		lastPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_reconcile_last_pass_started_timestamp_seconds",
+			Help: "Unix time at which the last finished reconciliation pass started: history created before it (minus the settle delay) was read by that pass.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips} {
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.passes, m.lastPass} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/ids"
@@ -106,6 +107,15 @@ type Eligibility interface {
 	Resolve(ctx context.Context, chat ids.ChatID, occurredAt time.Time) (bindings.Resolution, error)
 }
 
+// ChatGuard tells whether a chat may be read (design §6: group and topic-group
+// chats only): nil for a group chat, an error wrapping chats.ErrRefused for a single
+// (p2p) or unsupported chat, another error when Lark could not say. History items
+// carry no chat type, so this is the reconciler's only way to know. *chats.Guard
+// satisfies it (cached per chat).
+type ChatGuard interface {
+	Check(ctx context.Context, chat ids.ChatID, path string) error
+}
+
 // Producer writes records and waits for Kafka's acknowledgement of each;
 // *kgo.Client built with kafka.NewClientOptions (acks=all, idempotent, the shared
 // partitioner) satisfies it.
@@ -136,13 +146,16 @@ type Progress struct {
 // Options configure a Reconciler. Zero durations, sizes and rates take the
 // Default* values; see doc.go for what each bounds.
 type Options struct {
-	// Store, Eligibility, History, Normalizer, Producer, EvidenceCodec and
+	// Store, Eligibility, Chats, History, Normalizer, Producer, EvidenceCodec and
 	// CheckpointCodec are required.
 	Store       Store
 	Eligibility Eligibility
-	History     History
-	Normalizer  *normalize.Normalizer
-	Producer    Producer
+	// Chats is asked about every chat before its run reads a page; a refused chat
+	// is not read at all.
+	Chats      ChatGuard
+	History    History
+	Normalizer *normalize.Normalizer
+	Producer   Producer
 	// EvidenceCodec and CheckpointCodec encode record values.
 	EvidenceCodec   *schemas.Codec[schemas.EvidenceRecord]
 	CheckpointCodec *schemas.Codec[schemas.CollectionCheckpoint]
@@ -214,6 +227,8 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("Store is required")
 	case o.Eligibility == nil:
 		return bad("Eligibility is required")
+	case o.Chats == nil:
+		return bad("Chats is required (the chat type check)")
 	case o.History == nil:
 		return bad("History is required")
 	case o.Normalizer == nil:
@@ -350,6 +365,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 var (
 	_ Store       = (*store.Store)(nil)
 	_ Eligibility = (*bindings.Resolver)(nil)
+	_ ChatGuard   = (*chats.Guard)(nil)
 	_ History     = (*LarkHistory)(nil)
 	_ Producer    = (*kgo.Client)(nil)
 	_ Names       = (*ingest.Contacts)(nil)

@@ -36,6 +36,8 @@ type Reconciler struct {
 	evidenceEnd map[string]int64
 	running     bool
 	closed      bool
+	// lastPass is the report of the last finished pass (zero before the first).
+	lastPass PassReport
 }
 
 // New validates opts once and returns a Reconciler.
@@ -201,9 +203,23 @@ func (r *Reconciler) pass(ctx context.Context, stop <-chan struct{}) (PassReport
 	rep.Finished = r.opts.Clock()
 	rep.Lag = lag(rep.Finished, rep.Chats)
 	r.m.lag.Set(rep.Lag.Seconds())
+	r.m.passes.Inc()
+	r.m.lastPass.Set(float64(rep.Started.UnixMilli()) / 1000)
+	r.mu.Lock()
+	r.lastPass = rep
+	r.mu.Unlock()
 	r.log.Info("reconciliation pass done", "chats", len(rep.Chats), "failed", rep.Failed(), "lag", rep.Lag,
 		"duration", rep.Finished.Sub(rep.Started))
 	return rep, nil
+}
+
+// LastPass returns the report of the last pass that finished (Run's or RunOnce's),
+// and false before the first. A pass that started at T read every eligible chat's
+// history up to T minus the settle delay, unless its report says otherwise.
+func (r *Reconciler) LastPass() (PassReport, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.lastPass, !r.lastPass.Finished.IsZero()
 }
 
 // lag is the time between now and the oldest coverage among the chats that are
@@ -212,7 +228,7 @@ func lag(now time.Time, chats []ChatReport) time.Duration {
 	var worst time.Duration
 	for i := range chats {
 		c := &chats[i]
-		if c.Skipped || errors.Is(c.Stopped, ErrIneligible) {
+		if c.Skipped || errors.Is(c.Stopped, ErrIneligible) || errors.Is(c.Stopped, ErrNotGroupChat) {
 			continue
 		}
 		at := c.CoveredUntil

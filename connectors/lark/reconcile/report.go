@@ -28,7 +28,7 @@ type ChatReport struct {
 	// Complete: the run reached the end of its range.
 	Complete bool
 	// Stopped says why an incomplete run ended early without failing: ErrPageBudget,
-	// ErrIneligible or ErrShuttingDown. Skipped: another run of the same chat was in
+	// ErrIneligible, ErrNotGroupChat or ErrShuttingDown. Skipped: another run of the same chat was in
 	// progress.
 	Stopped error
 	Skipped bool
@@ -48,6 +48,8 @@ func (r *ChatReport) result() string {
 		return "complete"
 	case errors.Is(r.Stopped, ErrPageBudget):
 		return "truncated"
+	case errors.Is(r.Stopped, ErrNotGroupChat):
+		return "refused"
 	}
 	return "stopped"
 }

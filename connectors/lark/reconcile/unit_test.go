@@ -248,7 +248,7 @@ func TestOptionsValidation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return Options{Store: nilStore{}, Eligibility: nilEligibility{}, History: nilHistory{}, Normalizer: n, Producer: nilProducer{},
+		return Options{Store: nilStore{}, Eligibility: nilEligibility{}, Chats: nilChats{}, History: nilHistory{}, Normalizer: n, Producer: nilProducer{},
 			EvidenceCodec: codecs.Evidence, CheckpointCodec: codecs.Checkpoint}
 	}
 	tests := []struct {
@@ -259,6 +259,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"defaults", func(*Options) {}, true},
 		{"missing store", func(o *Options) { o.Store = nil }, false},
 		{"missing history", func(o *Options) { o.History = nil }, false},
+		{"missing chat guard", func(o *Options) { o.Chats = nil }, false},
 		{"missing checkpoint codec", func(o *Options) { o.CheckpointCodec = nil }, false},
 		{"same topics", func(o *Options) { o.EvidenceTopic, o.CheckpointTopic = "t", "t" }, false},
 		{"page size above Lark's limit", func(o *Options) { o.PageSize = 51 }, false},
@@ -417,6 +418,7 @@ func TestThreadRegistry(t *testing.T) {
 type (
 	nilStore       struct{ Store }
 	nilEligibility struct{ Eligibility }
+	nilChats       struct{ ChatGuard }
 	nilHistory     struct{ History }
 	nilProducer    struct{ Producer }
 )
