@@ -244,7 +244,7 @@ func TestDecodeVersion1Records(t *testing.T) {
 		if v := cs.Checkpoint.Schema().Version; v != 2 {
 			t.Fatalf("checkpoint codec writes version %d", v)
 		}
-		if v := cs.ClosedWindow.Schema().Version; v != 2 {
+		if v := cs.ClosedWindow.Schema().Version; v != 3 {
 			t.Fatalf("closed-window codec writes version %d", v)
 		}
 		w := sampleWindow()

@@ -18,6 +18,7 @@ func TestReleasedSchemasAreImmutable(t *testing.T) {
 		"evidence.v1.avsc":      0xc662c2202ab1ca98,
 		"window_closed.v1.avsc": 0x253247d6db633049,
 		"window_closed.v2.avsc": 0xfa5fc2ef793d09ba,
+		"window_closed.v3.avsc": 0x70e4a26c4787c704,
 		"checkpoint.v1.avsc":    0x17443bf21c588153,
 		"checkpoint.v2.avsc":    0xdd72f0bca875429d,
 		"workspace.v1.avsc":     0x41cc66501b2b397b,

@@ -42,7 +42,29 @@ type ClosedWindow struct {
 	ClosedAt      time.Time
 	// Reason says why the window closed, e.g. CloseReasonGraceElapsed.
 	Reason string
+
+	// Version 3 (Ranged) names the window's evidence as a range of the chat's
+	// evidence partition instead of listing it: Evidence is empty, AggregateHash "",
+	// and EvidenceCount counts the evidence versions (records) the window took in.
+	// All six are zero in records that list their evidence (versions 1 and 2).
+	EvidencePartition int32
+	// EvidenceLowOffset is the lowest offset of the window's evidence;
+	// EvidenceEndOffset one past the highest. The window's evidence is in the
+	// evidence table once the evidence sink has committed EvidenceEndOffset.
+	EvidenceLowOffset int64
+	EvidenceEndOffset int64
+	// FirstOccurredAt and LastOccurredAt bound the occurred_at of the window's
+	// evidence versions (zero in older records).
+	FirstOccurredAt time.Time
+	LastOccurredAt  time.Time
+	// Oversized: the window took in more evidence versions than the processor's
+	// oversized bound. It is closed like any other window.
+	Oversized bool
 }
+
+// Ranged reports whether the record names its evidence as an offset range
+// (schema version 3) rather than listing it: its end offset is at least 1.
+func (w *ClosedWindow) Ranged() bool { return w.EvidenceEndOffset > 0 }
 
 // WindowEvidence is one evidence version included in a window.
 type WindowEvidence struct {
@@ -107,7 +129,14 @@ func (w *ClosedWindow) Validate() error {
 	}
 	_, err = ids.ParseProcessorVersion(w.ProcessorVersion)
 	c.wrap("processor_version", err)
+	if w.Ranged() {
+		w.validateRanged(&c)
+		return c.err
+	}
 	switch {
+	case w.EvidencePartition != 0 || w.EvidenceLowOffset != 0 || w.EvidenceEndOffset != 0 ||
+		!w.FirstOccurredAt.IsZero() || !w.LastOccurredAt.IsZero() || w.Oversized:
+		c.fail("a window that lists its evidence has no offset range, occurred_at bounds or oversized flag")
 	case len(w.Evidence) == 0:
 		c.fail("window has no evidence (empty windows never exist)")
 	case len(w.Evidence) > MaxWindowEvidence:
@@ -151,6 +180,26 @@ func (w *ClosedWindow) Validate() error {
 	return c.err
 }
 
+// validateRanged checks a version 3 record: an offset range, no evidence list.
+func (w *ClosedWindow) validateRanged(c *checker) {
+	switch {
+	case w.EvidencePartition < 0:
+		c.fail("evidence_partition %d is negative", w.EvidencePartition)
+	case w.EvidenceLowOffset < 0 || w.EvidenceEndOffset <= w.EvidenceLowOffset:
+		c.fail("evidence offsets [%d, %d) are not a non-empty range", w.EvidenceLowOffset, w.EvidenceEndOffset)
+	case w.EvidenceCount <= 0:
+		c.fail("evidence_count %d: a window has at least one evidence version", w.EvidenceCount)
+	case int64(w.EvidenceCount) > w.EvidenceEndOffset-w.EvidenceLowOffset:
+		c.fail("evidence_count %d is more than the %d offsets of its range", w.EvidenceCount, w.EvidenceEndOffset-w.EvidenceLowOffset)
+	case len(w.Evidence) != 0 || w.AggregateHash != "":
+		c.fail("a ranged window lists no evidence and has no aggregate_hash")
+	case w.FirstOccurredAt.Before(w.WindowStart) || !w.LastOccurredAt.Before(w.WindowEnd) || w.LastOccurredAt.Before(w.FirstOccurredAt):
+		c.fail("first/last occurred_at are not an ordered pair inside the window")
+	}
+	c.time("closed_at", w.ClosedAt)
+	c.token("reason", w.Reason, MaxTokenLen)
+}
+
 var closedWindowType = &recordType[ClosedWindow]{
 	name:     NameClosedWindow,
 	topic:    DefaultClosedWindowTopic,
@@ -168,16 +217,22 @@ var closedWindowType = &recordType[ClosedWindow]{
 			}
 		}
 		return map[string]any{
-			"workspace_id":      string(w.WorkspaceID),
-			"chat_id":           string(w.ChatID),
-			"window_start":      millis(w.WindowStart),
-			"window_end":        millis(w.WindowEnd),
-			"processor_version": w.ProcessorVersion,
-			"evidence_count":    int32(w.EvidenceCount),
-			"evidence":          ev,
-			"aggregate_hash":    w.AggregateHash,
-			"closed_at":         millis(w.ClosedAt),
-			"reason":            w.Reason,
+			"workspace_id":        string(w.WorkspaceID),
+			"chat_id":             string(w.ChatID),
+			"window_start":        millis(w.WindowStart),
+			"window_end":          millis(w.WindowEnd),
+			"processor_version":   w.ProcessorVersion,
+			"evidence_count":      int32(w.EvidenceCount),
+			"evidence":            ev,
+			"aggregate_hash":      w.AggregateHash,
+			"closed_at":           millis(w.ClosedAt),
+			"reason":              w.Reason,
+			"evidence_partition":  w.EvidencePartition,
+			"evidence_low_offset": w.EvidenceLowOffset,
+			"evidence_end_offset": w.EvidenceEndOffset,
+			"first_occurred_at":   optMillis(w.FirstOccurredAt),
+			"last_occurred_at":    optMillis(w.LastOccurredAt),
+			"oversized":           w.Oversized,
 		}
 	},
 	fromNative: func(root *node, v any) (ClosedWindow, error) {
@@ -192,6 +247,13 @@ var closedWindowType = &recordType[ClosedWindow]{
 			AggregateHash:    f.str("aggregate_hash"),
 			ClosedAt:         f.timestamp("closed_at"),
 			Reason:           f.str("reason"),
+
+			EvidencePartition: f.int32("evidence_partition"),
+			EvidenceLowOffset: f.long("evidence_low_offset"),
+			EvidenceEndOffset: f.long("evidence_end_offset"),
+			FirstOccurredAt:   f.optTimestamp("first_occurred_at"),
+			LastOccurredAt:    f.optTimestamp("last_occurred_at"),
+			Oversized:         f.boolean("oversized"),
 		}
 		items, itemNode := f.array("evidence")
 		if f.err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
@@ -281,15 +280,8 @@ func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
 }
 
 func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
-	// The coverage barrier reads the processor group's committed evidence offsets.
-	cl, err := newKafkaClient(rt.cfg, "windows-offsets")
+	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion)
 	if err != nil {
-		return nil, err
-	}
-	keep := closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, cl.Close}
-	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion, windows.KadmCommittedOffsets{Admin: kadm.NewClient(cl)})
-	if err != nil {
-		cl.Close()
 		return nil, err
 	}
 	if err := rt.ops.AddReadiness("windows", func(context.Context) error {
@@ -300,12 +292,12 @@ func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
 	}); err != nil {
 		return nil, err
 	}
-	return []component{keep, p}, nil // closed in reverse: the processor, then the client
+	return []component{p}, nil
 }
 
 // newWindowsProcessor builds the window processor of one version with LevelDB state
 // under windows.stateDir/<version>.
-func newWindowsProcessor(rt *runtime, version string, offsets windows.CommittedOffsets) (*windows.Processor, error) {
+func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error) {
 	g, err := gokaFor(rt, "windows-"+version)
 	if err != nil {
 		return nil, err
@@ -326,8 +318,8 @@ func newWindowsProcessor(rt *runtime, version string, offsets windows.CommittedO
 		RequireCoverage:  l.ReconciliationActive(),
 		Retention:        l.IngestionLookback,
 		ScanInterval:     l.SynthesisScanInterval,
-		CommittedOffsets: offsets,
 		Codecs:           rt.codecs,
+		Emitter:          g.EmitterOptions(),
 		Logger:           rt.log,
 		Registry:         rt.reg,
 		Goka:             append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),

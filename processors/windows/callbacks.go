@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lovoo/goka"
@@ -12,349 +13,285 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-// onEvidence routes one evidence version to its window. It keeps no per-message state
-// of its own: dedup happens in the window, which holds the versions it has seen.
+// The Goka callbacks. Each one follows two rules that make the processor correct
+// under a crash at any point, given what Goka v1.1.14 guarantees (doc.go):
+//
+//   - an input callback produces exactly one record to the loop or table partition
+//     of its chat, so the offsets Goka marks on one input partition are acknowledged
+//     in input order and a commit never passes an earlier record whose produce is
+//     still in flight;
+//   - a loop callback makes exactly one table write (SetValue, or Delete for a value
+//     that holds nothing), even when nothing changed: rewriting the value pushes a
+//     write that reached local storage but not the changelog before a crash to the
+//     changelog before the loop message is committed.
+//
+// Visits (the scan) write nothing; they only loop decisions to the chat keys.
+
+// onEvidence turns one evidence record into one note to its chat.
 func (p *Processor) onEvidence(ctx goka.Context, msg any) {
-	// Whatever becomes of the record, it is processed once this callback returns; a
-	// loopback it sends precedes any close a later callback of the partition sends.
-	defer p.barrier.evidenceSeen(ctx.Partition(), ctx.Offset())
 	raw, _ := msg.([]byte)
-	if raw == nil {
-		// A tombstone: retention removed the message's evidence. Closed windows never
-		// change, and open ones are long gone by then.
-		p.m.evidence.WithLabelValues("tombstone").Inc()
-		return
+	n := loopMsg{Op: opNote, Offset: ctx.Offset()}
+	chatKey := chatKeyOf(ctx.Key())
+	switch {
+	case raw == nil:
+		n.Kind = kindTombstone
+	default:
+		ev, err := p.decodeEvidence(ctx.Key(), raw)
+		switch {
+		case err != nil:
+			if !p.deadLetter(ctx, err, raw) {
+				return
+			}
+			n.Kind = kindDead
+		case ev.Deleted:
+			n.Kind, n.At = kindRecall, ev.OccurredAt.UnixMilli()
+			chatKey = ids.ChatKey(ev.WorkspaceID, ev.ChatID)
+		case ev.SynthesisEligible:
+			n.Kind, n.At = kindEligible, ev.OccurredAt.UnixMilli()
+			chatKey = ids.ChatKey(ev.WorkspaceID, ev.ChatID)
+		default:
+			// own-app messages, cards, attachments and system messages stay evidence but
+			// never open a window (design §7.3)
+			n.Kind = kindIneligible
+		}
 	}
-	ev, err := p.decodeEvidence(ctx.Key(), raw)
-	if err != nil {
-		p.deadLetter(ctx, err, raw)
-		return
-	}
-	if !ev.SynthesisEligible && !ev.Deleted {
-		// own-app messages, cards, attachments and system messages stay evidence but
-		// never open a window (design §7.3). A recall is never eligible, yet it must
-		// reach the window that holds the message.
-		p.m.evidence.WithLabelValues("ineligible").Inc()
-		return
-	}
-	now := p.opts.Clock()
-	start := ids.WindowStart(ev.OccurredAt, p.opts.Window)
-	if start.Add(p.opts.Window).Before(now.Add(-p.opts.Retention)) {
-		p.m.evidence.WithLabelValues("aged_out").Inc()
-		return
-	}
-	chatKey := ids.ChatKey(ev.WorkspaceID, ev.ChatID)
-	ctx.Loopback(windowKey(chatKey, start), &loopMsg{
-		Op: opEvidence,
-		Ref: msgRef{ID: string(ev.MessageID), At: ev.OccurredAt.UnixMilli(), Hash: ev.ContentHash,
-			Upd: ev.SourceUpdatedAt.UnixMilli(), Deleted: ev.Deleted},
-		Deleted: ev.Deleted,
-	})
+	ctx.Loopback(chatKey, &n)
 }
 
-// onCheckpoint records how far history is collected and closes what that uncovered.
-func (p *Processor) onCheckpoint(ctx goka.Context, msg any) {
-	raw, _ := msg.([]byte)
-	if raw == nil {
-		return // a compacted-away checkpoint: coverage never moves backwards
+// chatKeyOf is the chat key of an evidence key (<workspace>/<chat>/<message>), or
+// the key itself when it has no message part: its note then goes to the partition
+// the key hashes to, which is the one it was read from.
+func chatKeyOf(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i > 0 && strings.Count(key, "/") == 2 {
+		return key[:i]
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
-	cp, err := p.opts.Codecs.Checkpoint.Decode(cctx, raw)
-	cancel()
-	if err == nil && cp.Key() != ctx.Key() {
-		err = fmt.Errorf("%w: checkpoint for %s under key %s", ErrKeyMismatch, cp.Key(), ctx.Key())
-	}
-	if err != nil {
-		p.deadLetter(ctx, err, raw)
-		return
-	}
-	st := p.chat(ctx)
-	st.offer(cp.CoveredUntil.UnixMilli(), cp.EvidenceEndOffset)
-	p.closeDue(ctx, st, p.opts.Clock())
+	return key
 }
 
+// onLoop applies one loop message to its chat value.
 func (p *Processor) onLoop(ctx goka.Context, msg any) {
 	m, ok := msg.(*loopMsg)
 	if !ok || m == nil {
+		p.fail(ctx, fmt.Errorf("%w: loop message of type %T", ErrStateFormat, msg))
 		return
 	}
+	c := p.value(ctx)
+	now := p.opts.Clock().UnixMilli()
 	switch m.Op {
-	case opEvidence:
-		p.onWindowEvidence(ctx, m)
-	case opOpened:
-		st := p.chat(ctx)
-		st.opened(m.Start, m.FirstSeen)
-		p.noteDue(p.policy.dueTime(m.Start))
-		p.closeDue(ctx, st, p.opts.Clock())
+	case opNote:
+		out, oversized := p.mach.note(c, m, now)
+		p.m.evidence.WithLabelValues(out).Inc()
+		switch out {
+		case outLateEdit, outLateRecall:
+			p.m.late.WithLabelValues(out).Inc()
+			p.log.Debug("late evidence for a closing or closed window; counted, not reopened",
+				"chat_key", ctx.Key(), "evidence_offset", m.Offset, "window_start", msTime(p.mach.start(m.At)), "outcome", out)
+		case outOpened:
+			p.noteDue(p.mach.nextDue(c))
+		}
+		if oversized {
+			p.m.oversized.Inc()
+			i, _ := c.find(p.mach.start(m.At))
+			p.log.Warn("window passed the oversized bound; it closes as usual, flagged",
+				"chat_key", ctx.Key(), "window_start", msTime(c.Open[i].Start), "versions", c.Open[i].Versions,
+				"oversized_versions", p.opts.OversizedVersions)
+		}
 	case opClose:
-		p.onWindowClose(ctx, m)
-	case opSeal:
-		// a page stores its refs (again, if a seal was resent) and tells its window
-		wk, _, _, page, ok := splitPageKey(ctx.Key())
-		if !ok || page != m.Page {
-			return
+		for _, w := range p.mach.closeWindows(c, m, now) {
+			if !p.emitClosed(ctx, &w) {
+				return
+			}
 		}
-		ctx.SetValue(&tableValue{Page: &pageState{Refs: m.Refs}})
-		ctx.Loopback(wk, &loopMsg{Op: opSealed, Page: m.Page})
-	case opSealed:
-		p.onPageSealed(ctx, m)
-	case opCollect:
-		p.onCollect(ctx, m)
-	}
-}
-
-func (p *Processor) onWindowEvidence(ctx goka.Context, m *loopMsg) {
-	chatKey, start, ok := splitWindowKey(ctx.Key())
-	if !ok {
-		return
-	}
-	w, isNew := p.window(ctx, start)
-	now := p.opts.Clock()
-	out := w.apply(m.Ref, m.Deleted, now)
-	p.m.evidence.WithLabelValues(out.String()).Inc()
-	switch out {
-	case outcomeDuplicate, outcomeDeletedUnseen:
-		// nothing changed; a recalled message the window never held has nothing to synthesize
-		return
-	case outcomeLate:
-		p.m.late.Inc()
-		p.log.Info("late evidence for a closed window; counted, not reopened",
-			"window_key", ctx.Key(), "message_id", m.Ref.ID, "content_hash", m.Ref.Hash)
-	}
-	if page, refs, seal := w.seal(p.pageSize()); seal {
-		ctx.Loopback(pageKey(ctx.Key(), page), &loopMsg{Op: opSeal, Page: page, Refs: refs})
-		p.m.pagesSealed.Inc()
-	}
-	ctx.SetValue(&tableValue{Window: w})
-	if isNew {
-		ctx.Loopback(chatKey, &loopMsg{Op: opOpened, Start: w.Start, FirstSeen: w.FirstSeen})
-	}
-}
-
-func (p *Processor) pageSize() int {
-	if p.opts.pageSize > 0 {
-		return p.opts.pageSize
-	}
-	return defaultPageSize
-}
-
-// onPageSealed drops the window's copy of a page once the page stored it.
-func (p *Processor) onPageSealed(ctx goka.Context, m *loopMsg) {
-	v, _ := ctx.Value().(*tableValue)
-	if v == nil || v.Window == nil {
-		return
-	}
-	w := v.Window
-	if w.closed() || w.Pending == nil || m.Page != w.Pages-1 {
-		return // an acknowledgement of a resent or already folded page
-	}
-	w.Pending = nil
-	ctx.SetValue(&tableValue{Window: w})
-}
-
-func (p *Processor) onWindowClose(ctx goka.Context, m *loopMsg) {
-	chatKey, start, ok := splitWindowKey(ctx.Key())
-	if !ok {
-		return
-	}
-	w, isNew := p.window(ctx, start)
-	if isNew || w.closed() {
-		return // already closed (a redelivered close) or never existed
-	}
-	if w.Pages == 0 {
-		if !p.emitClosed(ctx, chatKey, start, w.Msgs, m.ClosedAt, m.Reason) {
-			return
+		if d := p.mach.nextDue(c); d > 0 {
+			p.noteDue(d)
 		}
-		w.Count = len(w.Msgs)
-	} else {
-		// The pages are folded in order, each in its own callback, and the last one
-		// emits the record. The window's own refs travel with the fold.
-		c := &loopMsg{Op: opCollect, Start: w.Start, ClosedAt: m.ClosedAt, Reason: m.Reason,
-			Page: 0, Pages: w.Pages, Pending: w.Pending, Tail: w.Msgs}
-		ctx.Loopback(pageKey(ctx.Key(), 0), c)
+	case opTidy:
+		p.mach.tidy(c, now)
 	}
-	w.Msgs, w.Pending, w.ClosedAt, w.Reason = nil, nil, m.ClosedAt, m.Reason
-	ctx.SetValue(&tableValue{Window: w})
+	p.store(ctx, c)
 }
 
-// onCollect folds one sealed page into a closing window's evidence and passes the
-// fold on to the next page; the last page emits the closed record. Pages stay until
-// retention drops them with the window's marker, so a redelivered fold finds them.
-func (p *Processor) onCollect(ctx goka.Context, m *loopMsg) {
-	wk, chatKey, start, page, ok := splitPageKey(ctx.Key())
-	if !ok || page != m.Page || m.Page >= m.Pages {
+// onCheckpoint records how far history is collected.
+func (p *Processor) onCheckpoint(ctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	c := p.value(ctx)
+	if raw != nil {
+		cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+		cp, err := p.opts.Codecs.Checkpoint.Decode(cctx, raw)
+		cancel()
+		if err == nil && cp.Key() != ctx.Key() {
+			err = fmt.Errorf("%w: checkpoint for %s under key %s", ErrKeyMismatch, cp.Key(), ctx.Key())
+		}
+		if err != nil {
+			if !p.deadLetter(ctx, err, raw) {
+				return
+			}
+		} else {
+			p.mach.checkpoint(c, cp.CoveredUntil.UnixMilli(), cp.EvidenceEndOffset, p.opts.Clock().UnixMilli())
+			if d := p.mach.nextDue(c); d > 0 {
+				p.noteDue(d)
+			}
+		}
+	}
+	// a compacted-away checkpoint (nil) changes nothing: coverage never moves backwards
+	p.store(ctx, c)
+}
+
+// onClosed reads this processor's closed records back: a window whose record is in
+// the closed-window topic is closed for good.
+func (p *Processor) onClosed(ctx goka.Context, msg any) {
+	raw, _ := msg.([]byte)
+	c := p.value(ctx)
+	if raw != nil && p.ours(ctx) {
+		cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+		rec, err := p.opts.Codecs.ClosedWindow.Decode(cctx, raw)
+		cancel()
+		switch {
+		case err != nil && schemas.IsRetryable(err):
+			p.fail(ctx, fmt.Errorf("windows: decoding closed record %s/%d@%d: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), err))
+			return
+		case err != nil:
+			// Not ours to park: the closed-window topic's consumers see it too.
+			p.m.readBack.WithLabelValues("undecodable").Inc()
+			p.log.Warn("closed-window record does not decode; ignored by the read-back",
+				"partition", ctx.Partition(), "offset", ctx.Offset(), "reason", schemas.ReasonOf(err))
+		case rec.ProcessorVersion != p.opts.ProcessorVersion || rec.Key() != ctx.Key():
+			p.m.readBack.WithLabelValues("foreign").Inc()
+		default:
+			if p.mach.closed(c, rec.WindowStart.UnixMilli(), p.opts.Clock().UnixMilli()) {
+				p.m.readBack.WithLabelValues("closed").Inc()
+			} else {
+				p.m.readBack.WithLabelValues("duplicate").Inc()
+			}
+		}
+	} else if raw != nil {
+		p.m.readBack.WithLabelValues("foreign").Inc()
+	}
+	p.store(ctx, c)
+}
+
+// ours reports whether a closed record may be this processor version's: its
+// processor-version header names this version (records without the header are
+// decoded to tell).
+func (p *Processor) ours(ctx goka.Context) bool {
+	v, ok := ctx.Headers()[HeaderProcessorVersion]
+	return !ok || string(v) == p.opts.ProcessorVersion
+}
+
+// HeaderProcessorVersion is the record header naming the processor version that
+// emitted a closed-window record, so other versions skip it without decoding.
+const HeaderProcessorVersion = "larkline-processor-version"
+
+// value returns the chat value of the current key (a fresh one when there is none).
+func (p *Processor) value(ctx goka.Context) *chatValue {
+	if c, _ := ctx.Value().(*chatValue); c != nil {
+		return c
+	}
+	return &chatValue{}
+}
+
+// store makes the callback's one table write: the value, or a delete once it holds
+// nothing that gates anything. The applied offset may go with it: a chat value is
+// empty only when no window of the chat within the retention horizon ever had
+// evidence, so a redelivered record of the chat can only age out or be ineligible
+// again.
+func (p *Processor) store(ctx goka.Context, c *chatValue) {
+	if c.empty() {
+		ctx.Delete()
 		return
 	}
-	f := newFold(m.Refs)
-	if v, _ := ctx.Value().(*tableValue); v != nil && v.Page != nil {
-		f.add(v.Page.Refs)
-	} else if m.Page == m.Pages-1 && m.Pending != nil {
-		f.add(m.Pending) // the seal of the last page had not arrived; the window kept it
-	} else {
-		p.m.pagesMissing.Inc()
-		p.log.Error("sealed page of a closing window is missing; its evidence is not in the closed record",
-			"window_key", wk, "page", page)
-	}
-	if m.Page+1 < m.Pages {
-		next := *m
-		next.Page, next.Refs = m.Page+1, f.result()
-		ctx.Loopback(pageKey(wk, next.Page), &next)
-		return
-	}
-	f.add(m.Tail)
-	p.emitClosed(ctx, chatKey, start, f.result(), m.ClosedAt, m.Reason)
+	ctx.SetValue(c)
 }
 
-// emitClosed builds and emits the closed-window record of one window with the given
-// (ordered) evidence. It reports false after failing the processor.
-func (p *Processor) emitClosed(ctx goka.Context, chatKey string, start time.Time, refs []msgRef, closedAtMS int64, reason string) bool {
-	rec, err := p.closedRecord(chatKey, start, refs, closedAtMS, reason)
-	if err != nil {
-		return false
+// emitClosed emits the closed record of a closing window. It reports false after
+// failing the processor.
+func (p *Processor) emitClosed(ctx goka.Context, w *window) bool {
+	rec, err := p.closedRecord(ctx.Key(), ctx.Partition(), w)
+	if err == nil {
+		cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
+		var b []byte
+		b, err = p.opts.Codecs.ClosedWindow.Encode(cctx, rec)
+		cancel()
+		if err == nil {
+			ctx.Emit(goka.Stream(p.opts.ClosedTopic), ctx.Key(), b,
+				goka.WithCtxEmitHeaders(goka.Headers{HeaderProcessorVersion: []byte(p.opts.ProcessorVersion)}))
+			p.m.closedBytes.Observe(float64(len(ctx.Key()) + len(b)))
+			p.m.closedEvidence.Observe(float64(w.Versions))
+			p.log.Debug("window closed", "window_key", ctx.Key()+"/"+msTime(w.Start).Format(time.RFC3339),
+				"versions", w.Versions, "evidence_end_offset", w.High+1, "reason", rec.Reason)
+			return true
+		}
 	}
-	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
-	b, err := p.opts.Codecs.ClosedWindow.Encode(cctx, rec)
-	cancel()
-	if err != nil {
-		// Our own record failed to encode: a bug, not bad input. Fail the processor
-		// rather than lose the window; the state is untouched, so a restart retries.
-		p.fail(ctx, err)
-		return false
-	}
-	if size := len(chatKey) + len(b); size > p.opts.MaxRecordBytes {
-		p.m.tooLarge.Inc()
-		p.log.Error("closed-window record exceeds the record limit; the processor stops, and emits the window after a restart with larger limits",
-			"window_key", windowKey(chatKey, start), "evidence_count", len(refs), "record_bytes", size,
-			"max_record_bytes", p.opts.MaxRecordBytes)
-		p.fail(ctx, fmt.Errorf("%w: window %s of %d messages is %d bytes, more than %d",
-			ErrRecordTooLarge, windowKey(chatKey, start), len(refs), size, p.opts.MaxRecordBytes))
-		return false
-	}
-	ctx.Emit(goka.Stream(p.opts.ClosedTopic), chatKey, b)
-	p.m.closedBytes.Observe(float64(len(chatKey) + len(b)))
-	p.m.closed.WithLabelValues(reason).Inc()
-	p.m.closedEvidence.Observe(float64(len(refs)))
-	p.log.Debug("window closed", "window_key", windowKey(chatKey, start), "evidence_count", len(refs),
-		"aggregate_hash", rec.AggregateHash, "reason", reason)
-	return true
+	// Our own record failed to build or encode: a bug or a registry outage, not bad
+	// input. Fail rather than lose the window; nothing is committed, so a restart
+	// retries.
+	p.fail(ctx, fmt.Errorf("windows: closed record of %s: %w", ctx.Key(), err))
+	return false
 }
 
-// closedRecord builds the closed-window record of one window with the given
-// (ordered) evidence.
-func (p *Processor) closedRecord(chatKey string, start time.Time, refs []msgRef, closedAtMS int64, reason string) (schemas.ClosedWindow, error) {
+// closedRecord builds the (version 3) closed record of a closing window from state
+// alone, so every copy is byte-identical.
+func (p *Processor) closedRecord(chatKey string, partition int32, w *window) (schemas.ClosedWindow, error) {
 	ws, chat, err := parseChatKey(chatKey)
 	if err != nil {
 		return schemas.ClosedWindow{}, err
 	}
-	rec := schemas.ClosedWindow{
-		WorkspaceID:      ws,
-		ChatID:           chat,
-		WindowStart:      start,
-		WindowEnd:        start.Add(p.opts.Window),
-		ProcessorVersion: p.opts.ProcessorVersion,
-		EvidenceCount:    len(refs),
-		Evidence:         make([]schemas.WindowEvidence, len(refs)),
-		ClosedAt:         time.UnixMilli(closedAtMS).UTC(),
-		Reason:           reason,
-	}
-	for i, r := range refs {
-		rec.Evidence[i] = schemas.WindowEvidence{
-			Key:         chatKey + "/" + r.ID,
-			MessageID:   ids.MessageID(r.ID),
-			OccurredAt:  time.UnixMilli(r.At).UTC(),
-			ContentHash: r.Hash,
-		}
-		if r.Upd > 0 {
-			rec.Evidence[i].SourceUpdatedAt, rec.Evidence[i].Deleted = time.UnixMilli(r.Upd).UTC(), r.Deleted
-		}
-	}
-	rec.AggregateHash = schemas.WindowAggregateHash(rec.Evidence)
-	return rec, nil
+	return schemas.ClosedWindow{
+		WorkspaceID:       ws,
+		ChatID:            chat,
+		WindowStart:       msTime(w.Start),
+		WindowEnd:         msTime(w.Start + p.mach.length),
+		ProcessorVersion:  p.opts.ProcessorVersion,
+		EvidenceCount:     int(min(w.Versions, 1<<31-1)),
+		ClosedAt:          msTime(w.ClosedAt),
+		Reason:            w.reason(),
+		EvidencePartition: partition,
+		EvidenceLowOffset: w.Low,
+		EvidenceEndOffset: w.High + 1,
+		FirstOccurredAt:   msTime(w.FirstAt),
+		LastOccurredAt:    msTime(w.LastAt),
+		Oversized:         w.Oversized,
+	}, nil
 }
 
-// onVisit is the watcher's pass over every key: chats close their due windows, closed
-// markers past retention are dropped.
+// onVisit is the scan's pass over one chat value: it decides, writes nothing.
 func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	now, ok := meta.(time.Time)
 	if !ok {
 		return
 	}
-	if _, _, start, _, isPage := splitPageKey(ctx.Key()); isPage {
-		// pages go with their window's marker
-		if start.Add(p.opts.Window + p.opts.Retention).Before(now) {
-			ctx.Delete()
+	c, _ := ctx.Value().(*chatValue)
+	if c == nil {
+		return
+	}
+	nowMS := now.UnixMilli()
+	for _, m := range p.mach.decide(c, nowMS) {
+		if m.Op == opClose {
+			if i, ok := c.find(m.Start); ok && c.Open[i].Status == statusClosing {
+				p.m.reemits.Inc()
+			}
 		}
-		return
+		ctx.Loopback(ctx.Key(), &m)
 	}
-	if _, _, isWindow := splitWindowKey(ctx.Key()); isWindow {
-		v, _ := ctx.Value().(*tableValue)
-		if v != nil && v.Window != nil && v.Window.closed() &&
-			time.UnixMilli(v.Window.Start).Add(p.opts.Window+p.opts.Retention).Before(now) {
-			ctx.Delete()
-			p.m.markersDropped.Inc()
-		}
-		return
-	}
-	v, _ := ctx.Value().(*tableValue)
-	if v == nil || v.Chat == nil {
-		return
-	}
-	st := v.Chat
-	p.closeDue(ctx, st, now)
 	p.scanMu.Lock()
-	p.scan.open += len(st.Open)
-	p.scan.held += p.policy.heldWindows(st, now)
-	for _, o := range st.Open {
-		if o.FirstSeen > 0 && (p.scan.oldestSeen == 0 || o.FirstSeen < p.scan.oldestSeen) {
-			p.scan.oldestSeen = o.FirstSeen
+	defer p.scanMu.Unlock()
+	p.scan.open += len(c.Open)
+	p.scan.held += p.mach.heldWindows(c, nowMS)
+	for i := range c.Open {
+		w := &c.Open[i]
+		if w.Status == statusClosing {
+			p.scan.closing++
+		}
+		if w.Status == statusOpen && w.FirstSeen > 0 && (p.scan.oldestSeen == 0 || w.FirstSeen < p.scan.oldestSeen) {
+			p.scan.oldestSeen = w.FirstSeen
+		}
+		if w.Oversized {
+			p.scan.oversized++
 		}
 	}
-	if d := p.policy.nextDue(st); !d.IsZero() && (p.scan.nextDue.IsZero() || d.Before(p.scan.nextDue)) {
+	if d := p.mach.nextDue(c); d > 0 && (p.scan.nextDue == 0 || d < p.scan.nextDue) {
 		p.scan.nextDue = d
 	}
-	p.scanMu.Unlock()
-}
-
-// closeDue closes, oldest first, every window of the chat that is due at now, and
-// stores the chat state (deleting it once it holds nothing worth keeping).
-func (p *Processor) closeDue(ctx goka.Context, st *chatState, now time.Time) {
-	if len(st.Held) > 0 {
-		partition := ctx.Partition()
-		st.release(func(end int64) bool { return p.barrier.met(partition, end) })
-	}
-	due, reason := p.policy.takeDue(st, now)
-	for _, w := range due {
-		ctx.Loopback(windowKey(ctx.Key(), time.UnixMilli(w.Start)), &loopMsg{
-			Op: opClose, Start: w.Start, Reason: reason, ClosedAt: now.UnixMilli(),
-		})
-	}
-	if len(st.Open) == 0 && st.CoveredUntil > 0 &&
-		time.UnixMilli(st.CoveredUntil).Before(now.Add(-p.opts.Retention)) {
-		st.CoveredUntil = 0 // coverage this old no longer gates anything
-	}
-	if st.empty() {
-		if ctx.Value() != nil {
-			ctx.Delete()
-		}
-		return
-	}
-	ctx.SetValue(&tableValue{Chat: st})
-}
-
-// chat returns the chat state of the current key (a copy the caller may change).
-func (p *Processor) chat(ctx goka.Context) *chatState {
-	if v, _ := ctx.Value().(*tableValue); v != nil && v.Chat != nil {
-		return v.Chat
-	}
-	return &chatState{}
-}
-
-// window returns the window state of the current key, or a new one.
-func (p *Processor) window(ctx goka.Context, start time.Time) (*windowState, bool) {
-	if v, _ := ctx.Value().(*tableValue); v != nil && v.Window != nil {
-		return v.Window, false
-	}
-	return &windowState{Start: start.UnixMilli()}, true
 }
 
 // fail stops the processor from a callback with err. Goka reports a callback's
@@ -384,31 +321,37 @@ func (p *Processor) decodeEvidence(key string, raw []byte) (schemas.EvidenceReco
 	return ev, err
 }
 
-// deadLetter parks an input record that cannot be used and lets the processor go on.
-// A registry outage is not bad input: the processor fails and retries after restart
-// rather than parking records that would decode a minute later.
-func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) {
+// deadLetter parks an input record that cannot be used, synchronously: it returns
+// once the dead-letter topic acknowledged the record, so the note or write that
+// follows (and the commit after it) can never pass a parked record that was lost. A
+// registry outage is not bad input: the processor fails and retries after restart
+// rather than parking records that would decode a minute later. It reports false
+// after failing the processor.
+func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) bool {
 	if schemas.IsRetryable(cause) {
 		p.fail(ctx, fmt.Errorf("windows: decoding %s/%d@%d: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), cause))
-		return
+		return false
 	}
 	reason := schemas.ReasonOf(cause)
 	if errors.Is(cause, ErrKeyMismatch) {
 		reason = "key_mismatch"
 	}
-	p.m.deadLettered.WithLabelValues(reason).Inc()
-	p.log.Warn("input record parked in the dead-letter topic",
-		"topic", string(ctx.Topic()), "partition", ctx.Partition(), "offset", ctx.Offset(),
-		"key", ctx.Key(), "reason", reason, "err", cause)
 	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
 	defer cancel()
 	dl := schemas.NewDeadLetter("windows", cause, string(ctx.Topic()), ctx.Partition(), ctx.Offset(),
 		[]byte(ctx.Key()), raw, p.opts.Clock())
 	dl.Reason = reason
 	b, err := p.opts.Codecs.DeadLetter.Encode(cctx, dl)
-	if err != nil {
-		p.fail(ctx, err)
-		return
+	if err == nil {
+		err = p.dead.WriteDeadLetter(cctx, ctx.Key(), b)
 	}
-	ctx.Emit(goka.Stream(p.opts.DeadLetterTopic), ctx.Key(), b)
+	if err != nil {
+		p.fail(ctx, fmt.Errorf("windows: parking %s/%d@%d in the dead-letter topic: %w", ctx.Topic(), ctx.Partition(), ctx.Offset(), err))
+		return false
+	}
+	p.m.deadLettered.WithLabelValues(reason).Inc()
+	p.log.Warn("input record parked in the dead-letter topic",
+		"topic", string(ctx.Topic()), "partition", ctx.Partition(), "offset", ctx.Offset(),
+		"key", ctx.Key(), "reason", reason, "err", cause)
+	return true
 }

@@ -7,44 +7,42 @@ import (
 )
 
 // The group table and the loop topic are internal to one processor version, so their
-// values use a compact binary encoding rather than JSON: a window value is decoded and
-// re-encoded on every evidence version it receives, which made JSON the processor's
-// largest cost. Every value starts with a format byte; an unknown format fails the
-// processor loudly instead of misreading state. Format 2 added paged windows (page
-// count, pending page, the recall flag of a logged ref, page values) and the loop
-// fields that move pages. Format 3 added each ref's version rank (source_updated_at
-// and deleted flag) and a chat's coverage held by the evidence barrier. Formats 1
-// and 2 still decode (ranks unknown, nothing held), so a processor version's state
-// survives the upgrade.
+// values use a compact binary encoding: a chat value is decoded and re-encoded on
+// every record of its chat. Every value starts with a format byte; an unknown format
+// fails the processor loudly instead of misreading state.
+//
+// Format 4 is the third generation: one value per chat (chatValue). Formats 1 to 3
+// (per-window values, pages and message refs) belong to the second generation and
+// are refused with ErrEarlierGeneration: that state is not migrated, a deployment
+// moves to this generation under a new processor version (larkline replay), which
+// rebuilds its state from the evidence topic beside the old version.
 
 const (
-	formatV1 byte = 1
-	formatV2 byte = 2
-	formatV3 byte = 3
+	formatV4 byte = 4
 	// formatCurrent is the format Encode writes.
-	formatCurrent = formatV3
+	formatCurrent = formatV4
 
-	tagChat   byte = 1
-	tagWindow byte = 2
-	tagPage   byte = 3
+	tagChat byte = 1
+	tagLoop byte = 2
 )
 
 // ErrStateFormat means a table or loop value was written by an unknown encoding.
 var ErrStateFormat = errors.New("windows: unknown state encoding")
 
+// ErrEarlierGeneration means the state table of this processor version was written
+// by the second-generation window processor (formats 1 to 3). Run this generation
+// under a new processor version (larkline replay --processor-version ...).
+var ErrEarlierGeneration = fmt.Errorf("%w: written by an earlier window processor generation; replay under a new processor version", ErrStateFormat)
+
+// maxStateItems bounds a decoded list so corrupt bytes cannot allocate without limit.
+const maxStateItems = 1 << 16
+
 type enc struct{ b []byte }
 
-func (e *enc) byte(v byte)     { e.b = append(e.b, v) }
-func (e *enc) varint(v int64)  { e.b = binary.AppendVarint(e.b, v) }
-func (e *enc) uvarint(v int)   { e.b = binary.AppendUvarint(e.b, uint64(v)) }
-func (e *enc) string(s string) { e.uvarint(len(s)); e.b = append(e.b, s...) }
-func (e *enc) bool(v bool) {
-	if v {
-		e.byte(1)
-	} else {
-		e.byte(0)
-	}
-}
+func (e *enc) byte(v byte)    { e.b = append(e.b, v) }
+func (e *enc) varint(v int64) { e.b = binary.AppendVarint(e.b, v) }
+func (e *enc) uvarint(v int)  { e.b = binary.AppendUvarint(e.b, uint64(v)) }
+func (e *enc) u64(v uint64)   { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
 
 type dec struct {
 	b   []byte
@@ -93,20 +91,15 @@ func (d *dec) uvarint(max int) int {
 	return int(v)
 }
 
-func (d *dec) string() string {
-	n := d.uvarint(maxStateItems)
-	if d.err == nil && n > len(d.b) {
-		d.fail("string")
+func (d *dec) u64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.fail("word")
+		return 0
 	}
-	if d.err != nil {
-		return ""
-	}
-	s := string(d.b[:n])
-	d.b = d.b[n:]
-	return s
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
 }
-
-func (d *dec) bool() bool { return d.byte() == 1 }
 
 func (d *dec) done(what string) error {
 	if d.err == nil && len(d.b) != 0 {
@@ -115,157 +108,184 @@ func (d *dec) done(what string) error {
 	return d.err
 }
 
-func encodeRef(e *enc, r msgRef) {
-	e.string(r.ID)
-	e.varint(r.At)
-	e.string(r.Hash)
-	e.bool(r.Del)
-	e.varint(r.Upd)
-	e.bool(r.Deleted)
-}
-
-func decodeRef(d *dec, format byte) msgRef {
-	r := msgRef{ID: d.string(), At: d.varint(), Hash: d.string()}
-	if format >= formatV2 {
-		r.Del = d.bool()
-	}
-	if format >= formatV3 {
-		r.Upd = d.varint()
-		r.Deleted = d.bool()
-	}
-	return r
-}
-
-func encodeRefs(e *enc, refs []msgRef) {
-	e.uvarint(len(refs))
-	for _, r := range refs {
-		encodeRef(e, r)
-	}
-}
-
-func decodeRefs(d *dec, format byte) []msgRef {
-	n := d.uvarint(maxStateItems)
-	if n == 0 || d.err != nil {
-		return nil
-	}
-	refs := make([]msgRef, n)
-	for i := range refs {
-		refs[i] = decodeRef(d, format)
-	}
-	return refs
-}
-
-// readFormat reads the format byte; ok is false (and d.err set) for unknown formats.
-func readFormat(d *dec) (byte, error) {
+// header reads the format byte and the tag, refusing other formats and tags.
+func (d *dec) header(tag byte) error {
 	f := d.byte()
-	if d.err == nil && f != formatV1 && f != formatV2 && f != formatV3 {
-		return 0, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	if d.err != nil {
+		return d.err
 	}
-	return f, nil
+	switch {
+	case f >= 1 && f <= 3:
+		return fmt.Errorf("format %d: %w", f, ErrEarlierGeneration)
+	case f != formatCurrent:
+		return fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	}
+	if t := d.byte(); d.err == nil && t != tag {
+		return fmt.Errorf("%w: tag %d, want %d", ErrStateFormat, t, tag)
+	}
+	return d.err
 }
 
-// tableCodec is the goka codec of the group table (values *tableValue).
-type tableCodec struct{}
+// window flags
+const (
+	flagCovered   = 1 << 0
+	flagOversized = 1 << 1
+)
 
-func (tableCodec) Encode(v any) ([]byte, error) {
-	tv, ok := v.(*tableValue)
-	if !ok || tv == nil {
-		return nil, fmt.Errorf("windows: table codec cannot encode %T", v)
-	}
-	e := enc{b: make([]byte, 0, 64)}
+func encodeChat(c *chatValue) []byte {
+	e := enc{b: make([]byte, 0, 32+len(c.Open)*40+len(c.Closed)*8)}
 	e.byte(formatCurrent)
-	switch {
-	case tv.Chat != nil:
-		c := tv.Chat
-		e.byte(tagChat)
-		e.varint(c.CoveredUntil)
-		e.uvarint(len(c.Open))
-		for _, o := range c.Open {
-			e.varint(o.Start)
-			e.varint(o.FirstSeen)
-		}
-		e.uvarint(len(c.Held))
-		for _, h := range c.Held {
-			e.varint(h.Until)
-			e.varint(h.End)
-		}
-	case tv.Window != nil:
-		w := tv.Window
-		e.byte(tagWindow)
-		e.varint(w.Start)
+	e.byte(tagChat)
+	e.varint(c.Applied)
+	e.varint(c.CoveredUntil)
+	e.uvarint(len(c.Held))
+	for _, h := range c.Held {
+		e.varint(h.Until)
+		e.varint(h.End)
+	}
+	e.varint(c.ClosedBase)
+	e.uvarint(len(c.Closed))
+	for _, w := range c.Closed {
+		e.u64(w)
+	}
+	e.uvarint(len(c.Open))
+	prev := int64(0)
+	for i := range c.Open {
+		w := &c.Open[i]
+		e.varint(w.Start - prev) // ascending: small deltas
+		prev = w.Start
+		e.byte(byte(w.Status))
+		e.varint(w.Versions)
+		e.varint(w.Low)
+		e.varint(w.High - w.Low)
+		e.varint(w.FirstAt - w.Start)
+		e.varint(w.LastAt - w.Start)
 		e.varint(w.FirstSeen)
 		e.varint(w.ClosedAt)
-		e.string(w.Reason)
-		e.uvarint(w.Count)
-		e.uvarint(w.Late)
-		encodeRefs(&e, w.Msgs)
-		e.uvarint(w.Pages)
-		encodeRefs(&e, w.Pending)
-	case tv.Page != nil:
-		e.byte(tagPage)
-		encodeRefs(&e, tv.Page.Refs)
-	default:
-		return nil, errors.New("windows: empty table value")
+		e.varint(w.EmittedAt)
+		var f byte
+		if w.Covered {
+			f |= flagCovered
+		}
+		if w.Oversized {
+			f |= flagOversized
+		}
+		e.byte(f)
 	}
-	return e.b, nil
+	return e.b
 }
 
-// maxStateItems bounds a decoded list so corrupt bytes cannot allocate without limit.
-const maxStateItems = 1 << 20
-
-func (tableCodec) Decode(b []byte) (any, error) {
+func decodeChat(b []byte) (*chatValue, error) {
 	d := dec{b: b}
-	format, err := readFormat(&d)
-	if err != nil {
+	if err := d.header(tagChat); err != nil {
 		return nil, err
 	}
-	tv := &tableValue{}
-	switch tag := d.byte(); tag {
-	case tagChat:
-		c := &chatState{CoveredUntil: d.varint()}
-		n := d.uvarint(maxStateItems)
-		if n > 0 && d.err == nil {
-			c.Open = make([]openWindow, n)
-			for i := range c.Open {
-				c.Open[i] = openWindow{Start: d.varint(), FirstSeen: d.varint()}
+	c := &chatValue{Applied: d.varint(), CoveredUntil: d.varint()}
+	if n := d.uvarint(maxHeldCoverage); n > 0 && d.err == nil {
+		c.Held = make([]heldCoverage, n)
+		for i := range c.Held {
+			c.Held[i] = heldCoverage{Until: d.varint(), End: d.varint()}
+		}
+	}
+	c.ClosedBase = d.varint()
+	if n := d.uvarint(maxStateItems); n > 0 && d.err == nil {
+		if n*8 > len(d.b) {
+			d.fail("bitmap")
+		} else {
+			c.Closed = make([]uint64, n)
+			for i := range c.Closed {
+				c.Closed[i] = d.u64()
 			}
 		}
-		if format >= formatV3 {
-			if n := d.uvarint(maxStateItems); n > 0 && d.err == nil {
-				c.Held = make([]heldCoverage, n)
-				for i := range c.Held {
-					c.Held[i] = heldCoverage{Until: d.varint(), End: d.varint()}
+	}
+	if n := d.uvarint(maxStateItems); n > 0 && d.err == nil {
+		if n > len(d.b) {
+			d.fail("windows")
+		} else {
+			c.Open = make([]window, n)
+			prev := int64(0)
+			for i := range c.Open {
+				w := &c.Open[i]
+				w.Start = prev + d.varint()
+				prev = w.Start
+				w.Status = winStatus(d.byte())
+				w.Versions = d.varint()
+				w.Low = d.varint()
+				w.High = w.Low + d.varint()
+				w.FirstAt = w.Start + d.varint()
+				w.LastAt = w.Start + d.varint()
+				w.FirstSeen = d.varint()
+				w.ClosedAt = d.varint()
+				w.EmittedAt = d.varint()
+				f := d.byte()
+				w.Covered, w.Oversized = f&flagCovered != 0, f&flagOversized != 0
+				if d.err == nil && w.Status != statusOpen && w.Status != statusClosing {
+					d.err = fmt.Errorf("%w: window status %d", ErrStateFormat, w.Status)
 				}
 			}
 		}
-		tv.Chat = c
-	case tagWindow:
-		w := &windowState{Start: d.varint(), FirstSeen: d.varint(), ClosedAt: d.varint(), Reason: d.string()}
-		w.Count = d.uvarint(maxStateItems)
-		w.Late = d.uvarint(1 << 62)
-		w.Msgs = decodeRefs(&d, format)
-		if format >= formatV2 {
-			w.Pages = d.uvarint(maxStateItems)
-			w.Pending = decodeRefs(&d, format)
-		}
-		tv.Window = w
-	case tagPage:
-		if format < formatV2 {
-			return nil, fmt.Errorf("%w: page value in format %d", ErrStateFormat, format)
-		}
-		tv.Page = &pageState{Refs: decodeRefs(&d, format)}
-	default:
-		if d.err == nil {
-			return nil, fmt.Errorf("%w: value tag %d", ErrStateFormat, tag)
-		}
 	}
-	if err := d.done("table value"); err != nil {
+	if err := d.done("chat value"); err != nil {
 		return nil, err
 	}
-	return tv, nil
+	return c, nil
 }
 
-var loopOps = []loopOp{opEvidence, opOpened, opClose, opSeal, opSealed, opCollect}
+// tableCodec is the goka codec of the group table (values *chatValue).
+type tableCodec struct{}
+
+func (tableCodec) Encode(v any) ([]byte, error) {
+	c, ok := v.(*chatValue)
+	if !ok || c == nil {
+		return nil, fmt.Errorf("windows: table codec cannot encode %T", v)
+	}
+	return encodeChat(c), nil
+}
+
+func (tableCodec) Decode(b []byte) (any, error) { return decodeChat(b) }
+
+func encodeLoop(m *loopMsg) []byte {
+	e := enc{b: make([]byte, 0, 24)}
+	e.byte(formatCurrent)
+	e.byte(tagLoop)
+	e.byte(byte(m.Op))
+	switch m.Op {
+	case opNote:
+		e.varint(m.Offset)
+		e.byte(byte(m.Kind))
+		e.varint(m.At)
+	case opClose:
+		e.varint(m.Start)
+		e.varint(m.Decided)
+	}
+	return e.b
+}
+
+func decodeLoop(b []byte) (*loopMsg, error) {
+	d := dec{b: b}
+	if err := d.header(tagLoop); err != nil {
+		return nil, err
+	}
+	m := &loopMsg{Op: loopOp(d.byte())}
+	switch m.Op {
+	case opNote:
+		m.Offset = d.varint()
+		m.Kind = noteKind(d.byte())
+		m.At = d.varint()
+	case opClose:
+		m.Start = d.varint()
+		m.Decided = d.varint()
+	case opTidy:
+	default:
+		if d.err == nil {
+			return nil, fmt.Errorf("%w: loop op %d", ErrStateFormat, m.Op)
+		}
+	}
+	if err := d.done("loop message"); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
 
 // loopCodec is the goka codec of the loop topic (values *loopMsg).
 type loopCodec struct{}
@@ -275,55 +295,7 @@ func (loopCodec) Encode(v any) ([]byte, error) {
 	if !ok || m == nil {
 		return nil, fmt.Errorf("windows: loop codec cannot encode %T", v)
 	}
-	e := enc{b: make([]byte, 0, 128)}
-	e.byte(formatCurrent)
-	op := -1
-	for i, o := range loopOps {
-		if o == m.Op {
-			op = i
-		}
-	}
-	if op < 0 {
-		return nil, fmt.Errorf("windows: unknown loop op %q", m.Op)
-	}
-	e.byte(byte(op))
-	encodeRef(&e, m.Ref)
-	e.bool(m.Deleted)
-	e.varint(m.Start)
-	e.varint(m.FirstSeen)
-	e.string(m.Reason)
-	e.varint(m.ClosedAt)
-	e.uvarint(m.Page)
-	e.uvarint(m.Pages)
-	encodeRefs(&e, m.Refs)
-	encodeRefs(&e, m.Pending)
-	encodeRefs(&e, m.Tail)
-	return e.b, nil
+	return encodeLoop(m), nil
 }
 
-func (loopCodec) Decode(b []byte) (any, error) {
-	d := dec{b: b}
-	format, err := readFormat(&d)
-	if err != nil {
-		return nil, err
-	}
-	op := int(d.byte())
-	if d.err == nil && op >= len(loopOps) {
-		return nil, fmt.Errorf("%w: loop op %d", ErrStateFormat, op)
-	}
-	m := &loopMsg{}
-	if d.err == nil {
-		m.Op = loopOps[op]
-	}
-	m.Ref = decodeRef(&d, format)
-	m.Deleted = d.bool()
-	m.Start, m.FirstSeen, m.Reason, m.ClosedAt = d.varint(), d.varint(), d.string(), d.varint()
-	if format >= formatV2 {
-		m.Page, m.Pages = d.uvarint(maxStateItems), d.uvarint(maxStateItems)
-		m.Refs, m.Pending, m.Tail = decodeRefs(&d, format), decodeRefs(&d, format), decodeRefs(&d, format)
-	}
-	if err := d.done("loop message"); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
+func (loopCodec) Decode(b []byte) (any, error) { return decodeLoop(b) }

@@ -3,23 +3,23 @@ package windows
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	evidence         *prometheus.CounterVec
-	late             prometheus.Counter
-	closed           *prometheus.CounterVec
-	closedEvidence   prometheus.Histogram
-	closedBytes      prometheus.Histogram
-	tooLarge         prometheus.Counter
-	openWindows      prometheus.Gauge
-	oldestUncovered  prometheus.Gauge
-	wakeups          *prometheus.CounterVec
-	deadLettered     *prometheus.CounterVec
-	markersDropped   prometheus.Counter
-	pagesSealed      prometheus.Counter
-	pagesMissing     prometheus.Counter
-	scanSeconds      prometheus.Histogram
-	visitedKeys      prometheus.Gauge
-	barrierHeld      prometheus.Gauge
-	committedFetches *prometheus.CounterVec
+	evidence        *prometheus.CounterVec
+	late            *prometheus.CounterVec
+	oversized       prometheus.Counter
+	oversizedOpen   prometheus.Gauge
+	closingWindows  prometheus.Gauge
+	reemits         prometheus.Counter
+	readBack        *prometheus.CounterVec
+	closed          *prometheus.CounterVec
+	closedEvidence  prometheus.Histogram
+	closedBytes     prometheus.Histogram
+	openWindows     prometheus.Gauge
+	oldestUncovered prometheus.Gauge
+	wakeups         *prometheus.CounterVec
+	deadLettered    *prometheus.CounterVec
+	scanSeconds     prometheus.Histogram
+	visitedKeys     prometheus.Gauge
+	barrierHeld     prometheus.Gauge
 
 	tablePartitions   *prometheus.GaugeVec
 	recoveryRemaining prometheus.Gauge
@@ -31,12 +31,32 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	m := &metrics{
 		evidence: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_evidence_total",
-			Help: "Evidence records seen by the window processor, by outcome (added, updated, duplicate, logged, stale, late, ineligible, aged_out, deleted_unseen, tombstone); logged versions went to a paged window and are resolved when it closes, stale ones rank below the version the window holds (evidence version rule) and change nothing.",
+			Help: "Evidence records applied by the window processor, by outcome (opened, added, recalled, duplicate, late_edit, late_recall, recall_unopened, aged_out, ineligible, tombstone, dead_lettered). Every record of the evidence topic is counted once, plus once per redelivery (duplicate).",
 		}, []string{"outcome"}),
-		late: prometheus.NewCounter(prometheus.CounterOpts{
+		late: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_late_records_total",
-			Help: "Evidence that arrived for an already closed window; counted and recorded, never reopening it.",
+			Help: "Evidence for a window already closing or closed, by kind (late_edit, late_recall); counted, never reopening or re-emitting the window.",
+		}, []string{"kind"}),
+		oversized: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_oversized_total",
+			Help: "Windows that passed the oversized bound (windows.oversizedVersions evidence versions); each closes as usual with its record flagged.",
 		}),
+		oversizedOpen: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_oversized_open",
+			Help: "Open or closing windows flagged oversized in this instance's partitions at the last scan.",
+		}),
+		closingWindows: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_closing",
+			Help: "Windows whose closed record was emitted but not yet read back from the closed-window topic, at the last scan.",
+		}),
+		reemits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_reemits_total",
+			Help: "Closed records emitted again because they were not read back within the re-emit interval (a crash between the close and its commit); copies are byte-identical.",
+		}),
+		readBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_closed_read_back_total",
+			Help: "Closed-window records read back by the window processor, by result (closed: a closing window is closed for good; duplicate: a copy of one already closed; foreign: another processor version's; undecodable).",
+		}, []string{"result"}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_closed_total",
 			Help: "Windows closed and emitted, by reason.",
@@ -48,12 +68,8 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 		closedBytes: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "larkline_windows_closed_record_bytes",
-			Help:    "Size of each closed-window record (key and value); the limit is Options.MaxRecordBytes (16 MiB by default).",
-			Buckets: prometheus.ExponentialBuckets(1024, 4, 9), // 1 KiB .. 64 MiB
-		}),
-		tooLarge: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "larkline_windows_closed_records_too_large_total",
-			Help: "Closed-window records larger than Options.MaxRecordBytes; each failed the processor (the window stays open). Should stay 0.",
+			Help:    "Size of each closed-window record emitted (key and value); version 3 records do not grow with the window.",
+			Buckets: prometheus.ExponentialBuckets(64, 2, 10), // 64 B .. 32 KiB
 		}),
 		openWindows: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "larkline_windows_open",
@@ -71,18 +87,6 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_dead_lettered_total",
 			Help: "Input records the window processor parked in the dead-letter topic, by reason.",
 		}, []string{"reason"}),
-		markersDropped: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "larkline_windows_closed_markers_dropped_total",
-			Help: "Closed-window markers dropped after the retention period.",
-		}),
-		pagesSealed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "larkline_windows_pages_sealed_total",
-			Help: "Pages of evidence refs that large windows sealed into keys of their own (resends included).",
-		}),
-		pagesMissing: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "larkline_windows_pages_missing_total",
-			Help: "Sealed pages a closing window could not find (state lost); should stay 0.",
-		}),
 		scanSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "larkline_windows_scan_duration_seconds",
 			Help:    "Duration of one watcher pass over the window state.",
@@ -90,16 +94,12 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 		visitedKeys: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "larkline_windows_state_keys",
-			Help: "Keys (chats and windows) in this instance's window state at the last scan.",
+			Help: "Keys (chats) in this instance's window state at the last scan.",
 		}),
 		barrierHeld: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "larkline_windows_barrier_held",
-			Help: "Windows due and covered by a collection checkpoint but held at the last scan because this processor has not yet processed the evidence the reconciler produced before that checkpoint (the evidence barrier).",
+			Help: "Windows due and covered by a collection checkpoint but held at the last scan because the chat has not yet applied the evidence the reconciler produced before that checkpoint (the evidence barrier).",
 		}),
-		committedFetches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "larkline_windows_committed_offset_fetches_total",
-			Help: "Reads of the group's committed evidence offsets for the evidence barrier, by result (ok, error).",
-		}, []string{"result"}),
 		tablePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "larkline_windows_table_partitions",
 			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped).",
@@ -110,9 +110,10 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evidence, m.late, m.closed, m.closedEvidence, m.closedBytes, m.tooLarge, m.openWindows,
-			m.oldestUncovered, m.wakeups, m.deadLettered, m.markersDropped, m.pagesSealed, m.pagesMissing, m.scanSeconds, m.visitedKeys,
-			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.committedFetches)
+		reg.MustRegister(m.evidence, m.late, m.oversized, m.oversizedOpen, m.closingWindows, m.reemits, m.readBack,
+			m.closed, m.closedEvidence, m.closedBytes, m.openWindows,
+			m.oldestUncovered, m.wakeups, m.deadLettered, m.scanSeconds, m.visitedKeys,
+			m.tablePartitions, m.recoveryRemaining, m.barrierHeld)
 	}
 	return m
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/ids"
-	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -25,40 +24,49 @@ type Options struct {
 	GroupPrefix      string // default DefaultGroupPrefix
 	EvidenceTopic    string
 	CheckpointTopic  string // read only when RequireCoverage
-	ClosedTopic      string
-	DeadLetterTopic  string
+	// ClosedTopic receives the closed records, and is read back (co-partitioned with
+	// the evidence topic) to move a window from closing to closed.
+	ClosedTopic     string
+	DeadLetterTopic string
 
 	Window          time.Duration // synthesisWindow
 	Grace           time.Duration // synthesisWindowCloseGrace
 	RequireCoverage bool          // reconciliationEnabled: hold windows until history covers them
-	// CommittedOffsets reads the group's committed evidence offsets for the evidence
-	// barrier after a restart or rebalance (KadmCommittedOffsets); required with
-	// RequireCoverage.
-	CommittedOffsets CommittedOffsets
 	// Retention bounds state: evidence whose window ended longer ago is aged out, and
-	// closed-window markers are dropped after it (ingestionLookback).
+	// closed marks are dropped after it (ingestionLookback).
 	Retention    time.Duration
 	ScanInterval time.Duration // synthesisScanInterval
+	// ReemitAfter: a window whose closed record has not been read back this long
+	// after its last emit is emitted again, byte for byte. Default
+	// max(ScanInterval, DefaultReemitAfter).
+	ReemitAfter time.Duration
+	// OversizedVersions: a window that takes in more evidence versions is flagged
+	// oversized (counted, logged, alerted on, carried in its record); it closes as
+	// usual. Default DefaultOversizedVersions; negative: never flagged.
+	OversizedVersions int
 
 	// Codecs decode the input records and encode the closed windows and dead letters
 	// (package schemas: Avro, single-object or Confluent wire format).
 	Codecs *schemas.Codecs
-	// MaxRecordBytes bounds a closed-window record (key and value); a larger one
-	// fails the processor with ErrRecordTooLarge (see there). It must
-	// not exceed what the producer (the Goka options) and the closed-window topic
-	// accept. Default kafka.MaxRecordBytes (16 MiB; see package kafka for the
-	// largest window that fits).
-	MaxRecordBytes int
+	// DeadLetters parks undecodable input synchronously. Default: a Goka emitter on
+	// DeadLetterTopic built with Emitter.
+	DeadLetters DeadLetterWriter
+	// Emitter carries the broker plumbing of the default DeadLetters
+	// (kafka.Goka.EmitterOptions).
+	Emitter []goka.EmitterOption
 
 	Clock    func() time.Time // default time.Now
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
 	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
 	Goka []goka.ProcessorOption
-
-	// pageSize overrides defaultPageSize (tests).
-	pageSize int
 }
+
+// DefaultOversizedVersions is the default Options.OversizedVersions.
+const DefaultOversizedVersions = 50_000
+
+// DefaultReemitAfter is the least default Options.ReemitAfter.
+const DefaultReemitAfter = time.Minute
 
 // DefaultGroupPrefix starts group names when Options.GroupPrefix is empty.
 const DefaultGroupPrefix = "larkline"
@@ -74,22 +82,23 @@ func GroupName(prefix, version string) goka.Group {
 
 // Processor is the window processor of one processor version.
 type Processor struct {
-	opts   Options
-	policy closePolicy
-	log    *slog.Logger
-	m      *metrics
-	proc   *goka.Processor
-	graph  *goka.GroupGraph
+	opts  Options
+	mach  machine
+	log   *slog.Logger
+	m     *metrics
+	proc  *goka.Processor
+	graph *goka.GroupGraph
+	dead  DeadLetterWriter
+	// ownDead is the default dead-letter emitter, finished by Close.
+	ownDead *gokaDeadLetters
 
 	wake      chan struct{}
 	running   atomic.Bool
 	nextDueMu sync.Mutex
-	nextDue   time.Time
+	nextDue   int64 // unix ms; 0 none
 
 	scanMu sync.Mutex
 	scan   scanTotals
-
-	barrier barrier
 
 	failedMu sync.Mutex
 	failed   error // the first error a callback failed the processor with
@@ -98,21 +107,15 @@ type Processor struct {
 // scanTotals accumulates one visit over the state.
 type scanTotals struct {
 	open       int
+	closing    int
 	held       int // windows held by the evidence barrier
+	oversized  int
 	oldestSeen int64
-	nextDue    time.Time
+	nextDue    int64
 }
 
 // ErrOptions wraps every option problem reported by New.
 var ErrOptions = errors.New("windows: invalid options")
-
-// ErrRecordTooLarge means a window's closed record exceeds Options.MaxRecordBytes.
-// The processor fails with it rather than hand the producer a record the topic
-// refuses. Nothing is lost: the record that failed (the close of an unpaged window,
-// the last step of a paged window's fold) is not committed and is processed again
-// after a restart, so raising the limits (producer, topics and
-// Options.MaxRecordBytes) and restarting emits the window.
-var ErrRecordTooLarge = errors.New("windows: closed-window record too large")
 
 // New validates the options and builds the processor; nothing connects until Run.
 func New(o Options) (*Processor, error) {
@@ -127,9 +130,6 @@ func New(o Options) (*Processor, error) {
 	if o.RequireCoverage && o.CheckpointTopic == "" {
 		bad("coverage requires the checkpoint topic")
 	}
-	if o.RequireCoverage && o.CommittedOffsets == nil {
-		bad("coverage requires CommittedOffsets (the evidence barrier reads the group's committed offsets)")
-	}
 	if o.Window < time.Minute || time.Hour%o.Window != 0 {
 		bad("window %v must be at least 1m and divide an hour evenly", o.Window)
 	}
@@ -142,11 +142,11 @@ func New(o Options) (*Processor, error) {
 	if o.ScanInterval <= 0 {
 		bad("scan interval must be positive")
 	}
+	if o.ReemitAfter < 0 {
+		bad("re-emit interval %v is negative", o.ReemitAfter)
+	}
 	if o.Codecs == nil {
 		bad("codecs are required")
-	}
-	if o.MaxRecordBytes < 0 {
-		bad("max record bytes %d: negative", o.MaxRecordBytes)
 	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))
@@ -154,25 +154,32 @@ func New(o Options) (*Processor, error) {
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
-	if o.MaxRecordBytes == 0 {
-		o.MaxRecordBytes = kafka.MaxRecordBytes
-	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.ReemitAfter == 0 {
+		o.ReemitAfter = max(o.ScanInterval, DefaultReemitAfter)
+	}
+	switch {
+	case o.OversizedVersions == 0:
+		o.OversizedVersions = DefaultOversizedVersions
+	case o.OversizedVersions < 0:
+		o.OversizedVersions = 0
+	}
 	p := &Processor{
-		opts:   o,
-		policy: closePolicy{length: o.Window, grace: o.Grace, requireCoverage: o.RequireCoverage},
-		log:    o.Logger.With("component", "windows", "processor_version", o.ProcessorVersion),
-		m:      newMetrics(o.Registry),
-		wake:   make(chan struct{}, 1),
+		opts: o,
+		mach: newMachine(o),
+		log:  o.Logger.With("component", "windows", "processor_version", o.ProcessorVersion),
+		m:    newMetrics(o.Registry),
+		wake: make(chan struct{}, 1),
+		dead: o.DeadLetters,
 	}
 	edges := []goka.Edge{
 		goka.Input(goka.Stream(o.EvidenceTopic), new(codec.Bytes), p.onEvidence),
+		goka.Input(goka.Stream(o.ClosedTopic), new(codec.Bytes), p.onClosed),
 		goka.Loop(loopCodec{}, p.onLoop),
 		goka.Visitor(visitClose, p.onVisit),
 		goka.Output(goka.Stream(o.ClosedTopic), new(codec.Bytes)),
-		goka.Output(goka.Stream(o.DeadLetterTopic), new(codec.Bytes)),
 		goka.Persist(tableCodec{}),
 	}
 	if o.RequireCoverage {
@@ -188,6 +195,13 @@ func New(o Options) (*Processor, error) {
 		return nil, fmt.Errorf("windows: creating goka processor %s: %w", GroupName(o.GroupPrefix, o.ProcessorVersion), err)
 	}
 	p.proc = proc
+	if p.dead == nil {
+		d, err := newGokaDeadLetters(o.Brokers, o.DeadLetterTopic, o.Emitter)
+		if err != nil {
+			return nil, err
+		}
+		p.dead, p.ownDead = d, d
+	}
 	return p, nil
 }
 
@@ -234,9 +248,14 @@ func (p *Processor) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close releases nothing beyond what Run drains; it exists so every long-running part
-// has the same shape. It is safe to call more than once.
-func (p *Processor) Close() error { return nil }
+// Close releases the default dead-letter emitter (after Run returned). It is safe to
+// call more than once.
+func (p *Processor) Close() error {
+	if p.ownDead != nil {
+		return p.ownDead.Close()
+	}
+	return nil
+}
 
 // Recovered reports whether the state table is recovered and the processor runs.
 func (p *Processor) Recovered() bool { return p.proc.Recovered() }
@@ -260,10 +279,13 @@ func (p *Processor) Wakeup() {
 	}
 }
 
-// noteDue lets a callback tell the watcher that a window becomes due at t.
-func (p *Processor) noteDue(t time.Time) {
+// noteDue lets a callback tell the watcher that a window becomes due at t (unix ms).
+func (p *Processor) noteDue(t int64) {
+	if t <= 0 {
+		return
+	}
 	p.nextDueMu.Lock()
-	earlier := p.nextDue.IsZero() || t.Before(p.nextDue)
+	earlier := p.nextDue == 0 || t < p.nextDue
 	if earlier {
 		p.nextDue = t
 	}
@@ -319,10 +341,10 @@ func resetTimer(t *time.Timer, d time.Duration) {
 func (p *Processor) untilNextDue() time.Duration {
 	p.nextDueMu.Lock()
 	defer p.nextDueMu.Unlock()
-	if p.nextDue.IsZero() {
+	if p.nextDue == 0 {
 		return 0
 	}
-	return p.nextDue.Sub(p.opts.Clock())
+	return time.UnixMilli(p.nextDue).Sub(p.opts.Clock())
 }
 
 // ScanOnce visits every key of the assigned partitions once and closes every due
@@ -333,9 +355,8 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	p.scan = scanTotals{}
 	p.scanMu.Unlock()
 	p.nextDueMu.Lock()
-	p.nextDue = time.Time{}
+	p.nextDue = 0
 	p.nextDueMu.Unlock()
-	p.refreshCommitted(ctx, now)
 	began := time.Now()
 	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, now)
 	p.m.scanSeconds.Observe(time.Since(began).Seconds())
@@ -346,15 +367,17 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	s := p.scan
 	p.scanMu.Unlock()
 	p.m.openWindows.Set(float64(s.open))
+	p.m.closingWindows.Set(float64(s.closing))
+	p.m.oversizedOpen.Set(float64(s.oversized))
 	p.m.barrierHeld.Set(float64(s.held))
 	if s.oldestSeen > 0 {
 		p.m.oldestUncovered.Set(now.Sub(time.UnixMilli(s.oldestSeen)).Seconds())
 	} else {
 		p.m.oldestUncovered.Set(0)
 	}
-	if !s.nextDue.IsZero() {
+	if s.nextDue > 0 {
 		p.nextDueMu.Lock()
-		if p.nextDue.IsZero() || s.nextDue.Before(p.nextDue) {
+		if p.nextDue == 0 || s.nextDue < p.nextDue {
 			p.nextDue = s.nextDue
 		}
 		p.nextDueMu.Unlock()

@@ -3,6 +3,7 @@ package windows
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -97,7 +98,7 @@ func (d *conformanceDeployment) Message(t *testing.T, r conformance.Record) conf
 	if err != nil {
 		t.Fatalf("encode evidence %v: %v", r, err)
 	}
-	d.windows[windowKey(ids.ChatKey(ev.WorkspaceID, ev.ChatID), ids.WindowStart(ev.OccurredAt, confWindow))] = true
+	d.windows[confWindowKey(ids.ChatKey(ev.WorkspaceID, ev.ChatID), ids.WindowStart(ev.OccurredAt, confWindow))] = true
 	d.labels[ev.ContentHash] = r.String()
 	return conformance.Message{Key: ev.Key(), Value: b}
 }
@@ -125,76 +126,113 @@ func (d *conformanceDeployment) Observe(t *testing.T) conformance.Observation {
 		}
 	}
 	conformance.CaughtUp(t, d.group(), d.Wiring().Consumed...)
+	// A version 3 record names its evidence as an offset range of the chat's
+	// partition: resolve it against the evidence topic the way the evidence table
+	// does (the last version of each message in the range).
+	type at struct {
+		partition int32
+		offset    int64
+	}
+	evidence := map[at]schemas.EvidenceRecord{}
+	for _, r := range conformance.ReadAll(t, d.c.evidence) {
+		ev, err := d.c.codecs.Evidence.Decode(context.Background(), r.Value)
+		if err != nil {
+			t.Fatalf("evidence record %d/%d: %v", r.Partition, r.Offset, err)
+		}
+		evidence[at{r.Partition, r.Offset}] = ev
+	}
 	var o conformance.Observation
 	for _, r := range conformance.ReadAll(t, d.c.closed) {
 		w, err := d.c.codecs.ClosedWindow.Decode(context.Background(), r.Value)
 		if err != nil {
 			t.Fatalf("closed-window record %d/%d: %v", r.Partition, r.Offset, err)
 		}
-		o = append(o, d.render(string(r.Key), w, d.labelOf))
+		if !w.Ranged() {
+			t.Fatalf("closed-window record %d/%d lists its evidence (version 3 records name a range)", r.Partition, r.Offset)
+		}
+		latest := map[string]schemas.EvidenceRecord{}
+		for off := w.EvidenceLowOffset; off < w.EvidenceEndOffset; off++ {
+			ev, ok := evidence[at{w.EvidencePartition, off}]
+			if !ok || ids.ChatKey(ev.WorkspaceID, ev.ChatID) != w.Key() ||
+				ev.OccurredAt.Before(w.WindowStart) || !ev.OccurredAt.Before(w.WindowEnd) {
+				continue
+			}
+			latest[ev.Key()] = ev // ascending offsets: the last version wins
+		}
+		var held []schemas.EvidenceRecord
+		for _, ev := range latest {
+			held = append(held, ev)
+		}
+		o = append(o, d.render(string(r.Key), w, held))
 	}
 	return o
 }
 
-// windowClosed reports whether the processor's table holds key's closed marker.
+// windowClosed reports whether the processor's table holds key's window as closed.
 func windowClosed(p *Processor, key string) bool {
-	v, err := p.Goka().Get(key)
+	chatKey, start, ok := splitConfWindowKey(key)
+	if !ok {
+		return false
+	}
+	v, err := p.Goka().Get(chatKey)
 	if err != nil || v == nil {
 		return false
 	}
-	tv, ok := v.(*tableValue)
-	return ok && tv.Window != nil && tv.Window.closed()
+	c, ok := v.(*chatValue)
+	return ok && c.isClosed(p.mach.index(start.UnixMilli()))
 }
 
-func (d *conformanceDeployment) labelOf(hash string) string {
-	if l, ok := d.labels[hash]; ok {
-		return l
+// confWindowKey names a window of a chat in the adapter's bookkeeping.
+func confWindowKey(chatKey string, start time.Time) string {
+	return chatKey + "@" + start.UTC().Format(time.RFC3339)
+}
+
+func splitConfWindowKey(key string) (string, time.Time, bool) {
+	i := strings.LastIndexByte(key, '@')
+	if i < 0 {
+		return "", time.Time{}, false
 	}
-	return "?" + hash
+	start, err := time.Parse(time.RFC3339, key[i+1:])
+	return key[:i], start, err == nil
 }
 
-// Expect groups the last version of every message into its chat's window, in the
-// processor's evidence order, closed at confObserveAt once its grace elapsed.
+// Expect groups the last version of every message into its chat's window, closed at
+// confObserveAt once its grace elapsed.
 func (d *conformanceDeployment) Expect(records []conformance.Record) conformance.Observation {
 	type window struct {
 		chat  ids.ChatID
 		start time.Time
 	}
-	held := map[window][]schemas.WindowEvidence{}
-	labels := map[string]string{}
+	held := map[window][]schemas.EvidenceRecord{}
 	for _, r := range conformance.Latest(records) {
 		ev := confEvidence(r)
 		w := window{ev.ChatID, ids.WindowStart(ev.OccurredAt, confWindow)}
-		held[w] = append(held[w], schemas.WindowEvidence{
-			Key: ev.Key(), MessageID: ev.MessageID, OccurredAt: ev.OccurredAt, ContentHash: ev.ContentHash,
-		})
-		labels[ev.ContentHash] = r.String()
+		held[w] = append(held[w], ev)
 	}
 	var o conformance.Observation
 	for w, evidence := range held {
-		schemas.SortWindowEvidence(evidence)
 		cw := schemas.ClosedWindow{
 			WorkspaceID: ws, ChatID: w.chat, WindowStart: w.start, WindowEnd: w.start.Add(confWindow),
-			ProcessorVersion: d.version, EvidenceCount: len(evidence), Evidence: evidence,
-			AggregateHash: schemas.WindowAggregateHash(evidence), ClosedAt: confObserveAt, Reason: ReasonGraceElapsed,
+			ProcessorVersion: d.version, ClosedAt: confObserveAt, Reason: ReasonGraceElapsed,
 		}
-		o = append(o, d.render(cw.Key(), cw, func(h string) string { return labels[h] }))
+		o = append(o, d.render(cw.Key(), cw, evidence))
 	}
 	return o
 }
 
-// render is one closed-window record without its processor version (each
-// deployment has its own), which it only checks.
-func (d *conformanceDeployment) render(key string, w schemas.ClosedWindow, label func(string) string) string {
-	evidence := make([]string, len(w.Evidence))
-	for i, e := range w.Evidence {
-		evidence[i] = fmt.Sprintf("%s@%s=%s", e.Key, e.OccurredAt.UTC().Format("15:04:05"), label(e.ContentHash))
+// render is one closed-window record with the evidence it resolves to, without its
+// processor version (each deployment has its own), which it only checks.
+func (d *conformanceDeployment) render(key string, w schemas.ClosedWindow, held []schemas.EvidenceRecord) string {
+	evidence := make([]string, len(held))
+	for i, e := range held {
+		evidence[i] = fmt.Sprintf("%s@%s=%s", e.Key(), e.OccurredAt.UTC().Format("15:04:05"), d.labels[e.ContentHash])
 	}
+	sort.Strings(evidence)
 	version := "own"
 	if w.ProcessorVersion != d.version {
 		version = w.ProcessorVersion
 	}
-	return fmt.Sprintf("closed key=%s window=%s+%s count=%d evidence=[%s] aggregate=%.16s reason=%s closed_at=%s processor=%s",
-		key, w.WindowStart.UTC().Format(time.RFC3339), w.WindowEnd.Sub(w.WindowStart), w.EvidenceCount,
-		strings.Join(evidence, " "), w.AggregateHash, w.Reason, w.ClosedAt.UTC().Format(time.RFC3339), version)
+	return fmt.Sprintf("closed key=%s window=%s+%s evidence=[%s] reason=%s closed_at=%s processor=%s",
+		key, w.WindowStart.UTC().Format(time.RFC3339), w.WindowEnd.Sub(w.WindowStart),
+		strings.Join(evidence, " "), w.Reason, w.ClosedAt.UTC().Format(time.RFC3339), version)
 }

@@ -1,0 +1,338 @@
+package windows
+
+import (
+	"time"
+
+	"github.com/larkline/larkline/schemas"
+)
+
+// The window processor's logic as pure functions of (chat value, message, clock):
+// the Goka callbacks (callbacks.go) and the crash-point simulator (sim_test.go) run
+// the same code. Each function changes the chat value it is given and returns what
+// to produce; none does I/O.
+
+// noteKind says what an evidence record was, as far as windows care.
+type noteKind uint8
+
+const (
+	kindEligible   noteKind = 1 // a synthesis-eligible version: opens or grows its window
+	kindRecall     noteKind = 2 // a recall: grows the window that holds the message, never opens one
+	kindIneligible noteKind = 3 // evidence that never opens a window (own app, cards, system, ...)
+	kindTombstone  noteKind = 4 // a null value (retention removed the message)
+	kindDead       noteKind = 5 // parked in the dead-letter topic
+)
+
+// loopOp is the kind of a message on the group's loop topic; every one goes to a
+// chat key.
+type loopOp uint8
+
+const (
+	// opNote: one evidence record of the chat (every record sends exactly one, so
+	// evidence commits advance in order).
+	opNote loopOp = 1
+	// opClose: the scan decided that windows up to Start are due (or that the
+	// closing window Start is to be emitted again).
+	opClose loopOp = 2
+	// opTidy: the scan found the value prunable (aged bitmap words, old coverage).
+	opTidy loopOp = 3
+)
+
+// loopMsg is the value on the loop topic.
+type loopMsg struct {
+	Op loopOp
+	// note
+	Offset int64 // the evidence record's offset
+	Kind   noteKind
+	At     int64 // occurred_at, unix ms (eligible and recall)
+	// close: the window and the decision's time (unix ms)
+	Start   int64
+	Decided int64
+}
+
+// Outcomes of a note, the label of larkline_windows_evidence_total.
+const (
+	outOpened         = "opened"          // a new window
+	outAdded          = "added"           // a version into an open window
+	outRecalled       = "recalled"        // a recall into an open window
+	outDuplicate      = "duplicate"       // a redelivered record (offset already applied)
+	outLateEdit       = "late_edit"       // an eligible version for a closing or closed window
+	outLateRecall     = "late_recall"     // a recall for a closing or closed window
+	outRecallUnopened = "recall_unopened" // a recall for a window that has no evidence
+	outAgedOut        = "aged_out"        // older than the retention horizon
+	outIneligible     = "ineligible"
+	outTombstone      = "tombstone"
+	outDeadLettered   = "dead_lettered"
+)
+
+// machine holds the window rules of one processor version.
+type machine struct {
+	length      int64 // window length, ms
+	grace       int64 // ms
+	retention   int64 // ms
+	coverage    bool  // windows wait for history coverage
+	maxVersions int64 // a window with more versions is flagged oversized
+	reemitAfter int64 // ms: a window closing for longer is emitted again
+}
+
+func newMachine(o Options) machine {
+	return machine{
+		length: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), retention: o.Retention.Milliseconds(),
+		coverage: o.RequireCoverage, maxVersions: int64(o.OversizedVersions), reemitAfter: o.ReemitAfter.Milliseconds(),
+	}
+}
+
+// index is the window index of a window start (or of any instant in the window).
+func (m machine) index(ms int64) int64 {
+	if ms >= 0 {
+		return ms / m.length
+	}
+	return -((-ms + m.length - 1) / m.length)
+}
+
+// start is the window start of an instant.
+func (m machine) start(ms int64) int64 { return m.index(ms) * m.length }
+
+// agedOut reports whether the window starting at start ended before the retention
+// horizon: its evidence is no longer taken in, and its closed mark may go.
+func (m machine) agedOut(start, now int64) bool { return start+m.length < now-m.retention }
+
+// horizon is the lowest window index that is not aged out at now, less one bitmap
+// word of margin for clocks that differ between instances.
+func (m machine) horizon(now int64) int64 { return m.index(now-m.retention) - 1 - 64 }
+
+// due reports whether an open window may close at now: its grace has passed and,
+// with coverage, history covers its end.
+func (m machine) due(c *chatValue, w *window, now int64) bool {
+	end := w.Start + m.length
+	if now < end+m.grace {
+		return false
+	}
+	return !m.coverage || c.CoveredUntil >= end
+}
+
+// note applies one evidence record's note and returns its outcome and whether the
+// window it grew just became oversized.
+func (m machine) note(c *chatValue, n *loopMsg, now int64) (outcome string, oversized bool) {
+	if n.Offset < c.Applied {
+		return outDuplicate, false
+	}
+	c.Applied = n.Offset + 1
+	outcome, oversized = m.classify(c, n, now)
+	c.release()
+	m.tidy(c, now)
+	return outcome, oversized
+}
+
+func (m machine) classify(c *chatValue, n *loopMsg, now int64) (string, bool) {
+	switch n.Kind {
+	case kindIneligible:
+		return outIneligible, false
+	case kindTombstone:
+		return outTombstone, false
+	case kindEligible, kindRecall:
+	default:
+		return outDeadLettered, false
+	}
+	recall := n.Kind == kindRecall
+	start := m.start(n.At)
+	if m.agedOut(start, now) {
+		return outAgedOut, false
+	}
+	late := outLateEdit
+	if recall {
+		late = outLateRecall
+	}
+	i, found := c.find(start)
+	if found {
+		w := &c.Open[i]
+		if w.Status != statusOpen {
+			return late, false
+		}
+		w.Versions++
+		w.Low, w.High = min(w.Low, n.Offset), max(w.High, n.Offset)
+		w.FirstAt, w.LastAt = min(w.FirstAt, n.At), max(w.LastAt, n.At)
+		became := !w.Oversized && m.maxVersions > 0 && w.Versions > m.maxVersions
+		w.Oversized = w.Oversized || became
+		if recall {
+			return outRecalled, became
+		}
+		return outAdded, became
+	}
+	if c.isClosed(m.index(start)) {
+		return late, false
+	}
+	if recall {
+		return outRecallUnopened, false
+	}
+	w := window{Start: start, Status: statusOpen, Versions: 1, Low: n.Offset, High: n.Offset,
+		FirstAt: n.At, LastAt: n.At, FirstSeen: now}
+	w.Oversized = m.maxVersions > 0 && w.Versions > m.maxVersions
+	c.Open = append(c.Open, window{})
+	copy(c.Open[i+1:], c.Open[i:])
+	c.Open[i] = w
+	return outOpened, w.Oversized
+}
+
+// checkpoint applies a collection checkpoint: coverage until (unix ms), held until
+// the chat has applied its evidence up to end.
+func (m machine) checkpoint(c *chatValue, until, end int64, now int64) {
+	c.offer(until, end)
+	c.release()
+	m.tidy(c, now)
+}
+
+// closeWindows acts on a close decision: every open window up to and including
+// msg.Start that is due at the decision's time is marked closing, oldest first, and
+// a closing window msg.Start is emitted again. It returns the windows to emit, in
+// order. Nothing closes after the first window that is not due, so a younger window
+// never closes before an older one of the chat.
+func (m machine) closeWindows(c *chatValue, msg *loopMsg, now int64) []window {
+	var out []window
+	for i := range c.Open {
+		w := &c.Open[i]
+		if w.Start > msg.Start {
+			break
+		}
+		if w.Status == statusClosing {
+			if w.Start == msg.Start {
+				w.EmittedAt = now
+				out = append(out, *w)
+			}
+			continue
+		}
+		if !m.due(c, w, msg.Decided) {
+			break
+		}
+		w.Status, w.ClosedAt, w.Covered, w.EmittedAt = statusClosing, msg.Decided, m.coverage, now
+		out = append(out, *w)
+	}
+	m.tidy(c, now)
+	return out
+}
+
+// closed applies a closed record of this processor version read back from the
+// closed-window topic: the window is closed for good. It reports whether the value
+// changed.
+func (m machine) closed(c *chatValue, start int64, now int64) bool {
+	changed := false
+	if i, found := c.find(start); found {
+		c.Open = append(c.Open[:i], c.Open[i+1:]...)
+		changed = true
+	}
+	if !m.agedOut(start, now) && !c.isClosed(m.index(start)) {
+		c.markClosed(m.index(start))
+		changed = true
+	}
+	m.tidy(c, now)
+	return changed
+}
+
+// tidy drops what no longer gates anything at now: closed marks and coverage of
+// windows past the retention horizon. Open windows are never dropped, however old:
+// they close.
+func (m machine) tidy(c *chatValue, now int64) {
+	if len(c.Closed) > 0 {
+		c.trimClosed(m.horizon(now))
+	}
+	if len(c.Open) == 0 && len(c.Held) == 0 && c.CoveredUntil > 0 && c.CoveredUntil < now-m.retention-m.length {
+		c.CoveredUntil = 0
+	}
+}
+
+// needsTidy reports whether tidy would change the value at now.
+func (m machine) needsTidy(c *chatValue, now int64) bool {
+	if len(c.Closed) > 0 && floor64(m.horizon(now)) > c.ClosedBase {
+		return true
+	}
+	return len(c.Open) == 0 && len(c.Held) == 0 && c.CoveredUntil > 0 && c.CoveredUntil < now-m.retention-m.length
+}
+
+// decide is the scan's part: it reads the value and returns the loop messages that
+// act on it, writing nothing. Due windows get one close, oldest first; a window
+// closing for longer than reemitAfter gets one to be emitted again; a prunable value
+// gets a tidy.
+func (m machine) decide(c *chatValue, now int64) []loopMsg {
+	var out []loopMsg
+	var lastDue int64
+	found, blocked := false, false
+	for i := range c.Open {
+		w := &c.Open[i]
+		if w.Status == statusClosing {
+			if now-w.EmittedAt >= m.reemitAfter {
+				out = append(out, loopMsg{Op: opClose, Start: w.Start, Decided: w.ClosedAt})
+			}
+			continue
+		}
+		if blocked || !m.due(c, w, now) {
+			blocked = true
+			continue
+		}
+		lastDue, found = w.Start, true
+	}
+	if found {
+		// one close closes every due window up to the youngest (closeWindows)
+		out = append(out, loopMsg{Op: opClose, Start: lastDue, Decided: now})
+	}
+	if len(out) == 0 && m.needsTidy(c, now) {
+		out = append(out, loopMsg{Op: opTidy})
+	}
+	return out
+}
+
+// nextDue is the earliest wall-clock time at which one of the chat's open windows
+// could close, or 0 if none can close without new coverage.
+func (m machine) nextDue(c *chatValue) int64 {
+	for i := range c.Open {
+		w := &c.Open[i]
+		if w.Status != statusOpen {
+			continue
+		}
+		end := w.Start + m.length
+		if m.coverage && c.CoveredUntil < end {
+			return 0
+		}
+		return end + m.grace
+	}
+	return 0
+}
+
+// heldWindows counts the open windows due on the wall clock and covered by held
+// coverage but not by released coverage: windows the evidence barrier holds.
+func (m machine) heldWindows(c *chatValue, now int64) int {
+	if !m.coverage || len(c.Held) == 0 {
+		return 0
+	}
+	heldUntil := c.Held[len(c.Held)-1].Until
+	n := 0
+	for i := range c.Open {
+		w := &c.Open[i]
+		end := w.Start + m.length
+		if w.Status != statusOpen {
+			continue
+		}
+		if now < end+m.grace || end > heldUntil {
+			break
+		}
+		if c.CoveredUntil < end {
+			n++
+		}
+	}
+	return n
+}
+
+// reason is the close reason a closing window's record carries.
+func (w *window) reason() string {
+	if w.Covered {
+		return schemas.CloseReasonGraceElapsedHistoryCovered
+	}
+	return schemas.CloseReasonGraceElapsed
+}
+
+// Close reasons carried by the closed-window record.
+const (
+	ReasonGraceElapsed        = schemas.CloseReasonGraceElapsed
+	ReasonGraceElapsedCovered = schemas.CloseReasonGraceElapsedHistoryCovered
+)
+
+// msTime turns unix ms into a UTC time.
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
