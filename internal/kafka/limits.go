@@ -44,9 +44,9 @@ import "strconv"
 //   - ids at the record contract's limits (128 bytes each, ids.MaxIDLen): 599 bytes
 //     per entry, about 28,000 messages.
 //
-// The window processor refuses to emit a closed-window record larger than
-// MaxRecordBytes (windows.ErrRecordTooLarge, with the window's count and size) rather
-// than have the producer fail it with a less telling error.
+// Since closed-window record version 3 (an offset range instead of a list) the
+// window processor's records are under 1 KiB whatever the window's size; the limit
+// still bounds version 1 and 2 records on the topic and the dead letters.
 const (
 	// MaxRecordBytes is the largest record (key and value) larkline writes to the
 	// closed-window topic and to the window processor's loop and table topics.
