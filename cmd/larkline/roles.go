@@ -336,16 +336,20 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
+	guard, err := rt.chatGuard() // bindings of p2p chats are refused (issue #17)
+	if err != nil {
+		return nil, err
+	}
 	t := rt.cfg.Kafka.Topics
 	feed, err := workspaces.NewConsumer(workspaces.ConsumerOptions{
 		Kafka: kafkaOptions(rt.cfg, "workspaces"), Group: groupName(rt.cfg, groupWorkspaces), Topic: t.Workspaces,
-		DeadLetterTopic: t.DeadLetter, Codecs: rt.codecs, Applier: applier,
+		DeadLetterTopic: t.DeadLetter, Codecs: rt.codecs, Applier: applier, Chats: guard,
 		Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	admin, err := workspaces.NewAdmin(st, workspaces.AdminOptions{Logger: rt.log})
+	admin, err := workspaces.NewAdmin(st, workspaces.AdminOptions{Logger: rt.log, Chats: guard})
 	if err != nil {
 		return nil, err
 	}

@@ -44,7 +44,7 @@ func runWorkspaces(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fmt.Errorf("%w: --id: %v", errUsage, err)
 	}
-	admin, closeFn, err := openAdmin(ctx, cfg)
+	admin, closeFn, err := openAdmin(ctx, cfg, false)
 	if err != nil {
 		return err
 	}
@@ -97,7 +97,12 @@ func runBind(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	cfg, err := loadConfig(*path, "postgres.dsn")
+	required := []string{"postgres.dsn"}
+	if sub == "add" {
+		// the chat's type is checked with Lark: single (p2p) chats are refused
+		required = append(required, "lark.appID", "lark.appSecret")
+	}
+	cfg, err := loadConfig(*path, required...)
 	if err != nil {
 		return err
 	}
@@ -105,7 +110,7 @@ func runBind(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("%w: --chat: %v", errUsage, err)
 	}
-	admin, closeFn, err := openAdmin(ctx, cfg)
+	admin, closeFn, err := openAdmin(ctx, cfg, sub == "add")
 	if err != nil {
 		return err
 	}
@@ -137,7 +142,9 @@ func runBind(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return fmt.Errorf("%w: unknown subcommand %q (add, remove, list)", errUsage, sub)
 }
 
-func openAdmin(ctx context.Context, cfg *config.Config) (*workspaces.Admin, func(), error) {
+// openAdmin opens the admin operations on Postgres; checkChats adds the chat type
+// check against the Lark chat info API (bind add).
+func openAdmin(ctx context.Context, cfg *config.Config, checkChats bool) (*workspaces.Admin, func(), error) {
 	log, err := newLogger(cfg, os.Stderr)
 	if err != nil {
 		return nil, nil, err
@@ -151,7 +158,15 @@ func openAdmin(ctx context.Context, cfg *config.Config) (*workspaces.Admin, func
 		pool.Close()
 		return nil, nil, err
 	}
-	admin, err := workspaces.NewAdmin(st, workspaces.AdminOptions{Logger: log})
+	opts := workspaces.AdminOptions{Logger: log}
+	if checkChats {
+		rt := &runtime{cfg: cfg, log: log}
+		if opts.Chats, err = rt.chatGuard(); err != nil {
+			pool.Close()
+			return nil, nil, err
+		}
+	}
+	admin, err := workspaces.NewAdmin(st, opts)
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 )
@@ -34,6 +35,18 @@ type AdminOptions struct {
 	Now func() time.Time
 	// Logger receives one line per change, with ids only. Nil discards.
 	Logger *slog.Logger
+	// Chats checks every chat bound with Bind against the Lark chat info API: a
+	// single (p2p) or unsupported chat is refused (ErrNotGroupChat). *chats.Guard
+	// satisfies it; larkline's CLI and admin API always set it. Nil: no check (tests
+	// of other behaviour); reconciliation still refuses to read such a chat.
+	Chats ChatChecker
+}
+
+// ChatChecker tells whether a chat may be bound: nil for a group chat, an error
+// wrapping chats.ErrRefused for a p2p or unsupported chat, another error when Lark
+// could not say. *chats.Guard satisfies it.
+type ChatChecker interface {
+	Check(ctx context.Context, chat ids.ChatID, path string) error
 }
 
 // Admin performs the administrative operations on workspaces and chat bindings,
@@ -42,10 +55,11 @@ type AdminOptions struct {
 // affects, so running resolvers see it without a restart. It is safe for concurrent
 // use.
 type Admin struct {
-	st   AdminStore
-	skew time.Duration
-	now  func() time.Time
-	log  *slog.Logger
+	st    AdminStore
+	chats ChatChecker
+	skew  time.Duration
+	now   func() time.Time
+	log   *slog.Logger
 }
 
 // NewAdmin returns an Admin over st.
@@ -65,7 +79,7 @@ func NewAdmin(st AdminStore, opts AdminOptions) (*Admin, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Admin{st: st, skew: opts.ClockSkew, now: opts.Now, log: opts.Logger.With("component", "workspace_admin")}, nil
+	return &Admin{st: st, chats: opts.Chats, skew: opts.ClockSkew, now: opts.Now, log: opts.Logger.With("component", "workspace_admin")}, nil
 }
 
 // WorkspaceSpec is a workspace as an administrator creates or replaces it.
@@ -224,7 +238,9 @@ func (a *Admin) GetWorkspace(ctx context.Context, ws ids.WorkspaceID) (Workspace
 // binding is committed with a NOTIFY for the chat, so the event path honours it
 // within its resolver's reaction time. A missing workspace is invalid input: the
 // error wraps ErrInvalid and ErrWorkspaceNotFound. A workspace may have at most
-// MaxChats chats.
+// MaxChats chats. A chat that is not a group chat (AdminOptions.Chats) is refused
+// with ErrNotGroupChat; when Lark cannot say, nothing is bound and the error wraps
+// ErrChatCheckUnavailable.
 func (a *Admin) Bind(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID) (bool, error) {
 	if _, err := ParseWorkspaceID(string(ws)); err != nil {
 		return false, err
@@ -241,6 +257,9 @@ func (a *Admin) Bind(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID) (
 			return false, fieldErr("chat_id", fmt.Sprintf("workspace %s already has %d chats, the most allowed", ws, len(chats)), nil)
 		}
 	}
+	if err := a.checkChat(ctx, chat); err != nil {
+		return false, err
+	}
 	added, err := a.st.BindChat(ctx, ws, chat)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, fieldErr("workspace_id", fmt.Sprintf("workspace %s does not exist; create it before binding chats", ws), ErrWorkspaceNotFound)
@@ -252,6 +271,27 @@ func (a *Admin) Bind(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID) (
 		a.log.Info("chat bound", "workspace_id", string(ws), "chat_id", string(chat))
 	}
 	return added, nil
+}
+
+// checkChat refuses a chat that is not a group chat.
+func (a *Admin) checkChat(ctx context.Context, chat ids.ChatID) error {
+	if a.chats == nil {
+		return nil
+	}
+	err := a.chats.Check(ctx, chat, larkchats.PathAdmin)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, larkchats.ErrP2PChat):
+		a.log.Warn("bind refused: the chat is a single (p2p) chat", "chat_id", string(chat))
+		return fieldErr("chat_id", fmt.Sprintf("chat %s is a single (p2p) chat; only group chats can be bound", chat),
+			errors.Join(ErrNotGroupChat, err))
+	case errors.Is(err, larkchats.ErrRefused):
+		a.log.Warn("bind refused: the chat is not a group chat", "chat_id", string(chat), "reason", larkchats.Reason(err))
+		return fieldErr("chat_id", fmt.Sprintf("chat %s is not a group chat (%v); only group chats can be bound", chat, err),
+			errors.Join(ErrNotGroupChat, err))
+	}
+	return fmt.Errorf("bind chat %s: %w: %w", chat, ErrChatCheckUnavailable, err)
 }
 
 // Unbind removes a binding; one that does not exist gives ErrBindingNotFound. The

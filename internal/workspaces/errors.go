@@ -3,6 +3,7 @@ package workspaces
 import (
 	"errors"
 
+	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -25,6 +26,13 @@ var (
 	// ErrStaleVersion: a create or update carried a version that is not newer than the
 	// stored one, or lost a race with a concurrent update. Nothing was written.
 	ErrStaleVersion = errors.New("stale workspace version")
+	// ErrNotGroupChat: the chat is a single (p2p) chat or of a mode larkline does not
+	// support (the Lark chat info API says so); only group chats may be bound (design
+	// §6). A refused bind wraps this, ErrInvalid and chats.ErrRefused.
+	ErrNotGroupChat = errors.New("not a group chat")
+	// ErrChatCheckUnavailable: Lark could not say whether the chat is a group chat,
+	// so the bind was not made; retry later.
+	ErrChatCheckUnavailable = errors.New("the chat type could not be checked with Lark")
 	// ErrOptions: a constructor's options are invalid; the wrapping message names them.
 	ErrOptions = errors.New("invalid workspaces options")
 	// ErrClosed: the publisher was closed.
@@ -67,6 +75,9 @@ func IsRetryable(err error) bool {
 		errors.Is(err, ErrBindingNotFound) || errors.Is(err, ErrStaleVersion) ||
 		errors.Is(err, ErrOptions) || errors.Is(err, ErrClosed) {
 		return false
+	}
+	if errors.Is(err, ErrChatCheckUnavailable) {
+		return ingest.IsRetryable(err)
 	}
 	return store.IsRetryable(err) || kafka.IsRetryable(err) || schemas.IsRetryable(err)
 }

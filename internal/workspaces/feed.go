@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
@@ -71,6 +72,13 @@ type ConsumerOptions struct {
 	Logger *slog.Logger
 	// Registry receives the feed metrics. Nil registers nothing.
 	Registry *prometheus.Registry
+	// Chats checks each record's chats against the Lark chat info API: a single
+	// (p2p) or unsupported chat is left out of the record's bindings and reported
+	// (a warning; larkline_lark_chat_refusals_total{path="feed"}), while the rest of
+	// the record applies. A chat Lark cannot answer for is kept: reconciliation
+	// checks it again before reading it. *chats.Guard satisfies it; larkline's
+	// workspaces role always sets it. Nil: no check.
+	Chats ChatChecker
 }
 
 // Consumer applies the workspace feed to Postgres. See the package documentation for
@@ -259,8 +267,9 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 	if err := ValidateRecord(&rec, c.opts.Now(), c.opts.ClockSkew); err != nil {
 		return c.deadLetter(ctx, r, fmt.Errorf("%w: %w", schemas.ErrInvalidRecord, err), "")
 	}
+	chats := c.groupChats(ctx, &rec)
 	res, err := retry(ctx, c, opApply, store.IsRetryable, func() (ApplyResult, error) {
-		return c.opts.Applier.ApplyRecord(ctx, workspaceOf(&rec), rec.Version, rec.Chats)
+		return c.opts.Applier.ApplyRecord(ctx, workspaceOf(&rec), rec.Version, chats)
 	})
 	if err != nil {
 		if ctx.Err() != nil {
@@ -280,8 +289,32 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) error {
 	}
 	c.m.records.WithLabelValues(outcomeApplied).Inc()
 	log.Info("workspace feed: applied", "outcome", res.Outcome.String(), "status", rec.Status,
-		"chats", len(rec.Chats), "bindings_added", res.Added, "bindings_removed", res.Removed)
+		"chats", len(chats), "chats_refused", len(rec.Chats)-len(chats), "bindings_added", res.Added, "bindings_removed", res.Removed)
 	return nil
+}
+
+// groupChats returns the record's chats without those the chat info API says are
+// not group chats, each of which is reported.
+func (c *Consumer) groupChats(ctx context.Context, rec *schemas.WorkspaceRecord) []ids.ChatID {
+	if c.opts.Chats == nil {
+		return rec.Chats
+	}
+	out := make([]ids.ChatID, 0, len(rec.Chats))
+	for _, chat := range rec.Chats {
+		err := c.opts.Chats.Check(ctx, chat, larkchats.PathFeed)
+		switch {
+		case err == nil:
+		case errors.Is(err, larkchats.ErrRefused):
+			c.log.Warn("workspace feed: chat is not a group chat; its binding is ignored",
+				"workspace_id", string(rec.ID), "chat_id", string(chat), "reason", larkchats.Reason(err), "version", rec.Version)
+			continue
+		default:
+			c.log.Warn("workspace feed: could not check the chat type with Lark; bound, and checked again before it is read",
+				"workspace_id", string(rec.ID), "chat_id", string(chat), "err", err)
+		}
+		out = append(out, chat)
+	}
+	return out
 }
 
 func (c *Consumer) handleTombstone(ctx context.Context, r *kgo.Record) error {

@@ -38,6 +38,8 @@ const (
 	CodeAdminDisabled        = "admin_disabled"         // 403: no admin token configured
 	CodeInvalidBody          = "invalid_body"           // 400: body is not the expected JSON object
 	CodeInvalidField         = "invalid_field"          // 400: a field or path id was rejected
+	CodeNotGroupChat         = "not_group_chat"         // 400: the chat is a single (p2p) or unsupported chat; only group chats are bound
+	CodeChatCheckUnavailable = "chat_check_unavailable" // 503: Lark could not say whether the chat is a group chat, retry
 	CodeBodyTooLarge         = "body_too_large"         // 413
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: body is not application/json
 	CodeWorkspaceNotFound    = "workspace_not_found"    // 404
@@ -495,6 +497,13 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, ErrBindingNotFound):
 		writeError(w, http.StatusNotFound, CodeBindingNotFound,
 			fmt.Sprintf("chat %s is not bound to workspace %s", r.PathValue("chat_id"), r.PathValue("id")))
+	case errors.Is(err, ErrNotGroupChat):
+		writeError(w, http.StatusBadRequest, CodeNotGroupChat, err.Error())
+	case errors.Is(err, ErrChatCheckUnavailable):
+		h.log.Warn("admin request failed: chat type check", "route", r.Pattern, "error", err)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, CodeChatCheckUnavailable,
+			"could not check with Lark whether the chat is a group chat; nothing was bound, retry later")
 	case errors.As(err, &fe):
 		writeError(w, http.StatusBadRequest, CodeInvalidField, fe.Error())
 	case errors.Is(err, ErrInvalid):
