@@ -18,8 +18,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
@@ -195,12 +197,18 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	expected := expectedEvidence(sc)
+	// --once is finished when the pipeline says so, whatever the scenario's rules
+	// make of its messages (workspace status, creation time, the 72-hour bound, chat
+	// type): webhook deliveries done, a reconciliation pass started after the feed
+	// applied the bindings and after the scenario's last change, every consumer
+	// group caught up, every non-empty window terminal.
+	w := newDemoWaiter(cfg, sc, r.rt.reconciler, st, wsIDs)
+	defer w.close()
 	deadline := time.Now().Add(f.timeout)
-	tick := time.NewTicker(2 * time.Second)
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	done := false
-	for !done {
+	complete := false
+	for !complete {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -213,26 +221,31 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			delivered = nil
 		case <-tick.C:
 		}
-		p, err := st.Progress(ctx, wsIDs, l.SynthesisWindow, cfg.Windows.ProcessorVersion, l.SynthesisWindowMaxAttempts)
-		if err != nil {
-			say("progress unavailable: %v", err)
+		ds := w.check(ctx, delivered == nil)
+		say("%5.1fs  evidence %d  windows terminal %d/%d (failed %d)  entries %d  waiting for: %s",
+			time.Since(started).Seconds(), ds.progress.Evidence, ds.terminal(), ds.progress.Windows, ds.progress.Exhausted,
+			ds.progress.VisibleEntries, orNone(ds.waiting))
+		if !f.once {
 			continue
 		}
-		// terminal: completed, ignored, or failed with no attempt left
-		terminal := p.Completed + p.Ignored + p.Exhausted
-		say("%5.1fs  evidence %d/%d  windows terminal %d/%d (failed %d)  entries %d",
-			time.Since(started).Seconds(), p.Evidence, expected, terminal, p.Windows, p.Exhausted, p.VisibleEntries)
-		if f.once {
-			done = p.Evidence >= expected && p.Windows > 0 && terminal >= p.Windows && delivered == nil
-			if !done && time.Now().After(deadline) {
-				return fmt.Errorf("not finished after %s: evidence %d/%d, windows terminal %d/%d", f.timeout, p.Evidence, expected, terminal, p.Windows)
+		complete = len(ds.waiting) == 0
+		if !complete && time.Now().After(deadline) {
+			res, err := collectDemoResult(ctx, pool, wsIDs)
+			if err != nil {
+				return err
 			}
+			res.WaitingFor = ds.waiting
+			if err := writeDemoResult(stdout, res, f.format); err != nil {
+				return err
+			}
+			return fmt.Errorf("not finished after %s: waiting for %s", f.timeout, strings.Join(ds.waiting, "; "))
 		}
 	}
 	res, err := collectDemoResult(ctx, pool, wsIDs)
 	if err != nil {
 		return err
 	}
+	res.Complete = true
 	if err := writeDemoResult(stdout, res, f.format); err != nil {
 		return err
 	}
@@ -340,15 +353,131 @@ func demoSetup(ctx context.Context, cfg *config.Config, sc *larktest.Scenario) e
 	return nil
 }
 
-// expectedEvidence is one evidence row per message of a bound chat and bound workspace.
-func expectedEvidence(sc *larktest.Scenario) int {
-	perChat := map[ids.ChatID]int{}
-	for _, b := range sc.Bindings() {
-		perChat[b.ChatID]++
+func orNone(s []string) string {
+	if len(s) == 0 {
+		return "nothing"
 	}
-	n := 0
+	return strings.Join(s, "; ")
+}
+
+// demoWaiter judges from the pipeline itself whether a demo run is finished.
+type demoWaiter struct {
+	cfg        *config.Config
+	rec        *reconcile.Reconciler
+	st         *store.Store
+	workspaces []ids.WorkspaceID
+	groups     []string
+	// lastChange is the scenario's last message, edit or recall; a pass must start
+	// after it (plus the settle delay) to have read it.
+	lastChange time.Time
+	// feedApplied is when the workspaces group was first seen caught up: a pass that
+	// started earlier may have missed bindings.
+	feedApplied time.Time
+	lag         *kgo.Client
+}
+
+type demoStatus struct {
+	progress store.Progress
+	waiting  []string
+}
+
+func (s demoStatus) terminal() int {
+	return s.progress.Completed + s.progress.Ignored + s.progress.Exhausted
+}
+
+func newDemoWaiter(cfg *config.Config, sc *larktest.Scenario, rec *reconcile.Reconciler, st *store.Store, ws []ids.WorkspaceID) *demoWaiter {
+	w := &demoWaiter{cfg: cfg, rec: rec, st: st, workspaces: ws, groups: larklineGroups(cfg)}
 	for _, m := range sc.Messages() {
-		n += perChat[m.ChatID]
+		w.lastChange = maxTime(w.lastChange, m.CreateTime, m.RecallTime)
 	}
-	return n
+	for _, e := range sc.Edits() {
+		w.lastChange = maxTime(w.lastChange, e.UpdateTime)
+	}
+	return w
+}
+
+func maxTime(ts ...time.Time) time.Time {
+	var m time.Time
+	for _, t := range ts {
+		if t.After(m) {
+			m = t
+		}
+	}
+	return m
+}
+
+// check returns what the pipeline has not finished yet (nothing: done).
+func (w *demoWaiter) check(ctx context.Context, delivered bool) demoStatus {
+	var s demoStatus
+	if !delivered {
+		s.waiting = append(s.waiting, "webhook deliveries")
+	}
+	lags, err := w.groupLags(ctx)
+	switch {
+	case err != nil:
+		s.waiting = append(s.waiting, "consumer lag unavailable: "+err.Error())
+	case len(lags) > 0:
+		s.waiting = append(s.waiting, "consumer groups "+strings.Join(lags, ", "))
+	}
+	feedBehind := err != nil || slices.ContainsFunc(lags, func(g string) bool { return strings.HasPrefix(g, groupName(w.cfg, groupWorkspaces)+" ") })
+	if !feedBehind && w.feedApplied.IsZero() {
+		w.feedApplied = time.Now()
+	}
+	if w.rec == nil {
+		s.waiting = append(s.waiting, "a reconciler in this process")
+	} else if lp, ok := w.rec.LastPass(); !ok || w.feedApplied.IsZero() || !lp.Started.After(w.feedApplied) ||
+		!lp.Started.After(w.lastChange.Add(reconcile.DefaultSettle)) {
+		s.waiting = append(s.waiting, "a reconciliation pass after the bindings and the last message")
+	} else if n := lp.Failed(); n > 0 {
+		s.waiting = append(s.waiting, fmt.Sprintf("a reconciliation pass without failures (%d chats failed)", n))
+	}
+	l := w.cfg.Services.Workspace.Timeline.Lark
+	p, err := w.st.Progress(ctx, w.workspaces, l.SynthesisWindow, w.cfg.Windows.ProcessorVersion, l.SynthesisWindowMaxAttempts)
+	if err != nil {
+		s.waiting = append(s.waiting, "progress unavailable: "+err.Error())
+		return s
+	}
+	s.progress = p
+	if s.terminal() < p.Windows {
+		s.waiting = append(s.waiting, fmt.Sprintf("windows %d/%d terminal", s.terminal(), p.Windows))
+	}
+	return s
+}
+
+// groupLags names the consumer groups that are not caught up ("group (lag N)").
+func (w *demoWaiter) groupLags(ctx context.Context) ([]string, error) {
+	if w.lag == nil {
+		cl, err := newKafkaClient(w.cfg, "demo-lag")
+		if err != nil {
+			return nil, err
+		}
+		w.lag = cl
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	gs, err := kafka.Lag(ctx, w.lag, w.groups, kafka.LagOptions{MaxTimestampFetches: -1})
+	if err != nil {
+		return nil, err
+	}
+	var behind []string
+	for _, g := range gs {
+		var lag int64
+		bad := g.Err != nil || g.Members == 0
+		for _, p := range g.Partitions {
+			if p.Err != nil {
+				bad = true
+			}
+			lag += max(p.Lag, 0)
+		}
+		if bad || lag > 0 {
+			behind = append(behind, fmt.Sprintf("%s (lag %d, members %d)", g.Group, lag, g.Members))
+		}
+	}
+	return behind, nil
+}
+
+func (w *demoWaiter) close() {
+	if w.lag != nil {
+		w.lag.Close()
+	}
 }

@@ -16,6 +16,11 @@ import (
 
 // demoResult is the document `larkline demo --once --format json` prints.
 type demoResult struct {
+	// Complete is false when --once gave up at its timeout; WaitingFor then names
+	// what the pipeline had not finished (deliveries, reconciliation, consumer lag,
+	// windows).
+	Complete   bool            `json:"complete"`
+	WaitingFor []string        `json:"waiting_for,omitempty"`
 	Workspaces []demoWorkspace `json:"workspaces"`
 }
 
@@ -143,6 +148,9 @@ func writeDemoResult(w io.Writer, res demoResult, format string) error {
 		return enc.Encode(res)
 	}
 	var b strings.Builder
+	if !res.Complete {
+		fmt.Fprintf(&b, "# INCOMPLETE: the pipeline had not finished (waiting for: %s)\n\n", strings.Join(res.WaitingFor, "; "))
+	}
 	for _, ws := range res.Workspaces {
 		fmt.Fprintf(&b, "# Workspace %s\n\n", ws.ID)
 		if ws.Summary != nil {
