@@ -283,7 +283,7 @@ func TestOptionsValidation(t *testing.T) {
 	base := func() Options {
 		return Options{ProcessorVersion: "v1", EvidenceTopic: "e", ClosedTopic: "c", DeadLetterTopic: "d",
 			Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour, ScanInterval: time.Minute,
-			Codecs: mustCodecs(t), DeadLetters: &fakeDead{}}
+			Codecs: mustCodecs(t), DeadLetters: &fakeDead{}, inlineEmit: true}
 	}
 	tests := []struct {
 		name   string
@@ -297,6 +297,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"no scan interval", func(o *Options) { o.ScanInterval = 0 }},
 		{"negative re-emit interval", func(o *Options) { o.ReemitAfter = -time.Second }},
 		{"retention shorter than a window", func(o *Options) { o.Retention = time.Minute }},
+		{"no client options for the publisher", func(o *Options) { o.inlineEmit = false }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

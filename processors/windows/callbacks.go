@@ -13,7 +13,7 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-// The Goka callbacks. Each one follows two rules that make the processor correct
+// The Goka callbacks. Each one follows three rules that make the processor correct
 // under a crash at any point, given what Goka v1.1.14 guarantees (doc.go):
 //
 //   - an input callback produces exactly one record to the loop or table partition
@@ -24,6 +24,9 @@ import (
 //     that holds nothing), even when nothing changed: rewriting the value pushes a
 //     write that reached local storage but not the changelog before a crash to the
 //     changelog before the loop message is committed.
+//   - no callback emits a closed record: a close callback freezes the window's
+//     fields in its table write and announces it there; the publisher emits the
+//     record from the changelog (publisher.go).
 //
 // Visits (the scan) write nothing; they only loop decisions to the chat keys.
 
@@ -97,13 +100,13 @@ func (p *Processor) onLoop(ctx goka.Context, msg any) {
 				"oversized_versions", p.opts.OversizedVersions)
 		}
 	case opClose:
-		for _, w := range p.mach.closeWindows(c, m, now) {
-			if !p.emitClosed(ctx, &w) {
-				return
-			}
-		}
+		closed := p.mach.closeWindows(c, m, now)
 		if d := p.mach.nextDue(c); d > 0 {
 			p.noteDue(d)
+		}
+		if len(closed) > 0 {
+			p.announce(ctx, c, closed)
+			return
 		}
 	case opTidy:
 		p.mach.tidy(c, now)
@@ -203,10 +206,25 @@ func (p *Processor) store(ctx goka.Context, c *chatValue) {
 	ctx.SetValue(c)
 }
 
-// emitClosed emits the closed record of a closing window. It reports false after
-// failing the processor.
+// announce is a close callback's one table write: the value, with the header that
+// has the publisher emit the closed records of the windows it closed (publisher.go).
+// Under Goka's tester (unit tests: no changelog to read) the records are emitted
+// here instead.
+func (p *Processor) announce(ctx goka.Context, c *chatValue, closed []window) {
+	starts := make([]int64, len(closed))
+	for i := range closed {
+		starts[i] = closed[i].Start
+		if p.opts.inlineEmit && !p.emitClosed(ctx, &closed[i]) {
+			return
+		}
+	}
+	ctx.SetValue(c, goka.WithCtxEmitHeaders(goka.Headers{HeaderAnnounce: encodeStarts(starts)}))
+}
+
+// emitClosed emits the closed record of a closing window from the callback (tests
+// under Goka's tester only). It reports false after failing the processor.
 func (p *Processor) emitClosed(ctx goka.Context, w *window) bool {
-	rec, err := p.closedRecord(ctx.Key(), ctx.Partition(), w)
+	rec, err := p.mach.record(ctx.Key(), ctx.Partition(), w)
 	if err == nil {
 		cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
 		var b []byte
@@ -215,6 +233,7 @@ func (p *Processor) emitClosed(ctx goka.Context, w *window) bool {
 		if err == nil {
 			ctx.Emit(goka.Stream(p.opts.ClosedTopic), ctx.Key(), b,
 				goka.WithCtxEmitHeaders(goka.Headers{HeaderProcessorVersion: []byte(p.opts.ProcessorVersion)}))
+			p.m.closed.WithLabelValues(rec.Reason).Inc()
 			p.m.closedBytes.Observe(float64(len(ctx.Key()) + len(b)))
 			p.m.closedEvidence.Observe(float64(w.Versions))
 			p.log.Debug("window closed", "window_key", ctx.Key()+"/"+msTime(w.Start).Format(time.RFC3339),
@@ -227,31 +246,6 @@ func (p *Processor) emitClosed(ctx goka.Context, w *window) bool {
 	// retries.
 	p.fail(ctx, fmt.Errorf("windows: closed record of %s: %w", ctx.Key(), err))
 	return false
-}
-
-// closedRecord builds the (version 3) closed record of a closing window from state
-// alone, so every copy is byte-identical.
-func (p *Processor) closedRecord(chatKey string, partition int32, w *window) (schemas.ClosedWindow, error) {
-	ws, chat, err := parseChatKey(chatKey)
-	if err != nil {
-		return schemas.ClosedWindow{}, err
-	}
-	return schemas.ClosedWindow{
-		WorkspaceID:       ws,
-		ChatID:            chat,
-		WindowStart:       msTime(w.Start),
-		WindowEnd:         msTime(w.Start + p.mach.length),
-		ProcessorVersion:  p.opts.ProcessorVersion,
-		EvidenceCount:     int(min(w.Versions, 1<<31-1)),
-		ClosedAt:          msTime(w.ClosedAt),
-		Reason:            w.reason(),
-		EvidencePartition: partition,
-		EvidenceLowOffset: w.Low,
-		EvidenceEndOffset: w.High + 1,
-		FirstOccurredAt:   msTime(w.FirstAt),
-		LastOccurredAt:    msTime(w.LastAt),
-		Oversized:         w.Oversized,
-	}, nil
 }
 
 // onVisit is the scan's pass over one chat value: it decides, writes nothing.

@@ -146,7 +146,12 @@ func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options))
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	copts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-it-publisher-" + version})
+	if err != nil {
+		c.t.Fatal(err)
+	}
 	o := Options{
+		Client:  copts,
 		Brokers: c.brokers, ProcessorVersion: version,
 		EvidenceTopic: c.evidence, CheckpointTopic: c.checkpoints, ClosedTopic: c.closed, DeadLetterTopic: c.dead,
 		Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour,
@@ -212,6 +217,9 @@ func (c *cluster) dropGokaTopics(prefix, version string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := kadm.NewClient(c.producer).DeleteTopics(ctx, group+"-loop", group+"-table")
+		if err == nil {
+			_, _ = kadm.NewClient(c.producer).DeleteGroups(ctx, group, PublisherGroup(prefix, version))
+		}
 		if err == nil {
 			err = resp.Error()
 		}

@@ -72,12 +72,14 @@ type machine struct {
 	coverage    bool  // windows wait for history coverage
 	maxVersions int64 // a window with more versions is flagged oversized
 	reemitAfter int64 // ms: a window closing for longer is emitted again
+	version     string
 }
 
 func newMachine(o Options) machine {
 	return machine{
 		length: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), retention: o.Retention.Milliseconds(),
 		coverage: o.RequireCoverage, maxVersions: int64(o.OversizedVersions), reemitAfter: o.ReemitAfter.Milliseconds(),
+		version: o.ProcessorVersion,
 	}
 }
 
@@ -181,33 +183,41 @@ func (m machine) checkpoint(c *chatValue, until, end int64, now int64) {
 	m.tidy(c, now)
 }
 
-// closeWindows acts on a close decision: every open window up to and including
-// msg.Start that is due at the decision's time is marked closing, oldest first, and
-// a closing window msg.Start is emitted again. It returns the windows to emit, in
-// order. Nothing closes after the first window that is not due, so a younger window
-// never closes before an older one of the chat.
+// closeWindows acts on a close decision for the one window msg.Start: an open window
+// that is due at the decision's time, with no older window of the chat still open,
+// is marked closing with the decision's time; a closing window is emitted again as
+// it is. It returns the windows to emit (none, or that one). A decision names its
+// window and carries its time, so a redelivered decision applied to state that has
+// moved on gives the same record as the first time, or none.
 func (m machine) closeWindows(c *chatValue, msg *loopMsg, now int64) []window {
+	i, found := c.find(msg.Start)
+	if !found {
+		m.tidy(c, now)
+		return nil // closed and read back already, or never opened
+	}
+	w := &c.Open[i]
 	var out []window
-	for i := range c.Open {
-		w := &c.Open[i]
-		if w.Start > msg.Start {
-			break
-		}
-		if w.Status == statusClosing {
-			if w.Start == msg.Start {
-				w.EmittedAt = now
-				out = append(out, *w)
-			}
-			continue
-		}
-		if !m.due(c, w, msg.Decided) {
-			break
-		}
+	switch {
+	case w.Status == statusClosing:
+		w.EmittedAt = now
+		out = append(out, *w)
+	case m.due(c, w, msg.Decided) && (i == 0 || !m.anyOpenBefore(c, i)):
 		w.Status, w.ClosedAt, w.Covered, w.EmittedAt = statusClosing, msg.Decided, m.coverage, now
 		out = append(out, *w)
 	}
 	m.tidy(c, now)
 	return out
+}
+
+// anyOpenBefore reports whether a window older than c.Open[i] is still open (not
+// closing): the younger one must wait for it (oldest first per chat).
+func (m machine) anyOpenBefore(c *chatValue, i int) bool {
+	for j := range i {
+		if c.Open[j].Status == statusOpen {
+			return true
+		}
+	}
+	return false
 }
 
 // closed applies a closed record of this processor version read back from the
@@ -248,13 +258,12 @@ func (m machine) needsTidy(c *chatValue, now int64) bool {
 }
 
 // decide is the scan's part: it reads the value and returns the loop messages that
-// act on it, writing nothing. Due windows get one close, oldest first; a window
-// closing for longer than reemitAfter gets one to be emitted again; a prunable value
-// gets a tidy.
+// act on it, writing nothing. Every due window gets a close, oldest first, up to the
+// first open window that is not due; a window closing for longer than reemitAfter
+// gets one to be emitted again; a prunable value gets a tidy.
 func (m machine) decide(c *chatValue, now int64) []loopMsg {
 	var out []loopMsg
-	var lastDue int64
-	found, blocked := false, false
+	blocked := false
 	for i := range c.Open {
 		w := &c.Open[i]
 		if w.Status == statusClosing {
@@ -267,11 +276,7 @@ func (m machine) decide(c *chatValue, now int64) []loopMsg {
 			blocked = true
 			continue
 		}
-		lastDue, found = w.Start, true
-	}
-	if found {
-		// one close closes every due window up to the youngest (closeWindows)
-		out = append(out, loopMsg{Op: opClose, Start: lastDue, Decided: now})
+		out = append(out, loopMsg{Op: opClose, Start: w.Start, Decided: now})
 	}
 	if len(out) == 0 && m.needsTidy(c, now) {
 		out = append(out, loopMsg{Op: opTidy})
@@ -318,6 +323,32 @@ func (m machine) heldWindows(c *chatValue, now int64) int {
 		}
 	}
 	return n
+}
+
+// record builds the (version 3) closed record of a closing window of the chat whose
+// evidence is on partition, from the window's state alone: every copy of it is
+// byte-identical.
+func (m machine) record(chatKey string, partition int32, w *window) (schemas.ClosedWindow, error) {
+	ws, chat, err := parseChatKey(chatKey)
+	if err != nil {
+		return schemas.ClosedWindow{}, err
+	}
+	return schemas.ClosedWindow{
+		WorkspaceID:       ws,
+		ChatID:            chat,
+		WindowStart:       msTime(w.Start),
+		WindowEnd:         msTime(w.Start + m.length),
+		ProcessorVersion:  m.version,
+		EvidenceCount:     int(min(w.Versions, 1<<31-1)),
+		ClosedAt:          msTime(w.ClosedAt),
+		Reason:            w.reason(),
+		EvidencePartition: partition,
+		EvidenceLowOffset: w.Low,
+		EvidenceEndOffset: w.High + 1,
+		FirstOccurredAt:   msTime(w.FirstAt),
+		LastOccurredAt:    msTime(w.LastAt),
+		Oversized:         w.Oversized,
+	}, nil
 }
 
 // reason is the close reason a closing window's record carries.

@@ -10,6 +10,7 @@ type metrics struct {
 	closingWindows  prometheus.Gauge
 	reemits         prometheus.Counter
 	readBack        *prometheus.CounterVec
+	publishFailures prometheus.Counter
 	closed          *prometheus.CounterVec
 	closedEvidence  prometheus.Histogram
 	closedBytes     prometheus.Histogram
@@ -57,9 +58,13 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_closed_read_back_total",
 			Help: "Closed-window records read back by the window processor, by result (closed: a closing window is closed for good; duplicate: a copy of one already closed; foreign: another processor version's; undecodable).",
 		}, []string{"result"}),
+		publishFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_windows_publish_failures_total",
+			Help: "Rounds of the closed-record publisher (which emits closed records from the window state changelog) that failed to produce or commit and were retried, and records it could not build.",
+		}),
 		closed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_windows_closed_total",
-			Help: "Windows closed and emitted, by reason.",
+			Help: "Closed-window records emitted (every copy, re-announcements included), by reason.",
 		}, []string{"reason"}),
 		closedEvidence: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "larkline_windows_closed_evidence",
@@ -110,7 +115,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.evidence, m.late, m.oversized, m.oversizedOpen, m.closingWindows, m.reemits, m.readBack,
+		reg.MustRegister(m.evidence, m.late, m.publishFailures, m.oversized, m.oversizedOpen, m.closingWindows, m.reemits, m.readBack,
 			m.closed, m.closedEvidence, m.closedBytes, m.openWindows,
 			m.oldestUncovered, m.wakeups, m.deadLettered, m.scanSeconds, m.visitedKeys,
 			m.tablePartitions, m.recoveryRemaining, m.barrierHeld)

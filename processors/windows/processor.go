@@ -12,6 +12,7 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
@@ -60,6 +61,13 @@ type Options struct {
 	Registry *prometheus.Registry
 	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
 	Goka []goka.ProcessorOption
+	// Client carries the franz-go plumbing of the publisher, which reads the group
+	// table's changelog and emits the closed records (kafka.NewClientOptions).
+	Client []kgo.Opt
+
+	// inlineEmit: closed records are emitted by the close callback (Goka's tester
+	// has no changelog for the publisher to read). Tests only.
+	inlineEmit bool
 }
 
 // DefaultOversizedVersions is the default Options.OversizedVersions.
@@ -148,6 +156,9 @@ func New(o Options) (*Processor, error) {
 	if o.Codecs == nil {
 		bad("codecs are required")
 	}
+	if len(o.Client) == 0 && !o.inlineEmit {
+		bad("client options are required (the publisher reads the table changelog)")
+	}
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))
 	}
@@ -233,9 +244,28 @@ func (p *Processor) Run(ctx context.Context) error {
 		<-watched
 		stopGoka()
 	}()
+	// The publisher emits the closed records from the table's changelog once Goka
+	// has created and recovered the table; it stops after Goka.
+	pubCtx, stopPub := context.WithCancel(context.WithoutCancel(ctx))
+	published := make(chan error, 1)
+	go func() {
+		if p.opts.inlineEmit {
+			published <- nil
+			return
+		}
+		if err := p.proc.WaitForReadyContext(pubCtx); err != nil {
+			published <- nil // stopped before it was ready
+			return
+		}
+		published <- p.runPublisher(pubCtx)
+	}()
 	err := p.proc.Run(gokaCtx)
 	stopWatch()
 	<-watched
+	stopPub()
+	if perr := <-published; perr != nil && err == nil {
+		err = perr
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		p.failedMu.Lock()
 		cause := p.failed

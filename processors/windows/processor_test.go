@@ -111,6 +111,7 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 		Clock:            clock.Now,
 		Registry:         reg,
 		Goka:             []goka.ProcessorOption{goka.WithTester(tt), goka.WithContextWrapper(calls.wrap)},
+		inlineEmit:       true,
 	}
 	if mutate != nil {
 		mutate(&o)

@@ -1,0 +1,676 @@
+package windows
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/schemas"
+)
+
+// The crash-point simulator runs the window logic (machine.go) under a model of
+// what Goka v1.1.14 and sarama guarantee, and nothing more:
+//
+//   - a callback's produces (loopbacks, table writes, emits) are asynchronous and
+//     independent: each output topic acknowledges in order, topics independently;
+//   - a table write reaches local storage at once and the changelog only when
+//     acknowledged; after a crash local storage may be kept (phantom writes and
+//     all, then the changelog is replayed from its stored offset) or lost (rebuilt
+//     from the changelog alone: the partition moved to another instance);
+//   - an input offset is marked once that message's own produces are acknowledged,
+//     marks only move forward (a message with nothing in flight marks at once), and
+//     the marks are committed now and then; a crash loses every unacknowledged
+//     produce and restarts each input from its committed offset;
+//   - a visit (the scan) has no offset: what it produced and lost is never redone.
+//
+// The glue below mirrors callbacks.go step for step (one loopback per evidence
+// record, one table write per loop, checkpoint and read-back callback, a scan that
+// only loops decisions). The tester tests check that callbacks.go keeps those rules
+// (produceCounter).
+
+const (
+	simPublisher  = "publisher" // the publisher's input: the changelog
+	simEvidence   = "evidence"
+	simCheckpoint = "checkpoint"
+	simClosed     = "closed"
+	simLoop       = "loop"
+	simTable      = "table"
+)
+
+type simEvidenceRec struct {
+	chat string
+	kind noteKind
+	at   int64
+}
+
+type simCheckpointRec struct {
+	chat       string
+	until, end int64
+}
+
+type simProduce struct {
+	topic    string
+	key      string
+	loop     *loopMsg
+	value    *chatValue // table: nil deletes
+	announce []int64
+	rec   schemas.ClosedWindow
+	owner *simMsg // nil for a visit's produce
+}
+
+type simMsg struct {
+	topic   string
+	offset  int
+	pending int
+	done    bool
+}
+
+type simTableEntry struct {
+	key      string
+	value    *chatValue
+	announce []int64 // the close callback's announce header
+}
+
+type simEmission struct {
+	rec   schemas.ClosedWindow
+	first bool
+}
+
+type sim struct {
+	t    testing.TB
+	seed uint64
+	m    machine
+	rng  *rand.Rand
+	now  int64
+	log  []string // the steps, printed on failure
+
+	evidence    []simEvidenceRec
+	checkpoints []simCheckpointRec
+	loop        []simProduce // acknowledged loop records
+	closed      []simProduce // acknowledged closed records
+	changelog   []simTableEntry
+
+	local    map[string]*chatValue
+	localOff int // changelog entries local storage has applied
+
+	inflight  map[string][]*simProduce
+	pos       map[string]int
+	marked    map[string]int
+	committed map[string]int
+
+	emitted map[string][]simEmission // by window (chat/start)
+	// applied[chat] is the evidence offsets the chat's value took in, in the current
+	// life of the state (a model check, rebuilt nowhere: only used for the barrier).
+	crashes int
+}
+
+func newSim(t testing.TB, seed uint64, coverage bool) *sim {
+	return &sim{
+		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		m: machine{length: (10 * time.Minute).Milliseconds(), grace: (3 * time.Minute).Milliseconds(),
+			retention: (72 * time.Hour).Milliseconds(), coverage: coverage, maxVersions: 40,
+			reemitAfter: time.Minute.Milliseconds(), version: "sim"},
+		now:      t0.UnixMilli(),
+		local:    map[string]*chatValue{},
+		inflight: map[string][]*simProduce{}, pos: map[string]int{}, marked: map[string]int{}, committed: map[string]int{},
+		emitted: map[string][]simEmission{},
+	}
+}
+
+func (s *sim) fatalf(format string, args ...any) {
+	s.t.Helper()
+	tail := s.log
+	if len(tail) > 400 {
+		tail = tail[len(tail)-400:]
+	}
+	s.t.Fatalf("seed %d (coverage %v, %d crashes): %s\nlast steps:\n  %s", s.seed, s.m.coverage, s.crashes,
+		fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+}
+
+func (s *sim) step(format string, args ...any) { s.log = append(s.log, fmt.Sprintf(format, args...)) }
+
+// --- the world outside the processor
+
+func (s *sim) produceEvidence(chat string, kind noteKind, at int64) {
+	s.evidence = append(s.evidence, simEvidenceRec{chat: chat, kind: kind, at: at})
+	s.step("evidence @%d %s kind %d at +%ds", len(s.evidence)-1, chat, kind, (at-t0.UnixMilli())/1000)
+}
+
+// produceCheckpoint covers the chat until `until`, behind the chat's evidence so far
+// (as the reconciler names the evidence it produced).
+func (s *sim) produceCheckpoint(chat string, until int64) {
+	end := int64(0)
+	for i := len(s.evidence) - 1; i >= 0; i-- {
+		if s.evidence[i].chat == chat {
+			end = int64(i) + 1
+			break
+		}
+	}
+	s.checkpoints = append(s.checkpoints, simCheckpointRec{chat: chat, until: until, end: end})
+	s.step("checkpoint %s until +%ds end %d", chat, (until-t0.UnixMilli())/1000, end)
+}
+
+// --- the processor under Goka's guarantees
+
+func (s *sim) get(key string) *chatValue {
+	if c := s.local[key]; c != nil {
+		return c.clone()
+	}
+	return &chatValue{}
+}
+
+func (s *sim) produce(p *simProduce) {
+	if p.owner != nil {
+		p.owner.pending++
+	}
+	s.inflight[p.topic] = append(s.inflight[p.topic], p)
+}
+
+// write is the callback's one table write (Processor.store, Processor.announce).
+func (s *sim) write(owner *simMsg, key string, c *chatValue, announce ...int64) {
+	s.checkBound(key, c)
+	if len(announce) > 0 {
+		s.local[key] = c.clone()
+		s.produce(&simProduce{topic: simTable, key: key, value: c.clone(), owner: owner, announce: announce})
+		return
+	}
+	if c.empty() {
+		delete(s.local, key)
+		s.produce(&simProduce{topic: simTable, key: key, owner: owner})
+		return
+	}
+	s.local[key] = c.clone()
+	s.produce(&simProduce{topic: simTable, key: key, value: c.clone(), owner: owner})
+}
+
+func (s *sim) checkBound(key string, c *chatValue) {
+	windows := s.m.retention/s.m.length + 2
+	if int64(len(c.Open)) > windows || len(c.Held) > maxHeldCoverage || int64(len(c.Closed)) > windows/64+3 {
+		s.fatalf("chat value of %s out of bounds: %d open, %d held, %d bitmap words", key, len(c.Open), len(c.Held), len(c.Closed))
+	}
+}
+
+// pending lists the input topics with a record to process.
+func (s *sim) pendingInputs() []string {
+	var out []string
+	if s.pos[simEvidence] < len(s.evidence) {
+		out = append(out, simEvidence)
+	}
+	if s.m.coverage && s.pos[simCheckpoint] < len(s.checkpoints) {
+		out = append(out, simCheckpoint)
+	}
+	if s.pos[simClosed] < len(s.closed) {
+		out = append(out, simClosed)
+	}
+	if s.pos[simLoop] < len(s.loop) {
+		out = append(out, simLoop)
+	}
+	if s.pos[simPublisher] < len(s.changelog) {
+		out = append(out, simPublisher)
+	}
+	return out
+}
+
+// process runs the callback of the next record of topic (callbacks.go).
+func (s *sim) process(topic string) {
+	off := s.pos[topic]
+	s.pos[topic]++
+	msg := &simMsg{topic: topic, offset: off}
+	switch topic {
+	case simPublisher: // publisher.go: records from the changelog's announced windows
+		e := s.changelog[off]
+		s.step("publish changelog #%d %s %v", off, e.key, e.announce)
+		for _, start := range e.announce {
+			i, ok := e.value.find(start)
+			if !ok || e.value.Open[i].Status != statusClosing {
+				continue
+			}
+			rec, err := s.m.record(e.key, 0, &e.value.Open[i])
+			if err != nil {
+				s.fatalf("record: %v", err)
+			}
+			s.produce(&simProduce{topic: simClosed, key: e.key, rec: rec, owner: msg})
+		}
+	case simEvidence:
+		r := s.evidence[off]
+		s.step("process evidence @%d", off)
+		s.produce(&simProduce{topic: simLoop, key: r.chat, owner: msg,
+			loop: &loopMsg{Op: opNote, Offset: int64(off), Kind: r.kind, At: r.at}})
+	case simCheckpoint:
+		cp := s.checkpoints[off]
+		s.step("process checkpoint #%d", off)
+		c := s.get(cp.chat)
+		s.m.checkpoint(c, cp.until, cp.end, s.now)
+		s.write(msg, cp.chat, c)
+	case simClosed:
+		p := s.closed[off]
+		s.step("process closed #%d %s +%ds", off, p.key, (p.rec.WindowStart.UnixMilli()-t0.UnixMilli())/1000)
+		c := s.get(p.key)
+		s.m.closed(c, p.rec.WindowStart.UnixMilli(), s.now)
+		s.write(msg, p.key, c)
+	case simLoop:
+		p := s.loop[off]
+		c := s.get(p.key)
+		switch p.loop.Op {
+		case opNote:
+			out, _ := s.m.note(c, p.loop, s.now)
+			s.step("process loop #%d note @%d %s: %s", off, p.loop.Offset, p.key, out)
+			s.write(msg, p.key, c)
+		case opClose:
+			s.step("process loop #%d close %s +%ds", off, p.key, (p.loop.Start-t0.UnixMilli())/1000)
+			reemit := false
+			if i, ok := c.find(p.loop.Start); ok {
+				reemit = c.Open[i].Status == statusClosing
+			}
+			var announce []int64
+			for _, w := range s.m.closeWindows(c, p.loop, s.now) {
+				rec, err := s.m.record(p.key, 0, &w)
+				if err != nil {
+					s.fatalf("record: %v", err)
+				}
+				if !reemit {
+					s.checkEmission(p.key, c, rec)
+				}
+				announce = append(announce, w.Start)
+			}
+			if len(announce) > 0 {
+				s.write(msg, p.key, c, announce...)
+				break
+			}
+			s.write(msg, p.key, c)
+		case opTidy:
+			s.step("process loop #%d tidy %s", off, p.key)
+			s.m.tidy(c, s.now)
+			s.write(msg, p.key, c)
+		default:
+			s.write(msg, p.key, c)
+		}
+	}
+	msg.done = true
+	if msg.pending == 0 {
+		s.mark(msg)
+	}
+}
+
+func (s *sim) mark(m *simMsg) {
+	s.marked[m.topic] = max(s.marked[m.topic], m.offset+1)
+}
+
+// ack acknowledges the oldest in-flight produce of topic.
+func (s *sim) ack(topic string) {
+	q := s.inflight[topic]
+	p := q[0]
+	s.inflight[topic] = q[1:]
+	switch topic {
+	case simLoop:
+		s.loop = append(s.loop, *p)
+	case simClosed:
+		s.closed = append(s.closed, *p)
+		s.checkCopy(p.key, p.rec)
+	case simTable:
+		s.changelog = append(s.changelog, simTableEntry{key: p.key, value: p.value, announce: p.announce})
+		s.localOff = len(s.changelog)
+	}
+	if p.owner != nil {
+		p.owner.pending--
+		if p.owner.done && p.owner.pending == 0 {
+			s.mark(p.owner)
+		}
+	}
+}
+
+func (s *sim) inflightTopics() []string {
+	var out []string
+	for _, t := range []string{simLoop, simClosed, simTable} {
+		if len(s.inflight[t]) > 0 {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// visit is the scan: decisions only, no offset.
+func (s *sim) visit() {
+	keys := make([]string, 0, len(s.local))
+	for k := range s.local {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	s.step("scan at +%ds over %d chats", (s.now-t0.UnixMilli())/1000, len(keys))
+	for _, k := range keys {
+		for _, m := range s.m.decide(s.local[k], s.now) {
+			s.produce(&simProduce{topic: simLoop, key: k, loop: &m})
+		}
+	}
+}
+
+func (s *sim) commit() {
+	for t, o := range s.marked {
+		s.committed[t] = o
+	}
+	s.step("commit %v", s.committed)
+}
+
+// crash loses every unacknowledged produce and restarts from the committed offsets,
+// with local storage kept (phantom writes included) or lost.
+func (s *sim) crash() {
+	s.crashes++
+	keep := s.rng.IntN(2) == 0
+	s.step("CRASH (local storage kept: %v; %d loop, %d closed, %d table writes in flight lost)", keep,
+		len(s.inflight[simLoop]), len(s.inflight[simClosed]), len(s.inflight[simTable]))
+	s.inflight = map[string][]*simProduce{}
+	for t := range s.marked {
+		s.marked[t] = s.committed[t]
+	}
+	for _, t := range []string{simEvidence, simCheckpoint, simClosed, simLoop, simPublisher} {
+		s.pos[t] = s.committed[t]
+	}
+	from := s.localOff
+	if !keep {
+		s.local, from = map[string]*chatValue{}, 0
+	}
+	for _, e := range s.changelog[from:] {
+		if e.value == nil {
+			delete(s.local, e.key)
+		} else {
+			s.local[e.key] = e.value.clone()
+		}
+	}
+	s.localOff = len(s.changelog)
+}
+
+// --- invariants
+
+// checkCopy runs when a closed record reaches the topic: every copy of a window's
+// record there is the same.
+func (s *sim) checkCopy(chat string, rec schemas.ClosedWindow) {
+	id := fmt.Sprintf("%s/%d", chat, rec.WindowStart.UnixMilli())
+	prev := s.emitted[id]
+	if len(prev) > 0 && !reflect.DeepEqual(prev[0].rec, rec) {
+		s.fatalf("window %s in the closed topic twice with different records:\n %+v\n %+v", id, prev[0].rec, rec)
+	}
+	s.emitted[id] = append(prev, simEmission{rec: rec, first: len(prev) == 0})
+}
+
+// checkEmission runs when a callback closes a window: the window was due, no older window of
+// the chat is still open, its range is its own evidence, and with coverage the
+// evidence its covering checkpoint named is in the range.
+func (s *sim) checkEmission(chat string, post *chatValue, rec schemas.ClosedWindow) {
+	start := rec.WindowStart.UnixMilli()
+	id := fmt.Sprintf("%s/%d", chat, start)
+	end := start + s.m.length
+	if rec.ClosedAt.UnixMilli() < end+s.m.grace || rec.ClosedAt.UnixMilli() > s.now {
+		s.fatalf("window %s closed at %v: before end + grace or after now", id, rec.ClosedAt)
+	}
+	for i := range post.Open {
+		if w := &post.Open[i]; w.Start < start && w.Status == statusOpen {
+			s.fatalf("window %s emitted while the older window +%ds of the chat is open", id, (w.Start-t0.UnixMilli())/1000)
+		}
+	}
+	// the records at both ends of the range are this window's eligible evidence
+	for _, off := range []int64{rec.EvidenceLowOffset, rec.EvidenceEndOffset - 1} {
+		if off < 0 || off >= int64(len(s.evidence)) {
+			s.fatalf("window %s names offset %d outside the evidence", id, off)
+		}
+		e := s.evidence[off]
+		if e.chat != chat || s.m.start(e.at) != start || (e.kind != kindEligible && e.kind != kindRecall) {
+			s.fatalf("window %s range end %d is not its own evidence: %+v", id, off, e)
+		}
+	}
+	if s.evidence[rec.EvidenceLowOffset].kind != kindEligible {
+		s.fatalf("window %s opened by a recall", id)
+	}
+	// each version counted once: never more than the window's records in the range
+	inRange := 0
+	for off := rec.EvidenceLowOffset; off < rec.EvidenceEndOffset; off++ {
+		if e := s.evidence[off]; e.chat == chat && s.m.start(e.at) == start && (e.kind == kindEligible || e.kind == kindRecall) {
+			inRange++
+		}
+	}
+	if rec.EvidenceCount < 1 || rec.EvidenceCount > inRange {
+		s.fatalf("window %s counts %d versions, its range holds %d", id, rec.EvidenceCount, inRange)
+	}
+	if !s.m.coverage {
+		return
+	}
+	// coverage: the first checkpoint covering the window's end was applied, and the
+	// evidence it names (read-your-writes) is inside the record's range
+	for _, cp := range s.checkpoints {
+		if cp.chat != chat || cp.until < end {
+			continue
+		}
+		for off := int64(0); off < cp.end; off++ {
+			e := s.evidence[off]
+			if e.chat == chat && e.kind == kindEligible && s.m.start(e.at) == start && off >= rec.EvidenceEndOffset {
+				s.fatalf("window %s closed without evidence @%d that its covering checkpoint named (end %d)", id, off, cp.end)
+			}
+		}
+		return
+	}
+	s.fatalf("window %s closed with no checkpoint covering its end", id)
+}
+
+// drain ends the faults, lets reconciliation cover everything, and runs until the
+// processor is quiet; then it checks that every window with eligible evidence was
+// emitted.
+func (s *sim) drain() {
+	s.step("DRAIN")
+	s.now = max(s.now, s.lastAt()+time.Hour.Milliseconds())
+	if s.m.coverage {
+		for _, c := range s.chats() {
+			s.produceCheckpoint(c, s.now)
+		}
+	}
+	for round := 0; ; round++ {
+		if round > 200 {
+			s.fatalf("the processor does not quiesce")
+		}
+		busy := false
+		for {
+			in, fl := s.pendingInputs(), s.inflightTopics()
+			if len(in) == 0 && len(fl) == 0 {
+				break
+			}
+			busy = true
+			for _, t := range fl {
+				for len(s.inflight[t]) > 0 {
+					s.ack(t)
+				}
+			}
+			if len(in) > 0 {
+				s.process(in[0])
+			}
+		}
+		s.commit()
+		s.now += s.m.reemitAfter + 1
+		s.visit()
+		if !busy && len(s.inflightTopics()) == 0 {
+			break
+		}
+	}
+	want := map[string]bool{}
+	for _, e := range s.evidence {
+		if e.kind == kindEligible {
+			want[fmt.Sprintf("%s/%d", e.chat, s.m.start(e.at))] = true
+		}
+	}
+	for id := range want {
+		if len(s.emitted[id]) == 0 {
+			s.fatalf("window %s has eligible evidence and was never emitted", id)
+		}
+	}
+	for id := range s.emitted {
+		if !want[id] {
+			s.fatalf("window %s emitted without eligible evidence", id)
+		}
+	}
+	// and the state holds no open window: everything was read back
+	for k, c := range s.local {
+		if len(c.Open) > 0 {
+			s.fatalf("chat %s still has %d open windows after the drain", k, len(c.Open))
+		}
+	}
+}
+
+func (s *sim) lastAt() int64 {
+	last := s.now
+	for _, e := range s.evidence {
+		last = max(last, e.at)
+	}
+	return last
+}
+
+func (s *sim) chats() []string {
+	set := map[string]bool{}
+	for _, e := range s.evidence {
+		set[e.chat] = true
+	}
+	out := make([]string, 0, len(set))
+	for c := range set {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// --- runs
+
+// randomRun drives one seed: traffic, checkpoints, clock, scans, acks, commits and
+// crashes in random order, then a drain.
+func randomRun(t testing.TB, seed uint64, coverage bool, steps int) *sim {
+	s := newSim(t, seed, coverage)
+	chats := []string{"ws-1/oc_a", "ws-1/oc_b", "ws-2/oc_c"}
+	for range steps {
+		switch r := s.rng.IntN(100); {
+		case r < 22:
+			kind := kindEligible
+			switch k := s.rng.IntN(10); {
+			case k == 0:
+				kind = kindRecall
+			case k == 1:
+				kind = kindIneligible
+			case k == 2:
+				kind = kindTombstone
+			case k == 3:
+				kind = kindDead
+			}
+			late := s.rng.Int64N(25 * time.Minute.Milliseconds())
+			s.produceEvidence(chats[s.rng.IntN(len(chats))], kind, s.now-late)
+		case r < 26 && coverage:
+			s.produceCheckpoint(chats[s.rng.IntN(len(chats))], s.now-s.rng.Int64N(5*time.Minute.Milliseconds()))
+		case r < 32:
+			s.now += s.rng.Int64N(4 * time.Minute.Milliseconds())
+			s.step("clock +%ds", (s.now-t0.UnixMilli())/1000)
+		case r < 37:
+			s.visit()
+		case r < 40:
+			s.commit()
+		case r < 43:
+			s.crash()
+		case r < 70:
+			if fl := s.inflightTopics(); len(fl) > 0 {
+				s.ack(fl[s.rng.IntN(len(fl))])
+			}
+		default:
+			if in := s.pendingInputs(); len(in) > 0 {
+				s.process(in[s.rng.IntN(len(in))])
+			}
+		}
+	}
+	s.drain()
+	return s
+}
+
+func TestCrashSimulatorRandomSeeds(t *testing.T) {
+	seeds := 10_000
+	if testing.Short() {
+		seeds = 1_000
+	}
+	for _, coverage := range []bool{false, true} {
+		for seed := range uint64(seeds) {
+			randomRun(t, seed, coverage, 300)
+		}
+	}
+}
+
+// scriptedRun is a fixed history processed in a fixed order (process a record, then
+// acknowledge everything it produced, commit every few steps), with a crash after
+// the crashAt-th effect (-1: none). It returns the number of effects it ran.
+func scriptedRun(t testing.TB, coverage bool, crashAt int, keepLocal bool) int {
+	s := newSim(t, uint64(crashAt+1), coverage)
+	base := t0.UnixMilli()
+	min := time.Minute.Milliseconds()
+	s.produceEvidence("ws-1/oc_a", kindEligible, base+1*min)
+	s.produceEvidence("ws-1/oc_a", kindEligible, base+12*min)
+	s.produceEvidence("ws-1/oc_a", kindRecall, base+2*min)
+	s.produceEvidence("ws-1/oc_a", kindRecall, base+25*min) // a lone recall: opens nothing
+	s.produceEvidence("ws-1/oc_b", kindIneligible, base+3*min)
+	s.produceEvidence("ws-1/oc_b", kindEligible, base+4*min)
+	if coverage {
+		s.produceCheckpoint("ws-1/oc_a", base+30*min)
+		s.produceCheckpoint("ws-1/oc_b", base+30*min)
+	}
+	effects := 0
+	effect := func(what func()) bool {
+		what()
+		if effects == crashAt {
+			if keepLocal {
+				s.rng = rand.New(rand.NewPCG(0, 0)) // first draw keeps local storage
+			} else {
+				s.rng = rand.New(rand.NewPCG(1, 1))
+			}
+			s.crash()
+		}
+		effects++
+		return effects > 400
+	}
+	s.now = base + 40*min
+	for i := 0; ; i++ {
+		in := s.pendingInputs()
+		fl := s.inflightTopics()
+		if len(in) == 0 && len(fl) == 0 {
+			if i > 0 && s.now >= base+44*min {
+				break
+			}
+			if effect(func() { s.now += 2 * min; s.visit() }) {
+				break
+			}
+			continue
+		}
+		if len(fl) > 0 {
+			if effect(func() { s.ack(fl[0]) }) {
+				break
+			}
+			continue
+		}
+		if effect(func() { s.process(in[0]) }) {
+			break
+		}
+		if i%3 == 0 {
+			if effect(s.commit) {
+				break
+			}
+		}
+	}
+	s.drain()
+	return effects
+}
+
+func TestCrashSimulatorAfterEveryEffect(t *testing.T) {
+	for _, coverage := range []bool{false, true} {
+		n := scriptedRun(t, coverage, -1, false)
+		if n < 20 {
+			t.Fatalf("scripted run has only %d effects", n)
+		}
+		for k := range n {
+			for _, keep := range []bool{false, true} {
+				scriptedRun(t, coverage, k, keep)
+			}
+		}
+	}
+}
