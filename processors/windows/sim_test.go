@@ -59,8 +59,8 @@ type simProduce struct {
 	loop     *loopMsg
 	value    *chatValue // table: nil deletes
 	announce []int64
-	rec   schemas.ClosedWindow
-	owner *simMsg // nil for a visit's produce
+	rec      schemas.ClosedWindow
+	owner    *simMsg // nil for a visit's produce
 }
 
 type simMsg struct {
