@@ -81,6 +81,9 @@ func (p *Processor) runPublisher(ctx context.Context) error {
 		return fmt.Errorf("windows: publisher client: %w", err)
 	}
 	defer func() {
+		// A poll blocks rebalances (BlockRebalanceOnPoll) until allowed, leaving too:
+		// nothing polled is uncommitted here, so allow before leaving.
+		cl.AllowRebalance()
 		lctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		_ = cl.LeaveGroupContext(lctx)

@@ -163,7 +163,7 @@ func (d *conformanceDeployment) Observe(t *testing.T) conformance.Observation {
 		for _, ev := range latest {
 			held = append(held, ev)
 		}
-		o = append(o, d.render(string(r.Key), w, held))
+		o = append(o, d.render(string(r.Key), w, held, d.labelOf))
 	}
 	return o
 }
@@ -204,10 +204,12 @@ func (d *conformanceDeployment) Expect(records []conformance.Record) conformance
 		start time.Time
 	}
 	held := map[window][]schemas.EvidenceRecord{}
+	labels := map[string]string{}
 	for _, r := range conformance.Latest(records) {
 		ev := confEvidence(r)
 		w := window{ev.ChatID, ids.WindowStart(ev.OccurredAt, confWindow)}
 		held[w] = append(held[w], ev)
+		labels[ev.ContentHash] = r.String()
 	}
 	var o conformance.Observation
 	for w, evidence := range held {
@@ -215,17 +217,17 @@ func (d *conformanceDeployment) Expect(records []conformance.Record) conformance
 			WorkspaceID: ws, ChatID: w.chat, WindowStart: w.start, WindowEnd: w.start.Add(confWindow),
 			ProcessorVersion: d.version, ClosedAt: confObserveAt, Reason: ReasonGraceElapsed,
 		}
-		o = append(o, d.render(cw.Key(), cw, evidence))
+		o = append(o, d.render(cw.Key(), cw, evidence, func(h string) string { return labels[h] }))
 	}
 	return o
 }
 
 // render is one closed-window record with the evidence it resolves to, without its
 // processor version (each deployment has its own), which it only checks.
-func (d *conformanceDeployment) render(key string, w schemas.ClosedWindow, held []schemas.EvidenceRecord) string {
+func (d *conformanceDeployment) render(key string, w schemas.ClosedWindow, held []schemas.EvidenceRecord, label func(string) string) string {
 	evidence := make([]string, len(held))
 	for i, e := range held {
-		evidence[i] = fmt.Sprintf("%s@%s=%s", e.Key(), e.OccurredAt.UTC().Format("15:04:05"), d.labels[e.ContentHash])
+		evidence[i] = fmt.Sprintf("%s@%s=%s", e.Key(), e.OccurredAt.UTC().Format("15:04:05"), label(e.ContentHash))
 	}
 	sort.Strings(evidence)
 	version := "own"
@@ -235,4 +237,11 @@ func (d *conformanceDeployment) render(key string, w schemas.ClosedWindow, held 
 	return fmt.Sprintf("closed key=%s window=%s+%s evidence=[%s] reason=%s closed_at=%s processor=%s",
 		key, w.WindowStart.UTC().Format(time.RFC3339), w.WindowEnd.Sub(w.WindowStart),
 		strings.Join(evidence, " "), w.Reason, w.ClosedAt.UTC().Format(time.RFC3339), version)
+}
+
+func (d *conformanceDeployment) labelOf(hash string) string {
+	if l, ok := d.labels[hash]; ok {
+		return l
+	}
+	return "?" + hash
 }
