@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -439,8 +440,14 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	l := rt.cfg.Services.Workspace.Timeline.Lark
 	t := rt.cfg.Kafka.Topics
+	// Version 3 closed windows wait for the evidence sink's committed offsets.
+	progress, err := newKafkaClient(rt.cfg, "synthesis-sink-progress")
+	if err != nil {
+		return nil, err
+	}
 	w, err := synthesis.New(synthesis.Options{
-		Kafka: kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
+		SinkProgress: &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: t.Evidence},
+		Kafka:        kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
 		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
 		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
 		ChunkTimeout: chunkTimeout,
@@ -449,9 +456,11 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {
+		progress.Close()
 		return nil, err
 	}
-	return []component{closerFunc{w.Run, w.Close}}, nil
+	keep := closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, progress.Close}
+	return []component{keep, closerFunc{w.Run, w.Close}}, nil // closed in reverse: the worker, then the client
 }
 
 // buildLag exports consumer lag of larkline's groups (one instance per deployment).

@@ -56,6 +56,9 @@ type metrics struct {
 	inFlight        prometheus.Gauge
 	windowDuration  prometheus.Histogram
 	evidenceWait    prometheus.Histogram
+	// sinkWaitTimeouts: EvidenceWait periods a version 3 window waited for the sink.
+	sinkWaitTimeouts   prometheus.Counter
+	sinkProgressErrors prometheus.Counter
 
 	chunks          prometheus.Counter
 	chunkEvidence   prometheus.Histogram
@@ -111,7 +114,11 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 		windowDuration: hist("larkline_synthesis_window_duration_seconds",
 			"Time from claiming a window to its terminal state or failed attempt.", seconds),
 		evidenceWait: hist("larkline_synthesis_evidence_wait_seconds",
-			"Time spent waiting for the evidence versions a closed window names to reach the evidence table.", seconds),
+			"Time spent waiting for a closed window's evidence to reach the evidence table (the versions it lists, or for version 3 records the sink's commit of its offset range).", seconds),
+		sinkWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_sink_wait_timeouts_total",
+			Help: "Periods of synthesis.evidenceWait a closed window (version 3) waited for the evidence sink to commit its evidence range; the wait goes on and spends no attempt."}),
+		sinkProgressErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_sink_progress_errors_total",
+			Help: "Failed reads of the evidence sink group's committed offsets (retried)."}),
 
 		chunks: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_chunks_total",
 			Help: "Chunks synthesized and committed (window cursor advanced)."}),
@@ -167,6 +174,7 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 	if reg != nil {
 		for _, c := range []prometheus.Collector{
 			m.windows, m.claims, m.attemptFailures, m.windowRetries, m.staleFound, m.inFlight, m.windowDuration, m.evidenceWait,
+			m.sinkWaitTimeouts, m.sinkProgressErrors,
 			m.chunks, m.chunkEvidence, m.chunkContext, m.chunkTokens, m.modelTokens, m.modelLatency, m.chunkRetries, m.validationError,
 			m.drafts, m.draftBindings, m.records, m.commits, m.storeRetries,
 			m.modelAvailable, m.modelOutage, m.modelGateOpens, m.modelProbes, m.modelWaiting, m.refunds,

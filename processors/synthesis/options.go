@@ -177,10 +177,16 @@ type Options struct {
 	MaxConcurrentSynthesis int
 	// ProximityGap joins unrelated messages into one conversation. Default DefaultProximityGap.
 	ProximityGap time.Duration
-	// EvidenceWait bounds the wait for the evidence versions a closed window names
-	// (the sink may lag); when it passes, the whole-window attempt fails and is
-	// retried. Default DefaultEvidenceWait.
+	// EvidenceWait bounds the wait for the evidence versions a closed window of
+	// version 1 or 2 names (the sink may lag); when it passes, the whole-window
+	// attempt fails and is retried. For a version 3 window (an offset range) it is
+	// the period after which a wait for the sink is counted and logged; that wait
+	// goes on and spends no attempt. Default DefaultEvidenceWait.
 	EvidenceWait time.Duration
+	// SinkProgress reads the evidence sink's committed offsets, for version 3
+	// windows (KadmSinkProgress). Without it such a window is synthesized from what
+	// the evidence table holds when it is claimed.
+	SinkProgress SinkProgress
 	// ChunkTimeout bounds one Synthesize call. Default DefaultChunkTimeout.
 	ChunkTimeout time.Duration
 	// ChunkRetries bounds the retries of a chunk after a retryable model failure

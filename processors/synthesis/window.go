@@ -32,6 +32,11 @@ type job struct {
 	// sweep marks a job of the stale sweep: it does not wait for evidence and leaves a
 	// window another worker is on alone.
 	sweep bool
+	// ranged: a version 3 record, whose evidence is the offsets below endOffset on the
+	// evidence partition; it waits for the sink's commit of them (waitSink).
+	ranged    bool
+	partition int32
+	endOffset int64
 }
 
 func jobOf(cw *schemas.ClosedWindow) *job {
@@ -41,8 +46,12 @@ func jobOf(cw *schemas.ClosedWindow) *job {
 		end:             cw.WindowEnd.UTC(),
 		closedAt:        cw.ClosedAt,
 		closedAggregate: cw.AggregateHash,
-		versions:        make([]store.EvidenceVersion, len(cw.Evidence)),
 	}
+	if cw.Ranged() {
+		j.ranged, j.partition, j.endOffset = true, cw.EvidencePartition, cw.EvidenceEndOffset
+		return j
+	}
+	j.versions = make([]store.EvidenceVersion, len(cw.Evidence))
 	for i, e := range cw.Evidence {
 		rank, known := e.Rank()
 		j.versions[i] = store.EvidenceVersion{SourceKey: ids.MessageSourceKey(cw.ChatID, e.MessageID), ContentHash: e.ContentHash,
@@ -125,7 +134,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 
 	log := w.log.With(j.logAttrs()...)
 	retry := w.backoff()
-	verified := j.versions == nil
+	verified := j.versions == nil && !j.ranged
 	missing := ""
 	empty := 0
 	for {
@@ -136,11 +145,18 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 			if out, done, err := w.alreadyTerminal(wait, j, retry, log); err != nil || done {
 				return out, err
 			}
-			ok, diag, err := w.waitEvidence(wait, j, log)
-			if err != nil {
-				return "", err
+			if j.ranged {
+				if err := w.waitSink(wait, j, log); err != nil {
+					return "", err
+				}
+				verified = true
+			} else {
+				ok, diag, err := w.waitEvidence(wait, j, log)
+				if err != nil {
+					return "", err
+				}
+				verified, missing = ok, diag
 			}
-			verified, missing = ok, diag
 		}
 		// A window that needs the model waits for the model gate first, holding
 		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
@@ -181,7 +197,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 					"claims", empty)
 				return outcomeNoEvidence, nil
 			}
-			verified = j.versions == nil
+			verified = j.versions == nil && !j.ranged
 		}
 		if err := sleep(wait, retry.next()); err != nil {
 			return "", err

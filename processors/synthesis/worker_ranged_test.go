@@ -1,0 +1,84 @@
+package synthesis
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas"
+)
+
+// fakeSinkProgress is a controllable SinkProgress.
+type fakeSinkProgress struct {
+	mu        sync.Mutex
+	committed map[int32]int64
+	calls     int
+}
+
+func (f *fakeSinkProgress) Committed(_ context.Context, partition int32) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls++
+	if o, ok := f.committed[partition]; ok {
+		return o, nil
+	}
+	return -1, nil
+}
+
+func (f *fakeSinkProgress) set(partition int32, o int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.committed == nil {
+		f.committed = map[int32]int64{}
+	}
+	f.committed[partition] = o
+}
+
+func (f *fakeSinkProgress) callCount() int { f.mu.Lock(); defer f.mu.Unlock(); return f.calls }
+
+// rangedWindow is the version 3 record of a window whose evidence is the offsets
+// [low, end) of evidence partition 2.
+func (e *env) rangedWindow(start time.Time, versions int, low, end int64) schemas.ClosedWindow {
+	return schemas.ClosedWindow{WorkspaceID: e.ws, ChatID: e.chat, WindowStart: start, WindowEnd: start.Add(winLen),
+		ProcessorVersion: ids.DefaultProcessorVersion, ClosedAt: start.Add(winLen + 3*time.Minute), Reason: schemas.CloseReasonGraceElapsed,
+		EvidenceCount: versions, EvidencePartition: 2, EvidenceLowOffset: low, EvidenceEndOffset: end,
+		FirstOccurredAt: start, LastOccurredAt: start.Add(4 * time.Minute)}
+}
+
+// TestRangedWindowWaitsForTheSink: a version 3 window is not claimed until the
+// evidence sink has committed its range's end on the evidence partition; a sink that
+// is behind past EvidenceWait is counted, spends no attempt, and the window completes
+// once the sink catches up.
+func TestRangedWindowWaitsForTheSink(t *testing.T) {
+	e := newEnv(t)
+	e.seed(win, incidentLines...)
+	sink := &fakeSinkProgress{}
+	sink.set(2, 40) // behind the window's end (57)
+	o := e.options()
+	o.SinkProgress = sink
+	o.EvidenceWait = 300 * time.Millisecond
+	r := e.start(o)
+	e.produce(e.rangedWindow(win, len(incidentLines), 50, 57))
+
+	eventually(t, "the wait for the sink to be counted past EvidenceWait", func() bool {
+		return r.counter("larkline_synthesis_sink_wait_timeouts_total") >= 1
+	})
+	if _, err := e.st.GetWindow(context.Background(), e.key(win)); err == nil {
+		t.Fatal("the window was claimed before the sink stored its evidence range")
+	}
+	sink.set(2, 57)
+	st := e.waitState(win, "the window to complete", terminal)
+	if st.Status != store.WindowCompleted || st.Attempts != 1 || st.Meta.EvidenceCount != len(incidentLines) {
+		t.Fatalf("window %s at attempt %d with %d evidence, want completed at attempt 1 with %d", st.Status, st.Attempts,
+			st.Meta.EvidenceCount, len(incidentLines))
+	}
+	if n := len(e.entries()); n == 0 {
+		t.Fatal("no draft entries from the ranged window")
+	}
+	if sink.callCount() == 0 {
+		t.Fatal("sink progress never read")
+	}
+}
