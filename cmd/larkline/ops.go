@@ -103,6 +103,7 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 func larklineGroups(cfg *config.Config) []string {
 	return []string{
 		string(windows.GroupName(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion)),
+		windows.PublisherGroup(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion),
 		groupName(cfg, groupSink), groupName(cfg, groupSynthesis), groupName(cfg, groupWorkspaces),
 	}
 }

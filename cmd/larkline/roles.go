@@ -306,7 +306,12 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 	l := rt.cfg.Services.Workspace.Timeline.Lark
 	t := rt.cfg.Kafka.Topics
 	dir := filepath.Join(rt.cfg.Windows.StateDir, version)
+	copts, err := kafka.NewClientOptions(kafkaOptions(rt.cfg, "windows-"+version+"-publisher"))
+	if err != nil {
+		return nil, err
+	}
 	return windows.New(windows.Options{
+		Client:           copts,
 		Brokers:          rt.cfg.Kafka.Brokers,
 		ProcessorVersion: version,
 		GroupPrefix:      rt.cfg.Kafka.GroupPrefix,
