@@ -326,10 +326,20 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 		ScanInterval:     l.SynthesisScanInterval,
 		Codecs:           rt.codecs,
 		Emitter:          g.EmitterOptions(),
-		Logger:           rt.log,
-		Registry:         rt.reg,
-		Goka:             append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),
+		// config 0 is "never flag"; the package's 0 is its default
+		OversizedVersions: oversized(rt.cfg.Windows.OversizedVersions),
+		Logger:            rt.log,
+		Registry:          rt.reg,
+		Goka:              append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),
 	})
+}
+
+// oversized maps windows.oversizedVersions onto windows.Options (0: never flag).
+func oversized(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // buildWorkspaces runs the workspace feed consumer and mounts the admin API.

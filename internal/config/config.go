@@ -352,6 +352,9 @@ type Windows struct {
 	// StateDir holds the processor's local LevelDB copy of its group table; it is a
 	// cache of the table topic and is rebuilt from Kafka when lost.
 	StateDir string `yaml:"stateDir"`
+	// OversizedVersions flags (never fails) a window that takes in more evidence
+	// versions (processors/windows Options.OversizedVersions); 0 means never.
+	OversizedVersions int `yaml:"oversizedVersions"`
 }
 
 type Log struct {
@@ -482,7 +485,7 @@ func Default() *Config {
 			},
 			PromptVersion: "v1",
 		},
-		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows"},
+		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows", OversizedVersions: 50_000},
 		Log:     Log{Level: "info", Format: "json"},
 	}
 }

@@ -234,6 +234,9 @@ func (c *Config) validate() []Problem {
 	if c.Windows.StateDir == "" {
 		ch.bad("windows.stateDir", c.Windows.StateDir, "must name a directory for the processor's local state")
 	}
+	if c.Windows.OversizedVersions < 0 {
+		ch.bad("windows.oversizedVersions", c.Windows.OversizedVersions, "must be 0 (never flag) or a positive number of evidence versions")
+	}
 	if _, err := logging.ParseLevel(c.Log.Level); err != nil {
 		ch.bad("log.level", c.Log.Level, "must be one of debug, info, warn, error")
 	}

@@ -43,6 +43,9 @@ func TestValidate(t *testing.T) {
 		want   []want
 	}{
 		{name: "defaults are valid", mutate: func(*config.Config) {}},
+		{name: "windows.oversizedVersions negative", mutate: func(c *config.Config) { c.Windows.OversizedVersions = -1 },
+			want: []want{{"windows.oversizedVersions", "must be 0 (never flag)"}}},
+		{name: "windows.oversizedVersions 0 never flags", mutate: func(c *config.Config) { c.Windows.OversizedVersions = 0 }},
 
 		// services.workspace.timeline.lark
 		{name: "ingestionLookback zero", mutate: func(c *config.Config) { timeline(c).IngestionLookback = 0 },
