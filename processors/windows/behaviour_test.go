@@ -360,3 +360,20 @@ func TestStateCodec(t *testing.T) {
 		}
 	}
 }
+
+// TestTwoDecisionsOneRecord: two scans decide to close the same window before the
+// first decision is applied; the window is announced (and emitted) once.
+func TestTwoDecisionsOneRecord(t *testing.T) {
+	h := newHarness(t, nil)
+	h.evidence("om_a", t0.Add(time.Minute), "h1")
+	h.clock.Set(t0.Add(13 * time.Minute))
+	for range 2 {
+		if err := h.p.ScanOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.tt.Catchup()
+	if got := h.closedWindows(); len(got) != 1 {
+		t.Fatalf("two decisions emitted %d records, want 1", len(got))
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
@@ -145,6 +146,63 @@ func gokaFloor(b *testing.B, c *cluster, n int) float64 {
 	return rate
 }
 
+// BenchmarkProcessorBurstOneChat is the throughput figure for one chat taking in
+// 50,000 messages at once (all on one partition: one partition processor does the
+// work), next to Goka's floor over the same topic.
+func BenchmarkProcessorBurstOneChat(b *testing.B) {
+	c, n := benchCluster(b, 1, 50_000)
+	b.ResetTimer()
+	var floorRate, procRate float64
+	for range b.N {
+		floorRate = gokaFloor(b, c, n)
+		procRate = processAll(b, c, n, storage.MemoryBuilder(), nil)
+	}
+	b.ReportMetric(floorRate, "goka-floor-records/s")
+	b.ReportMetric(procRate, "processor-records/s")
+	b.ReportMetric(procRate/floorRate, "ratio-to-goka-floor")
+}
+
+// BenchmarkProcessorDueWindows10k measures how long 10,000 due windows (10,000
+// chats, one window each) take from the scan that finds them due to the last closed
+// record on the closed-window topic.
+func BenchmarkProcessorDueWindows10k(b *testing.B) {
+	c, n := benchCluster(b, 10_000, 1)
+	b.ResetTimer()
+	for range b.N {
+		var now atomic.Int64
+		now.Store(t0.UnixMilli())
+		var took time.Duration
+		processAllWith(b, c, n, storage.MemoryBuilder(), func() time.Time { return time.UnixMilli(now.Load()) }, func(p *Processor) {
+			before := closedCount(b, c)
+			now.Store(t0.Add(time.Hour).UnixMilli())
+			began := time.Now()
+			if err := p.ScanOnce(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			deadline := began.Add(2 * time.Minute)
+			for closedCount(b, c)-before < int64(n) {
+				if time.Now().After(deadline) {
+					b.Fatalf("only %d of %d windows emitted", closedCount(b, c)-before, n)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			took = time.Since(began)
+		})
+		b.ReportMetric(took.Seconds(), "scan-to-last-record-s")
+	}
+}
+
+// closedCount is the number of records on the closed-window topic (end offsets).
+func closedCount(b *testing.B, c *cluster) int64 {
+	ends, err := kadm.NewClient(c.producer).ListEndOffsets(context.Background(), c.closed)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return n
+}
+
 // BenchmarkProcessorMemory10kChats reports resident memory of a processor holding one
 // open window in each of 10,000 active chats, with LevelDB storage as in production.
 func BenchmarkProcessorMemory10kChats(b *testing.B) {
@@ -194,6 +252,15 @@ func bareConsume(b *testing.B, c *cluster, n int) float64 {
 // records, calls whileRunning (if any) with the processor still running, and returns
 // the records per second from the first processed record.
 func processAll(b *testing.B, c *cluster, n int, sb storage.Builder, whileRunning func()) float64 {
+	return processAllWith(b, c, n, sb, func() time.Time { return t0 }, func(*Processor) {
+		if whileRunning != nil {
+			whileRunning()
+		}
+	})
+}
+
+// processAllWith is processAll with a clock and a hook that gets the processor.
+func processAllWith(b *testing.B, c *cluster, n int, sb storage.Builder, clock func() time.Time, whileRunning func(*Processor)) float64 {
 	version := "bench" + strconv.FormatInt(time.Now().UnixNano()%1e9, 36)
 	g, err := kafka.NewGoka(kafka.GokaOptions{
 		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"},
@@ -202,11 +269,16 @@ func processAll(b *testing.B, c *cluster, n int, sb storage.Builder, whileRunnin
 	if err != nil {
 		b.Fatal(err)
 	}
+	copts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-bench-publisher"})
+	if err != nil {
+		b.Fatal(err)
+	}
 	p, err := New(Options{
+		Client: copts, Emitter: g.EmitterOptions(),
 		Brokers: c.brokers, ProcessorVersion: version,
 		EvidenceTopic: c.evidence, ClosedTopic: c.closed, DeadLetterTopic: c.dead,
 		Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour,
-		ScanInterval: time.Hour, Codecs: c.codecs, Clock: func() time.Time { return t0 },
+		ScanInterval: time.Hour, Codecs: c.codecs, Clock: clock,
 		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(sb)),
 	})
 	if err != nil {
@@ -216,27 +288,35 @@ func processAll(b *testing.B, c *cluster, n int, sb storage.Builder, whileRunnin
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	// Count from the first processed record: group join and topic set-up are a fixed
-	// cost of starting, not throughput.
-	for testutil.ToFloat64(p.m.evidence.WithLabelValues("added")) == 0 {
+	// cost of starting, not throughput. Every applied record counts, whatever it did.
+	for applied(p) == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	began := time.Now()
 	deadline := time.Now().Add(5 * time.Minute)
-	for testutil.ToFloat64(p.m.evidence.WithLabelValues("added")) < float64(n) {
+	for applied(p) < float64(n) {
 		if time.Now().After(deadline) {
-			b.Fatalf("processor stalled at %v/%d", testutil.ToFloat64(p.m.evidence.WithLabelValues("added")), n)
+			b.Fatalf("processor stalled at %v/%d", applied(p), n)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	rate := float64(n) / time.Since(began).Seconds()
-	if whileRunning != nil {
-		whileRunning()
-	}
+	whileRunning(p)
 	cancel()
 	if err := <-done; err != nil {
 		b.Fatal(err)
 	}
 	return rate
+}
+
+// applied is the number of evidence records the processor applied, by any outcome.
+func applied(p *Processor) float64 {
+	total := 0.0
+	for _, o := range []string{outOpened, outAdded, outRecalled, outDuplicate, outLateEdit, outLateRecall,
+		outRecallUnopened, outAgedOut, outIneligible, outTombstone, outDeadLettered} {
+		total += testutil.ToFloat64(p.m.evidence.WithLabelValues(o))
+	}
+	return total
 }
 
 // rssBytes reads this process's resident set size (Linux).

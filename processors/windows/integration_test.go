@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -23,7 +24,12 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		os.Exit(childMain()) // a child processor of TestIntegrationSIGKILLTwoInstances
+	}
+	testenv.Main(m)
+}
 
 // cluster is one test's topics on the real broker.
 type cluster struct {
@@ -263,6 +269,38 @@ func (c *cluster) closedRecords(want int, within time.Duration) []schemas.Closed
 	}
 }
 
+// sizedWindow is a closed record with its size on the topic (key and value).
+type sizedWindow struct {
+	w    schemas.ClosedWindow
+	size int
+}
+
+// closedRecordsRaw is closedRecords with each record's size.
+func (c *cluster) closedRecordsRaw(want int, within time.Duration) []sizedWindow {
+	c.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.closed),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	defer cl.Close()
+	var out []sizedWindow
+	deadline := time.Now().Add(within)
+	for len(out) < want && time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			w, err := c.codecs.ClosedWindow.Decode(context.Background(), r.Value)
+			if err != nil {
+				c.t.Fatalf("closed record: %v", err)
+			}
+			out = append(out, sizedWindow{w, len(r.Key) + len(r.Value)})
+		})
+	}
+	return out
+}
+
 func chatRecord(w ids.WorkspaceID, ch ids.ChatID, msg string, at time.Time, label string) schemas.EvidenceRecord {
 	r := evidenceRecord(msg, at, label)
 	r.WorkspaceID, r.ChatID, r.SourceKey = w, ch, ids.MessageSourceKey(ch, ids.MessageID(msg))
@@ -271,7 +309,12 @@ func chatRecord(w ids.WorkspaceID, ch ids.ChatID, msg string, at time.Time, labe
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
+	waitForWithin(t, 60*time.Second, what, cond)
+}
+
+func waitForWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)

@@ -185,8 +185,8 @@ func (m machine) checkpoint(c *chatValue, until, end int64, now int64) {
 
 // closeWindows acts on a close decision for the one window msg.Start: an open window
 // that is due at the decision's time, with no older window of the chat still open,
-// is marked closing with the decision's time; a closing window is emitted again as
-// it is. It returns the windows to emit (none, or that one). A decision names its
+// is marked closing with the decision's time; a window closing (announced) for at
+// least reemitAfter is announced again as it is. It returns the windows to emit (none, or that one). A decision names its
 // window and carries its time, so a redelivered decision applied to state that has
 // moved on gives the same record as the first time, or none.
 func (m machine) closeWindows(c *chatValue, msg *loopMsg, now int64) []window {
@@ -198,9 +198,12 @@ func (m machine) closeWindows(c *chatValue, msg *loopMsg, now int64) []window {
 	w := &c.Open[i]
 	var out []window
 	switch {
-	case w.Status == statusClosing:
+	case w.Status == statusClosing && now-w.EmittedAt >= m.reemitAfter:
+		// announced long enough ago and not read back: announce again
 		w.EmittedAt = now
 		out = append(out, *w)
+	case w.Status == statusClosing:
+		// a second decision taken before the first was applied: already announced
 	case m.due(c, w, msg.Decided) && (i == 0 || !m.anyOpenBefore(c, i)):
 		w.Status, w.ClosedAt, w.Covered, w.EmittedAt = statusClosing, msg.Decided, m.coverage, now
 		out = append(out, *w)

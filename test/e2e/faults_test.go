@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -238,13 +239,32 @@ func (p *pipeline) checkClosedWindows(ctx context.Context) {
 		k := wkey{string(w.WorkspaceID), string(w.ChatID), w.ProcessorVersion, w.WindowStart.UTC()}
 		if prev, ok := seen[k]; ok {
 			dups++
-			if prev.AggregateHash != w.AggregateHash || prev.EvidenceCount != w.EvidenceCount {
-				p.t.Errorf("window %v emitted twice with different content: %d/%s then %d/%s",
-					k, prev.EvidenceCount, prev.AggregateHash, w.EvidenceCount, w.AggregateHash)
+			if !reflect.DeepEqual(prev, w) {
+				p.t.Errorf("window %v emitted twice with different content:\n %+v\n %+v", k, prev, w)
 			}
 			continue
 		}
 		seen[k] = w
+	}
+	// A version 3 record names its evidence as an offset range: a message is in the
+	// window when one of its eligible versions sits below the range's end.
+	type mkey struct {
+		ws, chat, msg string
+	}
+	firstEligible := map[mkey]evidenceRecord{}
+	for _, w := range seen {
+		if w.Ranged() {
+			for _, r := range p.evidenceRecords(ctx) {
+				if !r.ev.SynthesisEligible {
+					continue
+				}
+				k := mkey{string(r.ev.WorkspaceID), string(r.ev.ChatID), string(r.ev.MessageID)}
+				if prev, ok := firstEligible[k]; !ok || r.offset < prev.offset {
+					firstEligible[k] = r
+				}
+			}
+			break
+		}
 	}
 	for k, w := range seen {
 		rows, err := p.pool.Query(ctx, `
@@ -264,6 +284,14 @@ func (p *pipeline) checkClosedWindows(ctx context.Context) {
 		named := map[string]bool{}
 		for _, e := range w.Evidence {
 			named[string(e.MessageID)] = true
+		}
+		if w.Ranged() {
+			for id := range stored {
+				if r, ok := firstEligible[mkey{k.ws, k.chat, id}]; ok && r.partition == w.EvidencePartition &&
+					r.offset >= w.EvidenceLowOffset && r.offset < w.EvidenceEndOffset {
+					named[id] = true
+				}
+			}
 		}
 		var missing []string
 		for id := range stored {

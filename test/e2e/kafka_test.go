@@ -88,7 +88,57 @@ func (p *pipeline) evidenceLag() string {
 // closedWindows reads the closed-window topic from the start to its current end.
 func (p *pipeline) closedWindows(ctx context.Context) []schemas.ClosedWindow {
 	p.t.Helper()
-	topic := p.topic("windows-closed")
+	codecs := p.codecs()
+	var out []schemas.ClosedWindow
+	p.readTopic(ctx, p.topic("windows-closed"), func(r *kgo.Record) {
+		w, err := codecs.ClosedWindow.Decode(ctx, r.Value)
+		if err != nil {
+			p.t.Fatalf("closed window at %s/%d@%d does not decode: %v", r.Topic, r.Partition, r.Offset, err)
+		}
+		out = append(out, w)
+	})
+	return out
+}
+
+// evidenceRecord is one record of the evidence topic with where it sits.
+type evidenceRecord struct {
+	partition int32
+	offset    int64
+	ev        schemas.EvidenceRecord
+}
+
+// evidenceRecords reads the whole evidence topic (tombstones left out).
+func (p *pipeline) evidenceRecords(ctx context.Context) []evidenceRecord {
+	p.t.Helper()
+	codecs := p.codecs()
+	var out []evidenceRecord
+	p.readTopic(ctx, p.topic("evidence"), func(r *kgo.Record) {
+		if len(r.Value) == 0 {
+			return
+		}
+		ev, err := codecs.Evidence.Decode(ctx, r.Value)
+		if err != nil {
+			return // parked by the stages; not evidence
+		}
+		out = append(out, evidenceRecord{r.Partition, r.Offset, ev})
+	})
+	return out
+}
+
+func (p *pipeline) codecs() *schemas.Codecs {
+	codecs, err := schemas.NewCodecs(schemas.Topics{
+		Evidence: p.topic("evidence"), ClosedWindow: p.topic("windows-closed"), Checkpoint: p.topic("checkpoints"),
+		Workspace: p.topic("workspaces"), DeadLetter: p.topic("deadletter"),
+	})
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	return codecs
+}
+
+// readTopic calls each for every record of topic up to its end offsets now.
+func (p *pipeline) readTopic(ctx context.Context, topic string, each func(*kgo.Record)) {
+	p.t.Helper()
 	adm := kadm.NewClient(p.kafkaClient())
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err != nil {
@@ -101,14 +151,6 @@ func (p *pipeline) closedWindows(ctx context.Context) []schemas.ClosedWindow {
 		}
 	})
 	cl := p.kafkaClient(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	codecs, err := schemas.NewCodecs(schemas.Topics{
-		Evidence: p.topic("evidence"), ClosedWindow: topic, Checkpoint: p.topic("checkpoints"),
-		Workspace: p.topic("workspaces"), DeadLetter: p.topic("deadletter"),
-	})
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	var out []schemas.ClosedWindow
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for len(want) > 0 {
@@ -118,17 +160,12 @@ func (p *pipeline) closedWindows(ctx context.Context) []schemas.ClosedWindow {
 		}
 		fs.EachError(func(t string, part int32, err error) { p.t.Fatalf("fetching %s/%d: %v", t, part, err) })
 		fs.EachRecord(func(r *kgo.Record) {
-			w, err := codecs.ClosedWindow.Decode(ctx, r.Value)
-			if err != nil {
-				p.t.Fatalf("closed window at %s/%d@%d does not decode: %v", r.Topic, r.Partition, r.Offset, err)
-			}
-			out = append(out, w)
+			each(r)
 			if end, ok := want[r.Partition]; ok && r.Offset+1 >= end {
 				delete(want, r.Partition)
 			}
 		})
 	}
-	return out
 }
 
 // jvmBroker is a private single-node Kafka broker of one test, started from the

@@ -1,0 +1,54 @@
+package windows
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestIntegrationHugeWindowIsFlagged: a window of 120,000 messages in one chat
+// closes as one flagged record under 1 KB; the processor never fails or restarts.
+func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, nil)
+	const n = 120_000
+	batch := make([]*kgo.Record, 0, 5000)
+	for i := range n {
+		r := evidenceRecord(fmt.Sprintf("om_%06d", i), t0.Add(time.Duration(i)*5*time.Millisecond), fmt.Sprint(i))
+		v, err := c.codecs.Evidence.Encode(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: v})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := c.producer.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+			batch = batch[:0]
+		}
+	}
+	waitForWithin(t, 5*time.Minute, "the window to take in every version", func() bool {
+		return testutil.ToFloat64(a.p.m.evidence.WithLabelValues(outAdded))+testutil.ToFloat64(a.p.m.evidence.WithLabelValues(outOpened)) >= n
+	})
+	clock.Set(t0.Add(13 * time.Minute))
+	got := c.closedRecordsRaw(1, time.Minute)
+	if len(got) != 1 {
+		t.Fatalf("want one closed record, got %d", len(got))
+	}
+	w, size := got[0].w, got[0].size
+	if !w.Oversized || w.EvidenceCount != n || w.EvidenceEndOffset-w.EvidenceLowOffset != n || size >= 1024 {
+		t.Fatalf("record of %d bytes: oversized %v, %d versions over [%d, %d)", size, w.Oversized, w.EvidenceCount,
+			w.EvidenceLowOffset, w.EvidenceEndOffset)
+	}
+	if v := testutil.ToFloat64(a.p.m.oversized); v != 1 {
+		t.Fatalf("oversized counted %v times", v)
+	}
+	if a.exited() {
+		t.Fatalf("the processor stopped: %v", a.runErr())
+	}
+}
