@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"sort"
 	"testing"
 	"time"
@@ -24,12 +23,7 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-func TestMain(m *testing.M) {
-	if os.Getenv(childEnv) != "" {
-		os.Exit(childMain()) // a child processor of TestIntegrationSIGKILLTwoInstances
-	}
-	testenv.Main(m)
-}
+func TestMain(m *testing.M) { testenv.Main(m) }
 
 // cluster is one test's topics on the real broker.
 type cluster struct {

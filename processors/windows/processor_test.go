@@ -28,8 +28,6 @@ type fakeClock struct {
 func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
-func mustCodecsErr() (*schemas.Codecs, error) { return schemas.NewCodecs(schemas.Topics{}) }
-
 func mustCodecs(t testing.TB) *schemas.Codecs {
 	t.Helper()
 	c, err := schemas.NewCodecs(schemas.Topics{})

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,61 +14,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lovoo/goka"
-	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/ids"
-	"github.com/larkline/larkline/internal/kafka"
 )
 
-// The SIGKILL test runs window processors as child processes of the test binary
-// (TestMain starts childMain when LARKLINE_WINDOWS_CHILD is set), on the real
-// broker, with LevelDB state that survives the kills as it does on a real host.
+// The SIGKILL test runs window processors as child processes (internal/crashchild,
+// built without the race detector so that two of them keep up on a small machine),
+// on the real broker, with LevelDB state that survives the kills as it does on a
+// real host.
 
-const childEnv = "LARKLINE_WINDOWS_CHILD"
-
-// childMain runs one window processor until SIGTERM (or SIGKILL).
-func childMain() int {
-	env := func(k string) string { return os.Getenv("LARKLINE_WINDOWS_CHILD_" + k) }
-	brokers := strings.Split(env("BROKERS"), ",")
-	codecs, err := mustCodecsErr()
+// buildChild builds internal/crashchild into the test's temporary directory.
+func buildChild(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "crashchild")
+	out, err := exec.Command("go", "build", "-o", bin, "./internal/crashchild").CombinedOutput()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+		t.Fatalf("building the child processor: %v\n%s", err, out)
 	}
-	kopts := kafka.Options{Brokers: brokers, ClientID: "windows-child",
-		Consumer: kafka.ConsumerOptions{SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second}}
-	g, err := kafka.NewGoka(kafka.GokaOptions{Options: kopts, TableReplication: 1, StreamReplication: 1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	copts, err := kafka.NewClientOptions(kopts)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	p, err := New(Options{
-		Brokers: brokers, ProcessorVersion: env("VERSION"),
-		EvidenceTopic: env("EVIDENCE"), ClosedTopic: env("CLOSED"), DeadLetterTopic: env("DEAD"),
-		Window: 10 * time.Minute, Grace: time.Minute, Retention: 72 * time.Hour,
-		ScanInterval: 300 * time.Millisecond, ReemitAfter: 5 * time.Second, Codecs: codecs,
-		Client: copts, Emitter: g.EmitterOptions(),
-		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(env("STATE")))),
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
-	defer stop()
-	if err := p.Run(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 1
-	}
-	_ = p.Close()
-	return 0
+	return bin
 }
 
 // child is one running child process.
@@ -79,9 +42,9 @@ type child struct {
 	done chan struct{}
 }
 
-func startChild(t *testing.T, env []string) *child {
+func startChild(t *testing.T, bin string, env []string) *child {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := exec.Command(bin)
 	cmd.Env = append(os.Environ(), env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -127,15 +90,16 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 			t.Fatalf("produce: %v", err)
 		}
 	}
+	bin := buildChild(t)
 	env := func(state string) []string {
-		return []string{childEnv + "=1",
+		return []string{
 			"LARKLINE_WINDOWS_CHILD_BROKERS=" + strings.Join(c.brokers, ","),
 			"LARKLINE_WINDOWS_CHILD_VERSION=" + version,
 			"LARKLINE_WINDOWS_CHILD_EVIDENCE=" + c.evidence, "LARKLINE_WINDOWS_CHILD_CLOSED=" + c.closed,
 			"LARKLINE_WINDOWS_CHILD_DEAD=" + c.dead, "LARKLINE_WINDOWS_CHILD_STATE=" + state}
 	}
 	dirs := []string{filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")}
-	kids := []*child{startChild(t, env(dirs[0])), startChild(t, env(dirs[1]))}
+	kids := []*child{startChild(t, bin, env(dirs[0])), startChild(t, bin, env(dirs[1]))}
 	t.Cleanup(func() {
 		for _, k := range kids {
 			_ = k.cmd.Process.Kill()
@@ -191,7 +155,7 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 			_ = kids[i].cmd.Process.Signal(syscall.SIGKILL)
 			<-kids[i].done
 			kills++
-			kids[i] = startChild(t, env(dirs[i]))
+			kids[i] = startChild(t, bin, env(dirs[i]))
 			next = now.Add(200*time.Millisecond + time.Duration(rng.Int64N(int64(2800*time.Millisecond))))
 		}
 		read()

@@ -76,6 +76,11 @@ type simTableEntry struct {
 	announce []int64 // the close callback's announce header
 }
 
+type simStep struct {
+	format string
+	args   []any
+}
+
 type simEmission struct {
 	rec   schemas.ClosedWindow
 	first bool
@@ -87,7 +92,7 @@ type sim struct {
 	m    machine
 	rng  *rand.Rand
 	now  int64
-	log  []string // the steps, printed on failure
+	log  []simStep // the steps, formatted only on failure
 
 	evidence    []simEvidenceRec
 	checkpoints []simCheckpointRec
@@ -128,11 +133,15 @@ func (s *sim) fatalf(format string, args ...any) {
 	if len(tail) > 400 {
 		tail = tail[len(tail)-400:]
 	}
+	lines := make([]string, len(tail))
+	for i, st := range tail {
+		lines[i] = fmt.Sprintf(st.format, st.args...)
+	}
 	s.t.Fatalf("seed %d (coverage %v, %d crashes): %s\nlast steps:\n  %s", s.seed, s.m.coverage, s.crashes,
-		fmt.Sprintf(format, args...), strings.Join(tail, "\n  "))
+		fmt.Sprintf(format, args...), strings.Join(lines, "\n  "))
 }
 
-func (s *sim) step(format string, args ...any) { s.log = append(s.log, fmt.Sprintf(format, args...)) }
+func (s *sim) step(format string, args ...any) { s.log = append(s.log, simStep{format, args}) }
 
 // --- the world outside the processor
 
@@ -353,7 +362,7 @@ func (s *sim) commit() {
 	for t, o := range s.marked {
 		s.committed[t] = o
 	}
-	s.step("commit %v", s.committed)
+	s.step("commit %v", fmt.Sprint(s.committed))
 }
 
 // crash loses every unacknowledged produce and restarts from the committed offsets,
