@@ -100,6 +100,11 @@ type recordType[T any] struct {
 	toNative   func(*T) map[string]any
 	fromNative func(root *node, v any) (T, error)
 	validate   func(*T) error
+	// fast, when set, decodes a body written with the current schema (already
+	// structurally checked) without goavro; fastFits says whether it matches the
+	// current schema's layout (a mismatch disables it rather than misread data).
+	fast     func(reader *Schema, body []byte) (T, error)
+	fastFits func(*Schema) bool
 }
 
 // writer is a writer schema a codec has met, or the reason it cannot read it.
@@ -134,6 +139,9 @@ type Codec[T any] struct {
 	id     uint32
 	haveID bool
 	byID   map[uint32]*writer
+
+	// fast: the record type's own decoder reads bodies of the current schema.
+	fast bool
 }
 
 func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
@@ -184,6 +192,7 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 		byFP:     map[uint64]*writer{},
 		byID:     map[uint32]*writer{},
 	}
+	c.fast = rt.fast != nil && rt.fastFits != nil && rt.fastFits(cur)
 	// Every embedded schema: older versions of this type are read, other types are
 	// recognised as such.
 	for _, s := range cat.all {
@@ -295,6 +304,14 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 	return buf, nil
 }
 
+// slow returns a codec of the same options that never uses the record type's own
+// decoder (tests compare the two).
+func (c *Codec[T]) slow() *Codec[T] {
+	d := &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
+		maxCache: c.maxCache, byFP: c.byFP, byID: map[uint32]*writer{}}
+	return d
+}
+
 // Decode reads one record value in either wire format. Every error is a
 // *DecodeError wrapping ErrTombstone, ErrMalformed, ErrUnknownSchema,
 // ErrNewerSchema, ErrWrongRecordType, ErrIncompatibleSchema, ErrInvalidRecord, or a
@@ -383,6 +400,9 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	var zero T
 	if err := checkBinary(s.root, body); err != nil {
 		return zero, fmt.Errorf("%w: body does not match the writer schema: %w", ErrMalformed, err)
+	}
+	if c.fast && s.Fingerprint == c.reader.Fingerprint {
+		return c.rt.fast(c.reader, body)
 	}
 	native, err := nativeFromBinary(s, body)
 	if err != nil {

@@ -160,6 +160,8 @@ var evidenceType = &recordType[EvidenceRecord]{
 	name:     NameEvidenceRecord,
 	topic:    DefaultEvidenceTopic,
 	validate: (*EvidenceRecord).Validate,
+	fast:     fastEvidence,
+	fastFits: fastEvidenceFits,
 	toNative: func(r *EvidenceRecord) map[string]any {
 		return map[string]any{
 			"workspace_id":       string(r.WorkspaceID),
