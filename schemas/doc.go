@@ -48,7 +48,15 @@
 // (evidence_end_offset, the window processor's read-your-writes barrier) needs the
 // window processors deployed before the reconcilers, and version 2 of ClosedWindow
 // (each evidence version's source_updated_at and deleted flag, its [EvidenceRank])
-// needs the synthesis workers deployed before the window processors.
+// needs the synthesis workers deployed before the window processors. So does version
+// 3 of ClosedWindow (the evidence as an offset range of the chat's evidence
+// partition, [ClosedWindow.Ranged], written by the third-generation window
+// processor): synthesis workers that read it (and wait for the evidence sink's
+// committed offset) roll out first; they keep reading versions 1 and 2.
+//
+// The evidence codec decodes bodies of its current schema with a decoder of its
+// own (fastevidence.go: the same structural check and validation, no goavro maps);
+// a test and a fuzz target hold it to goavro's result on every input.
 //
 // # Tombstones
 //
