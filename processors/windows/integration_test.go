@@ -233,34 +233,11 @@ func (c *cluster) dropGokaTopics(prefix, version string) {
 // deadline passed, then waits a little longer to catch duplicates.
 func (c *cluster) closedRecords(want int, within time.Duration) []schemas.ClosedWindow {
 	c.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.closed),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []schemas.ClosedWindow
-	deadline := time.Now().Add(within)
-	settle := time.Time{}
-	for {
-		now := time.Now()
-		if now.After(deadline) || (!settle.IsZero() && now.After(settle)) {
-			return out
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		fs := cl.PollFetches(ctx)
-		cancel()
-		fs.EachRecord(func(r *kgo.Record) {
-			w, err := c.codecs.ClosedWindow.Decode(context.Background(), r.Value)
-			if err != nil {
-				c.t.Fatalf("closed record: %v", err)
-			}
-			out = append(out, w)
-		})
-		if len(out) >= want && settle.IsZero() {
-			settle = time.Now().Add(2 * time.Second)
-		}
+	for _, r := range c.closedRecordsRaw(want, within) {
+		out = append(out, r.w)
 	}
+	return out
 }
 
 // sizedWindow is a closed record with its size on the topic (key and value).
@@ -280,7 +257,12 @@ func (c *cluster) closedRecordsRaw(want int, within time.Duration) []sizedWindow
 	defer cl.Close()
 	var out []sizedWindow
 	deadline := time.Now().Add(within)
-	for len(out) < want && time.Now().Before(deadline) {
+	settle := time.Time{}
+	for {
+		now := time.Now()
+		if now.After(deadline) || (!settle.IsZero() && now.After(settle)) {
+			return out
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		fs := cl.PollFetches(ctx)
 		cancel()
@@ -291,8 +273,10 @@ func (c *cluster) closedRecordsRaw(want int, within time.Duration) []sizedWindow
 			}
 			out = append(out, sizedWindow{w, len(r.Key) + len(r.Value)})
 		})
+		if len(out) >= want && settle.IsZero() {
+			settle = time.Now().Add(2 * time.Second)
+		}
 	}
-	return out
 }
 
 func chatRecord(w ids.WorkspaceID, ch ids.ChatID, msg string, at time.Time, label string) schemas.EvidenceRecord {
