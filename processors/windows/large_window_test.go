@@ -3,6 +3,7 @@ package windows
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,5 +51,21 @@ func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 	}
 	if a.exited() {
 		t.Fatalf("the processor stopped: %v", a.runErr())
+	}
+}
+
+// TestIntegrationPublisherFailureStopsTheProcessor: a publisher that cannot start
+// stops the processor with its error instead of leaving windows unpublished.
+func TestIntegrationPublisherFailureStopsTheProcessor(t *testing.T) {
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, func(o *Options) {
+		// franz-go refuses idempotent writes without acks=all at NewClient
+		o.Client = append(append([]kgo.Opt(nil), o.Client...), kgo.RequiredAcks(kgo.NoAck()))
+	})
+	a.failureExpected = true
+	waitFor(t, "the processor to stop", a.exited)
+	if err := a.runErr(); err == nil || !strings.Contains(err.Error(), "publisher") {
+		t.Fatalf("Run returned %v, want the publisher's error", err)
 	}
 }

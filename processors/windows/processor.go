@@ -257,7 +257,14 @@ func (p *Processor) Run(ctx context.Context) error {
 			published <- nil // stopped before it was ready
 			return
 		}
-		published <- p.runPublisher(pubCtx)
+		err := p.runPublisher(pubCtx)
+		if err != nil {
+			// No publisher, no closed records: stop the processor rather than run
+			// without one.
+			p.log.Error("closed-record publisher failed; stopping the window processor", "err", err)
+			stopWatch()
+		}
+		published <- err
 	}()
 	err := p.proc.Run(gokaCtx)
 	stopWatch()
