@@ -95,9 +95,22 @@ func (p *Processor) runPublisher(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		failed := false
 		fs.EachError(func(t string, part int32, err error) {
+			failed = true
 			p.log.Warn("publisher fetch failed; retrying", "topic", t, "partition", part, "err", err)
 		})
+		if failed && fs.NumRecords() == 0 {
+			// a fetch error franz-go does not retry itself (authorization, say): back off
+			p.m.publishFailures.Inc()
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, publisherRetryMax)
+			cl.AllowRebalance()
+			continue
+		}
 		var recs, out []*kgo.Record
 		fs.EachRecord(func(r *kgo.Record) {
 			recs = append(recs, r)
