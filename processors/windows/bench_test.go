@@ -179,18 +179,24 @@ func BenchmarkProcessorDueWindows10k(b *testing.B) {
 		now.Store(t0.UnixMilli())
 		var took time.Duration
 		processAllWith(b, c, n, storage.MemoryBuilder(), func() time.Time { return time.UnixMilli(now.Load()) }, func(p *Processor) {
-			before := closedCount(b, c)
+			// read the closed topic from its current end: PollFetches blocks until
+			// records arrive, so the wait ends on the last record, not on a poll tick
+			cl := closedFromEnd(b, c)
+			defer cl.Close()
 			now.Store(t0.Add(time.Hour).UnixMilli())
 			began := time.Now()
 			if err := p.ScanOnce(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			deadline := began.Add(2 * time.Minute)
-			for closedCount(b, c)-before < int64(n) {
-				if time.Now().After(deadline) {
-					b.Fatalf("only %d of %d windows emitted", closedCount(b, c)-before, n)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			got := 0
+			for got < n {
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					b.Fatalf("only %d of %d windows emitted", got, n)
 				}
-				time.Sleep(20 * time.Millisecond)
+				got += fs.NumRecords()
 			}
 			took = time.Since(began)
 		})
@@ -198,15 +204,19 @@ func BenchmarkProcessorDueWindows10k(b *testing.B) {
 	}
 }
 
-// closedCount is the number of records on the closed-window topic (end offsets).
-func closedCount(b *testing.B, c *cluster) int64 {
+// closedFromEnd is a consumer of the closed-window topic from its end offsets now.
+func closedFromEnd(b *testing.B, c *cluster) *kgo.Client {
 	ends, err := kadm.NewClient(c.producer).ListEndOffsets(context.Background(), c.closed)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
+	at := map[string]map[int32]kgo.Offset{c.closed: {}}
+	ends.Each(func(o kadm.ListedOffset) { at[c.closed][o.Partition] = kgo.NewOffset().At(o.Offset) })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumePartitions(at))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return cl
 }
 
 // BenchmarkProcessorMemory10kChats reports resident memory of a processor holding one
