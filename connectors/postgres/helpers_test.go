@@ -60,19 +60,8 @@ func newEnv(t testing.TB, partitions int32) *env {
 		dsn:     testenv.PostgresDSN(t),
 		parts:   partitions,
 	}
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: e.dsn, MaxConns: 8})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	e.pool = pool
-	if e.st, err = store.New(pool); err != nil {
-		t.Fatal(err)
-	}
+	e.pool, e.st = migratedStore(t, e.dsn, 8)
+	var err error
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +75,26 @@ func newEnv(t testing.TB, partitions int32) *env {
 	t.Cleanup(e.prod.Close)
 	e.adm = kadm.NewClient(e.prod)
 	return e
+}
+
+// migratedStore opens a pool on dsn (closed when the test ends), migrates the
+// database and returns the pool and a store on it.
+func migratedStore(t testing.TB, dsn string, maxConns int32) (*pgxpool.Pool, *store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: dsn, MaxConns: maxConns})
+	if err != nil {
+		t.Fatalf("open pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	if _, err := store.Migrate(ctx, pool); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	st, err := store.New(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, st
 }
 
 // uniqueGroup returns a consumer group id no other test uses.

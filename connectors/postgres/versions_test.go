@@ -103,18 +103,8 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 // store's SQL rule itself, not to a model of it.
 func TestPlanOnTheStoreMatchesOneByOne(t *testing.T) {
 	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, st := migratedStore(t, testenv.PostgresDSN(t), 4)
+	var err error
 	c := unitCodecs(t)
 	s := unitSink(t, st, 3)
 	seed := uint64(time.Now().UnixNano())
