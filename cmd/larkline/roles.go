@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -227,6 +228,7 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		}
 		comps = append(comps, cs...)
 	}
+	logRetentionDecision(cfg, log)
 	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -254,6 +256,17 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		close(r.done)
 	}()
 	return r, nil
+}
+
+// logRetentionDecision logs, in every process, that retention was turned off and
+// where that setting came from: retention is on by default, so off is a decision
+// someone made, and it keeps chat text past the retention period (issue #19).
+func logRetentionDecision(cfg *config.Config, log *slog.Logger) {
+	const key = "services.workspace.timeline.lark.retention.enabled"
+	if r := cfg.Services.Workspace.Timeline.Lark.Retention; !r.Enabled {
+		log.Warn("evidence retention is turned off by configuration: chat text is kept past the retention period until it is turned on",
+			"key", key, "origin", cfg.Origin(key), "evidence_retention", r.EvidenceRetention.String())
+	}
 }
 
 // stop cancels every component and waits for them to drain.
@@ -401,8 +414,12 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	for i, t := range rt.cfg.HTTP.APITokens {
 		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces}
 	}
+	key, err := cursorKey(rt.cfg, rt.log)
+	if err != nil {
+		return nil, err
+	}
 	api, err := httpapi.New(httpapi.Options{
-		Store: st, Tokens: tokens,
+		Store: st, Tokens: tokens, CursorKey: key,
 		EvidenceListed: rt.cfg.Services.Workspace.Timeline.Lark.EvidenceListedInAPI,
 		Logger:         rt.log, Registry: rt.reg,
 	})
@@ -413,6 +430,21 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
 	}
 	return nil, api.Mount(rt.ops)
+}
+
+// cursorKey is http.cursorKey, or a random key generated now (with a warning) when
+// none is configured: cursors then do not survive a restart and are not accepted by
+// another replica, but nobody can forge one (issue #19).
+func cursorKey(cfg *config.Config, log *slog.Logger) ([]byte, error) {
+	if k := cfg.HTTP.CursorKey.Value(); k != "" {
+		return []byte(k), nil
+	}
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, fmt.Errorf("generating a cursor key: %w", err)
+	}
+	log.Warn("no http.cursorKey configured: generated a random key for API page cursors; cursors will not survive a restart and differ between api replicas (set http.cursorKey or http.cursorKeyFile)")
+	return key, nil
 }
 
 // buildSynthesize runs the window worker with the configured synthesizer.
@@ -491,8 +523,8 @@ func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	return []component{closerFunc{exp.Run, exp.Close}}, nil
 }
 
-// buildRetention runs the retention job every interval when it is enabled (it is off
-// by default: design §15 wants the organisation's approved policy configured first).
+// buildRetention runs the retention job every interval when it is enabled (the
+// default; turning it off is logged by every process at start).
 func buildRetention(ctx context.Context, rt *runtime) ([]component, error) {
 	if !rt.cfg.Services.Workspace.Timeline.Lark.Retention.Enabled {
 		// Not even built: its metrics would otherwise report a job that never succeeds.

@@ -123,7 +123,9 @@ const (
 	RetentionDelete RetentionMode = "delete"
 )
 
-// Retention configures evidence cleanup (design §15).
+// Retention configures evidence cleanup (design §15). It is on by default (design
+// §21: retention is enabled before production); turning it off is an explicit
+// setting that every process logs at start (issue #19).
 type Retention struct {
 	Enabled           bool          `yaml:"enabled"`
 	EvidenceRetention time.Duration `yaml:"evidenceRetention"`
@@ -293,7 +295,15 @@ type HTTP struct {
 	// AdminTokenSHA256 is the hex SHA-256 of the token for admin endpoints; empty
 	// disables them.
 	AdminTokenSHA256 string `yaml:"adminTokenSHA256"`
+	// CursorKey authenticates the API's page cursors (HMAC-SHA256); the same on every
+	// api replica. Empty: the api role generates a random key at start and warns
+	// (cursors then do not survive a restart and differ between replicas).
+	CursorKey     Secret `yaml:"cursorKey"`
+	CursorKeyFile string `yaml:"cursorKeyFile"`
 }
+
+// MinCursorKeyBytes is the shortest http.cursorKey accepted.
+const MinCursorKeyBytes = 32
 
 // AllWorkspaces in APIToken.Workspaces grants every workspace.
 const AllWorkspaces = "*"
@@ -393,7 +403,7 @@ func (s Secret) LogValue() slog.Value { return slog.StringValue(s.String()) }
 // secret. It is deliberately not reversible.
 func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
-// Default returns the production defaults: every feature off, the design's §18
+// Default returns the production defaults: every feature off but retention, the design's §18
 // values, and larkline's own defaults as documented in docs/configuration.md.
 func Default() *Config {
 	return &Config{
@@ -420,7 +430,7 @@ func Default() *Config {
 			MaxMessageTextBytes:        8192,
 			EvidenceListedInAPI:        false,
 			Retention: Retention{
-				Enabled:           false,
+				Enabled:           true,
 				EvidenceRetention: 720 * time.Hour,
 				Mode:              RetentionRedact,
 				Interval:          time.Hour,

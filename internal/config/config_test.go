@@ -21,8 +21,12 @@ func TestDefaultIsValidAndOff(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	l := c.Services.Workspace.Timeline.Lark
-	if l.Enabled || l.EventIngestionActive() || l.ReconciliationActive() || l.Retention.Enabled || l.EvidenceListedInAPI {
+	if l.Enabled || l.EventIngestionActive() || l.ReconciliationActive() || l.EvidenceListedInAPI {
 		t.Errorf("a feature is on by default: %+v", l)
+	}
+	// Retention is the exception: on by default with the 30-day period (issue #19).
+	if r := l.Retention; !r.Enabled || r.EvidenceRetention != 720*time.Hour || r.Mode != config.RetentionRedact {
+		t.Errorf("retention by default = %+v, want enabled, 720h, redact", r)
 	}
 	// The design's §18 values, verbatim.
 	design := map[string]any{

@@ -493,6 +493,9 @@ func (c *Config) validateHTTP(ch *checker) {
 			seen[w] = true
 		}
 	}
+	if k := h.CursorKey.Value(); k != "" && len(k) < MinCursorKeyBytes {
+		ch.bad("http.cursorKey", h.CursorKey, "must hold at least %d bytes (e.g. head -c 32 /dev/urandom | base64), or be empty to generate one at start", MinCursorKeyBytes)
+	}
 	if h.AdminTokenSHA256 != "" {
 		if !sha256RE.MatchString(h.AdminTokenSHA256) {
 			ch.bad("http.adminTokenSHA256", h.AdminTokenSHA256, "must be empty or 64 lower-case hex digits: the SHA-256 of the admin token")

@@ -313,6 +313,9 @@ func TestValidate(t *testing.T) {
 			c.HTTP.APITokens = []config.APIToken{{Name: "a", SHA256: hashA, Workspaces: []string{"*"}}}
 			c.HTTP.AdminTokenSHA256 = hashA
 		}, want: []want{{"http.adminTokenSHA256", "must differ from the hash of http.apiTokens[0]"}}},
+		{name: "cursor key too short", mutate: func(c *config.Config) { c.HTTP.CursorKey = "short-key" },
+			want: []want{{"http.cursorKey", "at least 32 bytes"}}},
+		{name: "cursor key of 32 bytes is fine", mutate: func(c *config.Config) { c.HTTP.CursorKey = config.Secret(strings.Repeat("k", 32)) }},
 
 		// synthesis
 		{name: "synthesizer unknown", mutate: func(c *config.Config) { c.Synthesis.Synthesizer = "gpt" },

@@ -161,6 +161,8 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"no workspaces", func(o *Options) { o.Tokens = []Token{{Name: "s", SHA256: sha("x")}} }, false},
 		{"wildcard not alone", func(o *Options) { o.Tokens = []Token{{Name: "s", SHA256: sha("x"), Workspaces: []string{"*", "ws-a"}}} }, false},
 		{"invalid workspace id", func(o *Options) { o.Tokens = []Token{{Name: "s", SHA256: sha("x"), Workspaces: []string{"ws a"}}} }, false},
+		{"no cursor key", func(o *Options) { o.CursorKey = nil }, false},
+		{"empty cursor key", func(o *Options) { o.CursorKey = []byte{} }, false},
 		{"short cursor key", func(o *Options) { o.CursorKey = []byte("short") }, false},
 		{"good cursor key", func(o *Options) { o.CursorKey = []byte("0123456789abcdef") }, true},
 		{"negative store timeout", func(o *Options) { o.StoreTimeout = -1 }, false},
@@ -168,7 +170,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			opts := Options{Store: newFakeStore(), Tokens: []Token{good}}
+			opts := Options{Store: newFakeStore(), Tokens: []Token{good}, CursorKey: testCursorKey}
 			tc.mutate(&opts)
 			_, err := New(opts)
 			if tc.ok && err != nil {
@@ -182,10 +184,10 @@ func TestNewValidatesOptions(t *testing.T) {
 	t.Run("metrics registered twice", func(t *testing.T) {
 		t.Parallel()
 		reg := prometheus.NewRegistry()
-		if _, err := New(Options{Store: newFakeStore(), Registry: reg}); err != nil {
+		if _, err := New(Options{Store: newFakeStore(), Registry: reg, CursorKey: testCursorKey}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := New(Options{Store: newFakeStore(), Registry: reg}); !errors.Is(err, ErrInvalidOptions) {
+		if _, err := New(Options{Store: newFakeStore(), Registry: reg, CursorKey: testCursorKey}); !errors.Is(err, ErrInvalidOptions) {
 			t.Fatalf("second New on one registry: %v, want ErrInvalidOptions", err)
 		}
 	})

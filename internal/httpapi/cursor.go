@@ -29,8 +29,6 @@ const (
 	cursorPayloadLen = 1 + 8 + 8
 	cursorLen        = cursorPayloadLen + cursorMACLen
 	cursorDomain     = "larkline/httpapi/evidence-cursor"
-	// defaultCursorKey is public: see Options.CursorKey.
-	defaultCursorKey = "larkline/httpapi/default-cursor-key/v1"
 	minCursorKeyLen  = 16
 )
 
@@ -42,8 +40,8 @@ type cursorCodec struct {
 }
 
 func newCursorCodec(key []byte) (cursorCodec, error) {
-	if key == nil {
-		return cursorCodec{key: []byte(defaultCursorKey)}, nil
+	if len(key) == 0 {
+		return cursorCodec{}, fmt.Errorf("%w: CursorKey is required (a secret of at least %d bytes, the same on every replica)", ErrInvalidOptions, minCursorKeyLen)
 	}
 	if len(key) < minCursorKeyLen {
 		return cursorCodec{}, fmt.Errorf("%w: CursorKey has %d bytes, needs at least %d", ErrInvalidOptions, len(key), minCursorKeyLen)

@@ -12,7 +12,7 @@ import (
 
 func TestCursorRoundTrip(t *testing.T) {
 	t.Parallel()
-	c, err := newCursorCodec(nil)
+	c, err := newCursorCodec(testCursorKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestCursorRejectsEveryBitFlip(t *testing.T) {
 // FuzzCursorDecode: decoding never panics, and whatever it accepts re-encodes to the
 // same string (so only cursors this codec issued are accepted).
 func FuzzCursorDecode(f *testing.F) {
-	c, _ := newCursorCodec(nil)
+	c, _ := newCursorCodec(testCursorKey)
 	f.Add(c.encode(wsA, store.LarkMessageEvidence, store.Cursor{OccurredAt: t0, ID: 9}))
 	f.Add("")
 	f.Add("AAAA")

@@ -217,6 +217,9 @@ func (l *logBuffer) String() string {
 	return l.buf.String()
 }
 
+// testCursorKey is the cursor key of the tests' servers.
+var testCursorKey = []byte("a-test-cursor-key-of-32-bytes!!!")
+
 func newTestServer(t *testing.T, st Store, mutate func(*Options)) (*Server, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
@@ -224,6 +227,7 @@ func newTestServer(t *testing.T, st Store, mutate func(*Options)) (*Server, *log
 		Store:          st,
 		Tokens:         testTokens(),
 		EvidenceListed: true,
+		CursorKey:      testCursorKey,
 		Logger:         slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if mutate != nil {

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -281,6 +282,53 @@ func TestIntegrationCursorTamperingAndListingSwitch(t *testing.T) {
 	}
 	if strings.Contains(string(res.body), `"a"`) {
 		t.Fatalf("disabled listing leaked content: %s", res.body)
+	}
+}
+
+// TestIntegrationForgedCursorRefused: a cursor sealed with the key larkline once used
+// by default (public in its source) or with any key but the server's, or a genuine
+// cursor edited to point elsewhere, is refused (issue #19). Before the fix a server
+// built without a key sealed cursors with that public key and accepted the forgery.
+func TestIntegrationForgedCursorRefused(t *testing.T) {
+	t.Parallel()
+	st := newRealStore(t)
+	mustWorkspace(t, st, wsA)
+	mustEvidence(t, st, wsA, message{id: "om_1", text: "a", at: t0}, message{id: "om_2", text: "b", at: t0.Add(time.Second)},
+		message{id: "om_3", text: "c", at: t0.Add(2 * time.Second)})
+	c, _ := serve(t, st, nil)
+	var p evidencePage
+	c.do(http.MethodGet, "/api/v1/workspaces/ws-a/evidence?limit=1", tokA, "").decode(t, &p)
+	if p.NextCursor == nil {
+		t.Fatal("no next_cursor")
+	}
+	genuine := *p.NextCursor
+	// The position a forger wants: far in the past, id 0 (the first row of the workspace).
+	pos := store.Cursor{OccurredAt: t0.Add(-time.Hour), ID: 0}
+	forge := func(key string) string {
+		fc, err := newCursorCodec([]byte(key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fc.encode(wsA, store.LarkMessageEvidence, pos)
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(genuine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := append([]byte(nil), raw...)
+	edited[8] ^= 0x40 // the position's time, MAC kept
+	for name, cur := range map[string]string{
+		"sealed with the formerly public default key": forge("larkline/httpapi/default-cursor-key/v1"),
+		"sealed with a guessed key":                   forge("0123456789abcdef0123456789abcdef"),
+		"genuine cursor with its position edited":     base64.RawURLEncoding.EncodeToString(edited),
+	} {
+		res := c.do(http.MethodGet, "/api/v1/workspaces/ws-a/evidence?limit=1&cursor="+url.QueryEscape(cur), tokA, "")
+		if res.status != http.StatusBadRequest || res.errorCode(t) != codeInvalidCursor {
+			t.Errorf("%s: %d %s, want 400 %s", name, res.status, res.body, codeInvalidCursor)
+		}
+	}
+	if res := c.do(http.MethodGet, "/api/v1/workspaces/ws-a/evidence?limit=1&cursor="+url.QueryEscape(genuine), tokA, ""); res.status != http.StatusOK {
+		t.Fatalf("genuine cursor: %d %s", res.status, res.body)
 	}
 }
 

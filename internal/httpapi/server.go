@@ -59,11 +59,9 @@ type Options struct {
 	// (design §15, services.workspace.timeline.lark.evidenceListedInAPI). When false the
 	// endpoint answers 404 evidence_listing_disabled to every authorised caller.
 	EvidenceListed bool
-	// CursorKey authenticates evidence page cursors (HMAC-SHA256). Optional; when set
-	// it must hold at least 16 bytes and be the same on every replica. Without it a
-	// fixed, public key is used: cursors still reject corruption and casual tampering,
-	// and a forged cursor gains nothing (it only moves within a workspace the token may
-	// read), but with a secret key forging one is impossible.
+	// CursorKey authenticates evidence page cursors (HMAC-SHA256). Required: a secret
+	// of at least 16 bytes, the same on every replica. There is no default key: a
+	// public one would let anyone forge a cursor.
 	CursorKey []byte
 	// StoreTimeout bounds the store calls of one request; 0 means DefaultStoreTimeout.
 	StoreTimeout time.Duration
