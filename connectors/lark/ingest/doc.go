@@ -24,8 +24,11 @@
 //     time before anything is decrypted, and required for events whenever an encrypt
 //     key is configured; header.token must equal the verification token for events
 //     too (the SDK checks it for url_verification only); X-Lark-Request-Timestamp
-//     must lie within MaxTimestampSkew; unknown event types are counted; the answer is
-//     JSON with a meaningful status.
+//     must lie within MaxTimestampSkew; an event id acknowledged within that window
+//     (a replayed request, or Lark redelivering an answered event) is answered 200
+//     without producing anything (a bounded set of seen ids, MaxSeenEvents, kept per
+//     process until each request's timestamp would be refused; ignored/replayed_event);
+//     unknown event types are counted; the answer is JSON with a meaningful status.
 //   - LongConn: the SDK's long-connection client (larkws.Client) wrapped so that it
 //     can be watched and stopped: see its documentation for the liveness watchdog,
 //     the reconnect backoff, the drain on shutdown and the goroutines the SDK leaks.

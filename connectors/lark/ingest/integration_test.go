@@ -1,11 +1,13 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -654,6 +656,85 @@ func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 	}
 	if s.events(OutcomeRejected, ReasonBadSignature) != 1 || s.events(OutcomeRejected, ReasonStaleTimestamp) != 1 {
 		t.Fatal("rejections not counted")
+	}
+}
+
+// TestReplayedCallbackProducesNothing captures a genuine, signed and encrypted
+// callback and sends the very same bytes again (issue #19): the replay is answered 200
+// (a redelivery of an answered event must stop Lark's retries) but nothing is
+// produced, while a new event still is. Before the replay guard the copy was
+// produced a second time.
+func TestReplayedCallbackProducesNothing(t *testing.T) {
+	now := time.Now()
+	sc, err := larktest.NewScenario(larktest.App{AppID: tApp, BotOpenID: tBot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-1", Type: "incident", Status: "firing", CreatedAt: now.Add(-time.Hour)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.AddBinding("ws-1", tChat); err != nil {
+		t.Fatal(err)
+	}
+	s := newStack(t, stackOptions{scenario: sc})
+	b := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: tToken}
+	sender := newSender(t, tKey, tToken, nil)
+	captured, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_captured", now), "rotate the db password")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(captured.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func() (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = captured.Header.Clone()
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(answer)
+	}
+	if code, answer := send(); code != http.StatusOK {
+		t.Fatalf("original callback: %d %s", code, answer)
+	}
+	for i := range 3 {
+		if code, answer := send(); code != http.StatusOK {
+			t.Fatalf("replay %d: %d %s, want 200", i+1, code, answer)
+		}
+	}
+	next, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_next", now.Add(time.Second)), "done")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a new event after the replays: %d", resp.StatusCode)
+	}
+	recs := s.readAll(2)
+	if len(recs) != 2 || recs[0].rec.MessageID != "om_captured" || recs[1].rec.MessageID != "om_next" {
+		var got []string
+		for _, r := range recs {
+			got = append(got, string(r.rec.MessageID))
+		}
+		t.Fatalf("topic holds %v, want [om_captured om_next]", got)
+	}
+	if n := s.events(OutcomeIgnored, ReasonReplayedEvent); n != 3 {
+		t.Fatalf("replays counted %v, want 3", n)
+	}
+	if n := s.events(OutcomeAccepted, ReasonOK); n != 2 {
+		t.Fatalf("accepted events %v, want 2", n)
 	}
 }
 

@@ -33,6 +33,9 @@ type ingestMetrics struct {
 	ineligible *prometheus.CounterVec
 	recalls    *prometheus.CounterVec
 	notify     prometheus.Counter
+	// seenEvicted counts webhook event ids dropped from the replay guard before their
+	// time because it was full.
+	seenEvicted prometheus.Counter
 }
 
 func newIngestMetrics(reg *prometheus.Registry) (*ingestMetrics, error) {
@@ -62,8 +65,12 @@ func newIngestMetrics(reg *prometheus.Registry) (*ingestMetrics, error) {
 			Name: "larkline_lark_wakeups_sent_total",
 			Help: "In-process wakeups sent after evidence was produced (one per workspace and chat).",
 		}),
+		seenEvicted: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_lark_webhook_seen_evictions_total",
+			Help: "Event ids dropped from the webhook's replay guard before the end of their timestamp window because it held webhook.MaxSeenEvents ids; a replay of such an event is produced again (idempotently).",
+		}),
 	}
-	if err := register(reg, m.events, m.ack, m.records, m.ineligible, m.recalls, m.notify); err != nil {
+	if err := register(reg, m.events, m.ack, m.records, m.ineligible, m.recalls, m.notify, m.seenEvicted); err != nil {
 		return nil, err
 	}
 	return m, nil

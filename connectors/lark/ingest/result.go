@@ -41,6 +41,7 @@ const (
 	ReasonUnsupportedEventType = "unsupported_event_type" // ignored
 	ReasonRecallUnknownMessage = "recall_unknown_message" // ignored: the recalled message is unknown to larkline and Lark
 	ReasonRecallLookupRefused  = "recall_lookup_refused"  // ignored: Lark refused to show the recalled message
+	ReasonReplayedEvent        = "replayed_event"         // ignored: the event id was acknowledged within the timestamp window (a replay, or Lark's redelivery of an answered event)
 
 	ReasonMethodNotAllowed = "method_not_allowed"
 	ReasonBodyTooLarge     = "body_too_large"
@@ -68,6 +69,7 @@ const (
 	ReasonShuttingDown        = "shutting_down"
 	ReasonEncodeFailed        = "encode_failed"
 	ReasonInternal            = "internal"
+	ReasonEventInFlight       = "event_in_flight" // failed: a copy of the same event is being handled; redelivered later
 )
 
 // Result is what Handle* did with one event.

@@ -55,6 +55,10 @@ type WebhookOptions struct {
 	MaxTimestampSkew time.Duration
 	// MaxBodyBytes bounds the request body. Default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxSeenEvents bounds the replay guard: the ids of events acknowledged within the
+	// timestamp window, a replay of which is answered without producing anything.
+	// Default DefaultMaxSeenEvents.
+	MaxSeenEvents int
 	// Clock is the time source of the freshness check. Default time.Now.
 	Clock func() time.Time
 	// Logger receives the SDK's sanitized warnings. Nil discards.
@@ -75,6 +79,7 @@ type Webhook struct {
 	skew    time.Duration
 	maxBody int64
 	now     func() time.Time
+	seen    *seenEvents
 }
 
 // resultSlot carries the pipeline's Result out of the SDK's handler callback.
@@ -105,6 +110,12 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	case opts.MaxBodyBytes < 1024 || opts.MaxBodyBytes > maxMaxBodyBytes:
 		return nil, fmt.Errorf("%w: MaxBodyBytes %d outside [1024, %d]", ErrInvalidOptions, opts.MaxBodyBytes, maxMaxBodyBytes)
 	}
+	switch {
+	case opts.MaxSeenEvents == 0:
+		opts.MaxSeenEvents = DefaultMaxSeenEvents
+	case opts.MaxSeenEvents < 0:
+		return nil, fmt.Errorf("%w: MaxSeenEvents %d is negative", ErrInvalidOptions, opts.MaxSeenEvents)
+	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
@@ -115,6 +126,7 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	h := &Webhook{
 		ing: opts.Ingester, token: []byte(opts.VerificationToken), key: opts.EncryptKey,
 		skew: opts.MaxTimestampSkew, maxBody: opts.MaxBodyBytes, now: opts.Clock,
+		seen: newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
 	}
 	d := dispatcher.NewEventDispatcher(opts.VerificationToken, opts.EncryptKey)
 	d.InitConfig(larkevent.WithLogger(sdkLogger{log.With("component", "lark.webhook")}), larkevent.WithLogLevel(larkcore.LogLevelInfo))
@@ -221,6 +233,20 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if res = h.checkTimestamp(r); res.Outcome != "" {
 		return
+	}
+	// Replay guard (issue #19): an event acknowledged within the timestamp window is
+	// answered as before, without producing anything again.
+	if eventID != "" {
+		switch h.seen.begin(eventID, h.now()) {
+		case seenReplay:
+			res = ignored(ReasonReplayedEvent)
+			return
+		case seenInFlight:
+			res = failed(ReasonEventInFlight, errors.New("another copy of this event is being handled"))
+			return
+		}
+		until := h.replayUntil(r)
+		defer func() { h.seen.end(eventID, res.Outcome.Acknowledged(), until) }()
 	}
 	switch env.Header.EventType {
 	case EventTypeMessageReceive, EventTypeMessageRecalled:
@@ -333,6 +359,19 @@ func (h *Webhook) checkTimestamp(r *http.Request) Result {
 		return rejected(ReasonStaleTimestamp, fmt.Errorf("X-Lark-Request-Timestamp is %s away from now (allowed %s)", skew.Round(time.Second), h.skew))
 	}
 	return Result{}
+}
+
+// replayUntil is when a request with r's timestamp stops passing checkTimestamp:
+// until then a copy of it is a replay.
+func (h *Webhook) replayUntil(r *http.Request) time.Time {
+	now := h.now()
+	until := now.Add(h.skew)
+	if sec, err := strconv.ParseInt(r.Header.Get(larkevent.EventRequestTimestamp), 10, 64); err == nil && sec > 0 {
+		if t := time.Unix(sec, 0).Add(h.skew + time.Second); t.After(until) {
+			until = t
+		}
+	}
+	return until
 }
 
 func writeAnswer(w http.ResponseWriter, res Result) {
