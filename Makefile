@@ -4,12 +4,20 @@
 
 GO         ?= go
 BIN        ?= bin/larkline
-TEST_FLAGS ?= -race -shuffle=on -timeout 25m
+TEST_FLAGS ?= -race -shuffle=on -timeout 35m
 PKGS       ?= ./...
 BENCH      ?= .
 BENCHTIME  ?= 1x
 
-.PHONY: all build demo test bench lint fmt vet clean kafka-fetch
+# make chaos: the whole pipeline under kills and outages (docs/testing.md, "Chaos").
+CHAOS_DURATION ?= 10m
+CHAOS_CHATS    ?= 5
+CHAOS_RATE     ?= 1.5
+CHAOS_SEED     ?=
+CHAOS_DRAIN    ?= 10m
+CHAOS_TIMEOUT  ?= 90m
+
+.PHONY: all build demo test chaos bench lint fmt vet clean kafka-fetch
 
 all: lint build test
 
@@ -28,6 +36,16 @@ demo:
 # timings should not depend on which package tests happen to share the CPU.
 test:
 	$(GO) run ./internal/testenv/cmd/testenv run -- sh -c 'set -e; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); if [ -n "$$pkgs" ]; then $(GO) test $(TEST_FLAGS) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test $(TEST_FLAGS) $$e2e; fi'
+
+# The chaos run: eight larkline processes (two each of windows, sink and synthesis) on a
+# private broker and a private PostgreSQL it restarts, live traffic from larktest, and
+# a fault loop from a printed seed (CHAOS_SEED=<n> repeats a run); then the invariants,
+# as a table. Needs what make test needs (Java 17, Maven once, PostgreSQL server
+# binaries). make test runs the same test for 3 minutes.
+chaos:
+	LARKLINE_TEST_CHAOS_DURATION=$(CHAOS_DURATION) LARKLINE_TEST_CHAOS_CHATS=$(CHAOS_CHATS) \
+	LARKLINE_TEST_CHAOS_RATE=$(CHAOS_RATE) LARKLINE_TEST_CHAOS_SEED=$(CHAOS_SEED) LARKLINE_TEST_CHAOS_DRAIN=$(CHAOS_DRAIN) \
+	$(GO) test -count=1 -v -run '^TestChaos$$' -timeout $(CHAOS_TIMEOUT) ./test/e2e
 
 # Benchmarks and load commands; figures are recorded in docs/perf.md.
 bench:

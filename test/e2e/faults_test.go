@@ -130,13 +130,15 @@ func (p *pipeline) waitEvidence(ctx context.Context, n int) {
 	}
 }
 
-// finish waits for the pipeline to be done, then checks every invariant.
+// finish waits for the pipeline to be done, then checks every invariant and scans
+// every process's log for message text.
 func (p *pipeline) finish(deadline time.Duration) progress {
 	p.t.Helper()
 	g := p.waitDone(p.ctx, deadline)
 	if err := p.checkInvariants(p.ctx); err != nil {
 		p.t.Fatal(err)
 	}
+	p.assertLogsClean(p.t) // faults make processes log errors and exit: none may carry text
 	p.t.Logf("done without a person: %s; supervisor restarts %v", g, p.restarts())
 	return g
 }

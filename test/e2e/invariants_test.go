@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/processors/synthesis/synth"
 )
 
 // humanContent is what a person wrote before the run: it must come out untouched.
@@ -207,8 +208,22 @@ func (p *pipeline) checkInvariants(ctx context.Context) error {
 	if dupEntries != 0 || unbound != 0 {
 		errs = append(errs, fmt.Errorf("entries: %d duplicates, %d AI entries bound to no evidence of their workspace", dupEntries, unbound))
 	}
+	d, err := p.entryDuplicates(ctx)
+	if err != nil {
+		return err
+	}
+	if d.count() != 0 {
+		errs = append(errs, fmt.Errorf("entries the fingerprint index let through: %s", d))
+	}
 
-	// Human content untouched.
+	errs = append(errs, p.humanChanges(ctx)...)
+	return errors.Join(errs...)
+}
+
+// humanChanges is what became of the human entry and summary written before the run:
+// nothing, or one error for each that changed.
+func (p *pipeline) humanChanges(ctx context.Context) []error {
+	var errs []error
 	h := p.human
 	e, err := p.store.GetEntry(ctx, h.workspace, h.entry.ID)
 	switch {
@@ -222,7 +237,84 @@ func (p *pipeline) checkInvariants(ctx context.Context) error {
 	if err != nil || s.Source != store.EntryFromHuman || s.Text != h.summary {
 		errs = append(errs, fmt.Errorf("human summary of %s changed (source %s, err %v)", h.workspace, s.Source, err))
 	}
-	return errors.Join(errs...)
+	return errs
+}
+
+// entryDups are AI entries that duplicate a fact although the unique index on
+// (workspace_id, fingerprint) holds: the index only says no two entries share a
+// fingerprint, not that every entry has the fingerprint of its fact.
+type entryDups struct {
+	// noFingerprint: AI entries without one (the index is partial: WHERE fingerprint
+	// IS NOT NULL, so these are never deduplicated).
+	noFingerprint []string
+	// wrongFingerprint: entries whose fingerprint is not synth.Fingerprint of their
+	// workspace, kind and cited evidence (a repeat of the fact would get another).
+	wrongFingerprint []string
+	// sharedEvidence: an evidence row bound to two AI entries of one kind (the same
+	// fact written twice under two anchors, as a re-run that chunked or grouped a
+	// window differently would).
+	sharedEvidence []string
+}
+
+func (d entryDups) count() int {
+	return len(d.noFingerprint) + len(d.wrongFingerprint) + len(d.sharedEvidence)
+}
+
+func (d entryDups) String() string {
+	return fmt.Sprintf("%d without a fingerprint %v, %d with a fingerprint not of their fact %v, %d evidence rows cited by two entries of one kind %v",
+		len(d.noFingerprint), head(d.noFingerprint), len(d.wrongFingerprint), head(d.wrongFingerprint),
+		len(d.sharedEvidence), head(d.sharedEvidence))
+}
+
+// entryDuplicates reads every AI entry and its bindings and reports what the unique
+// index does not already rule out.
+func (p *pipeline) entryDuplicates(ctx context.Context) (entryDups, error) {
+	var d entryDups
+	rows, err := p.pool.Query(ctx, `
+		SELECT id, workspace_id, kind, coalesce(fingerprint, ''),
+		       coalesce((SELECT array_agg((ev->>'id')::bigint) FROM jsonb_array_elements(ai_metadata->'evidence') ev), '{}')
+		FROM workspace_timeline_entries WHERE source = 'ai'`)
+	if err != nil {
+		return d, fmt.Errorf("reading AI entries: %w", err)
+	}
+	for rows.Next() {
+		var id int64
+		var ws, kind, fp string
+		var evidence []int64
+		if err := rows.Scan(&id, &ws, &kind, &fp, &evidence); err != nil {
+			rows.Close()
+			return d, err
+		}
+		switch want := synth.Fingerprint(ids.WorkspaceID(ws), synth.Draft{Kind: synth.Kind(kind), EvidenceIDs: evidence}); {
+		case fp == "":
+			d.noFingerprint = append(d.noFingerprint, fmt.Sprint(id))
+		case fp != want:
+			d.wrongFingerprint = append(d.wrongFingerprint, fmt.Sprintf("%d (%s, want %s)", id, fp, want))
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return d, err
+	}
+	rows, err = p.pool.Query(ctx, `
+		SELECT b.evidence_id, t.kind, array_agg(t.id ORDER BY t.id)
+		FROM workspace_timeline_entry_evidence b JOIN workspace_timeline_entries t ON t.id = b.entry_id
+		WHERE t.source = 'ai'
+		GROUP BY b.evidence_id, t.workspace_id, t.kind HAVING count(*) > 1`)
+	if err != nil {
+		return d, fmt.Errorf("reading entry bindings: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var ev int64
+		var kind string
+		var entries []int64
+		if err := rows.Scan(&ev, &kind, &entries); err != nil {
+			return d, err
+		}
+		d.sharedEvidence = append(d.sharedEvidence, fmt.Sprintf("evidence %d in %s entries %v", ev, kind, entries))
+	}
+	return d, rows.Err()
 }
 
 func head(s []string) string {

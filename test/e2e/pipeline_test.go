@@ -57,10 +57,14 @@ const (
 	procReconcile = "reconcile" // history reconciliation
 )
 
-var layout = []struct {
+// procSpec is one process of a deployment's layout: its name and roles.
+type procSpec struct {
 	name  string
 	roles []string
-}{
+}
+
+// layout is the default deployment: one process per stage.
+var layout = []procSpec{
 	{procSink, []string{"workspaces", "sink"}},
 	{procWindows, []string{"windows"}},
 	{procSynth, []string{"synthesize"}},
@@ -96,6 +100,10 @@ type pipelineOptions struct {
 	Hold []string
 	// RetrySchedule of larktest's webhook redeliveries (default 1s, 2s, 4s, 8s, 15s, 30s).
 	RetrySchedule []time.Duration
+	// Layout replaces the default process layout (it must keep procEdge, the webhook).
+	Layout []procSpec
+	// Timeout bounds the whole test's pipeline context (default 10 minutes).
+	Timeout time.Duration
 }
 
 // pipeline is one running larkline deployment.
@@ -110,6 +118,7 @@ type pipeline struct {
 	sc      *larktest.Scenario
 	lark    *larktest.Server
 	procs   map[string]*proc
+	layout  []procSpec
 	pool    *pgxpool.Pool
 	store   *store.Store
 	human   humanContent
@@ -131,7 +140,10 @@ const (
 // they are ready. Everything stops at the test's cleanup.
 func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.Timeout)
 	t.Cleanup(cancel)
 	if o.Scenario == nil {
 		sc, err := larktest.Incident()
@@ -162,7 +174,11 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	if o.ProcessDSN == "" {
 		o.ProcessDSN = o.DSN
 	}
-	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir(), sc: sc, procs: map[string]*proc{}, window: o.Window, brokers: o.Brokers, ineligible: o.Ineligible}
+	if o.Layout == nil {
+		o.Layout = layout
+	}
+	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir(), sc: sc, procs: map[string]*proc{}, layout: o.Layout,
+		window: o.Window, brokers: o.Brokers, ineligible: o.Ineligible}
 	p.prefix = "e2e-" + randHex(4)
 	p.version = "v1"
 
@@ -219,7 +235,7 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	}
 	p.human = p.writeHumanContent(ctx)
 
-	for _, l := range layout {
+	for _, l := range p.layout {
 		pr := newProc(t, l.name, l.roles, nil, p.env, p.dir)
 		pr.env = append(pr.env, "LARKLINE_WINDOWS__STATEDIR="+filepath.Join(p.dir, "state-"+l.name))
 		p.procs[l.name] = pr
@@ -228,10 +244,10 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 		}
 	}
 	t.Cleanup(p.close)
-	for _, l := range layout {
+	for _, l := range p.layout {
 		go p.procs[l.name].supervise()
 	}
-	for _, l := range layout {
+	for _, l := range p.layout {
 		if !slices.Contains(o.Hold, l.name) {
 			p.waitReady(l.name)
 		}
@@ -341,13 +357,13 @@ func (p *pipeline) waitReady(name string) {
 }
 
 func (p *pipeline) close() {
-	for _, l := range slices.Backward(layout) {
+	for _, l := range slices.Backward(p.layout) {
 		if pr := p.procs[l.name]; pr != nil {
 			pr.close()
 		}
 	}
 	if p.t.Failed() {
-		for _, l := range layout {
+		for _, l := range p.layout {
 			p.t.Logf("--- %s log tail ---\n%s", l.name, p.procs[l.name].logTail(25))
 		}
 	}
