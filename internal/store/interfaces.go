@@ -32,6 +32,8 @@ type WindowStates interface {
 	AdvanceWindowCursor(ctx context.Context, lease WindowLease, p ChunkProgress) (WindowState, error)
 	FinishWindow(ctx context.Context, lease WindowLease, to WindowStatus, mutate func(*WindowState)) (WindowState, error)
 	RefundWindowAttempt(ctx context.Context, lease WindowLease, mutate func(*WindowState)) (WindowState, error)
+	HeartbeatWindow(ctx context.Context, lease WindowLease) error
+	MarkWindowNeedsAttention(ctx context.Context, key WindowKey, opts ClaimOptions, diagnostics string) (WindowState, bool, error)
 	TransitionWindow(ctx context.Context, key WindowKey, from []WindowStatus, to WindowStatus, mutate func(*WindowState)) (WindowState, error)
 	MarkSummaryAttempted(ctx context.Context, key WindowKey) (bool, error)
 	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]WindowState, error)

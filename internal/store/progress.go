@@ -17,9 +17,9 @@ type Progress struct {
 	// Windows counts the non-empty windows: window-length buckets holding synthesis-
 	// eligible, non-deleted evidence of a chat.
 	Windows int
-	// Completed, Ignored and Failed count those windows' states; Exhausted is the part
-	// of Failed whose attempts reached maxAttempts (terminal).
-	Completed, Ignored, Failed, Exhausted int
+	// Completed, Ignored, Failed and NeedsAttention count those windows' states;
+	// Exhausted is the part of Failed whose attempts reached maxAttempts (terminal).
+	Completed, Ignored, Failed, Exhausted, NeedsAttention int
 	// AIEntries counts entries written by synthesis; VisibleEntries every entry not hidden.
 	AIEntries, VisibleEntries int
 }
@@ -59,13 +59,14 @@ func (s *Store) Progress(ctx context.Context, workspaces []ids.WorkspaceID, wind
 			count(s.id) FILTER (WHERE s.status = 'ignored'),
 			count(s.id) FILTER (WHERE s.status = 'failed'),
 			count(s.id) FILTER (WHERE s.status = 'failed' AND s.attempts >= $4),
+			count(s.id) FILTER (WHERE s.status = 'needs_attention'),
 			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND source = 'ai'),
 			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND status <> 'hidden')
 		FROM w LEFT JOIN workspace_timeline_sync_states s
 		  ON s.workspace_id = w.workspace_id AND s.source = $5 AND s.source_type = $6
 		 AND s.source_key = 'chat/' || w.chat_id || $3 || '/window/' || to_char(w.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`,
 		names, window.Seconds(), namespace, maxAttempts, ids.SourceSystem, ids.SourceTypeLarkWindow).
-		Scan(&p.Evidence, &p.Windows, &p.Completed, &p.Ignored, &p.Failed, &p.Exhausted, &p.AIEntries, &p.VisibleEntries)
+		Scan(&p.Evidence, &p.Windows, &p.Completed, &p.Ignored, &p.Failed, &p.Exhausted, &p.NeedsAttention, &p.AIEntries, &p.VisibleEntries)
 	if err != nil {
 		return Progress{}, fmt.Errorf("reading progress of %d workspaces: %w", len(names), err)
 	}

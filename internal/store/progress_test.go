@@ -33,6 +33,13 @@ func TestProgress(t *testing.T) {
 	if p2, err := s.Progress(ctx, []ids.WorkspaceID{ws}, windowLen, "v2", 3); err != nil || p2 != p {
 		t.Fatalf("v2 Progress = %+v, %v", p2, err)
 	}
+	// the window of oc_b ends needing attention: counted as such
+	if _, _, err := s.MarkWindowNeedsAttention(ctx, WindowKey{Workspace: ws, Chat: "oc_b", Start: t0}, claimOpts, "x"); err != nil {
+		t.Fatal(err)
+	}
+	if p, err = s.Progress(ctx, []ids.WorkspaceID{ws}, windowLen, "", 3); err != nil || p != (Progress{Evidence: 4, Windows: 3, NeedsAttention: 1}) {
+		t.Fatalf("Progress with a window needing attention = %+v, %v", p, err)
+	}
 	if _, err := s.Progress(ctx, []ids.WorkspaceID{ws}, 0, "", 3); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("zero window: %v, want ErrInvalid", err)
 	}

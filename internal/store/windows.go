@@ -17,21 +17,30 @@ import (
 // WindowStatus is a synthesis window's state (design §10.2).
 type WindowStatus string
 
-// Window statuses. completed and ignored are terminal; failed is retried until the
-// attempts are exhausted.
+// Window statuses. completed, ignored and needs_attention are terminal; failed is
+// retried until the attempts are exhausted.
 const (
 	WindowProcessing WindowStatus = "processing"
 	WindowCompleted  WindowStatus = "completed"
 	WindowIgnored    WindowStatus = "ignored"
 	WindowFailed     WindowStatus = "failed"
+	// WindowNeedsAttention: the window was closed but its evidence never reached the
+	// table within the worker's bound (MarkWindowNeedsAttention). No attempt was spent
+	// on it; an operator finds it by status and re-runs it after fixing the cause.
+	WindowNeedsAttention WindowStatus = "needs_attention"
 )
 
 func (s WindowStatus) valid() bool {
 	switch s {
-	case WindowProcessing, WindowCompleted, WindowIgnored, WindowFailed:
+	case WindowProcessing, WindowCompleted, WindowIgnored, WindowFailed, WindowNeedsAttention:
 		return true
 	}
 	return false
+}
+
+// Terminal reports whether no automatic claim changes a window in status s again.
+func (s WindowStatus) Terminal() bool {
+	return s == WindowCompleted || s == WindowIgnored || s == WindowNeedsAttention
 }
 
 // MaxDiagnosticBytes bounds a window's or checkpoint's error diagnostics; longer text
@@ -106,6 +115,11 @@ type WindowMeta struct {
 	// CurrentChunkStart is where the next chunk starts (after this position); the store
 	// sets it in AdvanceWindowCursor and clears it when a window restarts.
 	CurrentChunkStart *Cursor `json:"current_chunk_start,omitempty"`
+	// DraftCount counts the drafts the committed chunks wrote, and DraftsChanged whether
+	// one of them materially changed a visible draft (design §13): a window resumed at
+	// its next chunk still knows what its earlier chunks did.
+	DraftCount    int  `json:"draft_count,omitempty"`
+	DraftsChanged bool `json:"drafts_changed,omitempty"`
 	// Error holds bounded diagnostics (MaxDiagnosticBytes) of the last failure.
 	Error            string `json:"error,omitempty"`
 	SummaryAttempted bool   `json:"summary_attempted"`
@@ -293,7 +307,7 @@ const (
 	ClaimTakenOver
 	// ClaimBusy: another worker is processing the window.
 	ClaimBusy
-	// ClaimDone: the window is completed or ignored.
+	// ClaimDone: the window is terminal: completed, ignored or needs_attention.
 	ClaimDone
 	// ClaimExhausted: the window failed MaxAttempts times (a stale window at its last
 	// attempt is marked failed by this call).
@@ -386,8 +400,10 @@ func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions
 //   - processing and fresh → ClaimBusy; completed/ignored → ClaimDone; failed with no
 //     attempts left → ClaimExhausted.
 //
-// A retried or taken-over window restarts as a whole: its cursor and chunk counters are
-// reset. Of two callers racing for the same window exactly one gets a Claimed outcome.
+// A retried or taken-over window resumes at its next undone chunk: its cursor, chunk and
+// draft counters are kept (the chunks before the cursor were committed with their
+// drafts), unless the prompt version changed, which restarts it as a whole. Of two
+// callers racing for the same window exactly one gets a Claimed outcome.
 func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOptions) (WindowState, ClaimOutcome, error) {
 	k, err := key.normalized()
 	if err != nil {
@@ -421,7 +437,7 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 			return err
 		}
 		switch {
-		case w.Status == WindowCompleted || w.Status == WindowIgnored:
+		case w.Status.Terminal():
 			outcome = ClaimDone
 			return nil
 		case w.Status == WindowProcessing && !stale:
@@ -443,9 +459,11 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 		if outcome.Claimed() {
 			w.Status = WindowProcessing
 			w.Attempts++
-			w.Cursor = nil
-			w.Meta.EvidenceCount, w.Meta.ChunkCount, w.Meta.CurrentChunkStart = 0, 0, nil
-			if opts.PromptVersion != "" {
+			if opts.PromptVersion != "" && w.Meta.PromptVersion != opts.PromptVersion {
+				// chunks of another prompt do not mix with this one's: restart as a whole
+				w.Cursor = nil
+				w.Meta.EvidenceCount, w.Meta.ChunkCount, w.Meta.CurrentChunkStart = 0, 0, nil
+				w.Meta.DraftCount, w.Meta.DraftsChanged = 0, false
 				w.Meta.PromptVersion = opts.PromptVersion
 			}
 		}
@@ -549,6 +567,10 @@ type ChunkProgress struct {
 	Cursor Cursor
 	// Evidence is how many evidence rows the chunk covered.
 	Evidence int
+	// Drafts is how many drafts the chunk wrote; Changed whether one of them created or
+	// materially updated a visible draft.
+	Drafts  int
+	Changed bool
 }
 
 // AdvanceWindowCursor records a committed chunk under the caller's lease: it moves the
@@ -560,8 +582,8 @@ func (s *Store) AdvanceWindowCursor(ctx context.Context, lease WindowLease, p Ch
 	if err != nil {
 		return WindowState{}, err
 	}
-	if p.Evidence < 0 {
-		return WindowState{}, fmt.Errorf("%w: chunk evidence count %d < 0", ErrInvalid, p.Evidence)
+	if p.Evidence < 0 || p.Drafts < 0 {
+		return WindowState{}, fmt.Errorf("%w: chunk evidence count %d or draft count %d < 0", ErrInvalid, p.Evidence, p.Drafts)
 	}
 	w, err := s.casWindow(ctx, k, true, func(w *WindowState) error { return checkLease(w, lease) },
 		func(w *WindowState) (bool, error) {
@@ -577,6 +599,8 @@ func (s *Store) AdvanceWindowCursor(ctx context.Context, lease WindowLease, p Ch
 			w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
 			w.Meta.ChunkCount++
 			w.Meta.EvidenceCount += p.Evidence
+			w.Meta.DraftCount += p.Drafts
+			w.Meta.DraftsChanged = w.Meta.DraftsChanged || p.Changed
 			return true, applyWindowMutation(w, WindowProcessing, nil)
 		})
 	if err != nil {
@@ -695,4 +719,105 @@ func (s *Store) StaleProcessing(ctx context.Context, staleAfter time.Duration, l
 		return nil, fmt.Errorf("list stale processing windows: %w", err)
 	}
 	return out, nil
+}
+
+// HeartbeatWindow refreshes the liveness of the caller's claim (updated_at, on the
+// database clock) without changing the window, so that a long chunk does not look
+// stale to another worker: ClaimWindow takes a processing window over only after
+// StaleAfter without any write. A lost lease (taken over, finished, refunded) gives
+// ErrConflict; a missing window ErrNotFound.
+func (s *Store) HeartbeatWindow(ctx context.Context, lease WindowLease) error {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return err
+	}
+	args := []any{string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey()}
+	tag, err := s.pool.Exec(ctx, `UPDATE workspace_timeline_sync_states SET updated_at = now()
+		WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = $4
+		  AND status = 'processing' AND attempts = $5`, append(args, lease.Attempt)...)
+	if err == nil && tag.RowsAffected() == 1 {
+		return nil
+	}
+	if err == nil {
+		var (
+			status   *string
+			attempts int
+		)
+		err = s.pool.QueryRow(ctx, `SELECT status, attempts FROM workspace_timeline_sync_states
+			WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = $4`, args...).Scan(&status, &attempts)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
+			err = ErrNotFound
+		case err == nil:
+			st := ""
+			if status != nil {
+				st = *status
+			}
+			err = fmt.Errorf("%w: lease of attempt %d lost: window is %s at attempt %d", ErrConflict, lease.Attempt, st, attempts)
+		}
+	}
+	return fmt.Errorf("heartbeat of window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+}
+
+// MarkWindowNeedsAttention ends a window whose closed record named evidence that never
+// reached the table (the worker's bound ran out) in the terminal needs_attention status
+// with bounded diagnostics, spending no attempt: the row is created if absent, and a
+// failed window (or a processing one gone stale for opts.StaleAfter) is moved to it. A
+// window that is terminal already is returned as is (changed false); a fresh
+// processing window, which another worker holds, gives ErrConflict.
+func (s *Store) MarkWindowNeedsAttention(ctx context.Context, key WindowKey, opts ClaimOptions, diagnostics string) (WindowState, bool, error) {
+	k, err := key.normalized()
+	if err != nil {
+		return WindowState{}, false, err
+	}
+	if err := opts.validate(k); err != nil {
+		return WindowState{}, false, err
+	}
+	var (
+		w       WindowState
+		changed bool
+	)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		end := k.Start.Add(opts.WindowLength)
+		nw := WindowState{Status: WindowNeedsAttention,
+			Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion, Error: diagnostics}}
+		meta, err := windowMetaJSON(&nw)
+		if err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, `INSERT INTO workspace_timeline_sync_states
+				(workspace_id, source, source_type, source_key, status, attempts, metadata_json)
+			VALUES ($1, $2, $3, $4, 'needs_attention', 0, $5::jsonb)
+			ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
+			RETURNING `+windowColumns,
+			string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta)
+		if err != nil {
+			return err
+		}
+		w, err = pgx.CollectExactlyOneRow(rows, scanWindow)
+		if err == nil {
+			changed = true
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		var stale bool
+		if w, stale, err = lockWindow(ctx, tx, k, opts.StaleAfter); err != nil {
+			return err
+		}
+		switch {
+		case w.Status.Terminal():
+			return nil
+		case w.Status == WindowProcessing && !stale:
+			return fmt.Errorf("%w: window is processing at attempt %d", ErrConflict, w.Attempts)
+		}
+		w.Status, w.Meta.Error, changed = WindowNeedsAttention, diagnostics, true
+		w, err = putWindow(ctx, tx, w, false)
+		return err
+	})
+	if err != nil {
+		return WindowState{}, false, fmt.Errorf("mark window %s of workspace %s as needing attention: %w", k.SourceKey(), k.Workspace, err)
+	}
+	return w, changed, nil
 }

@@ -201,10 +201,16 @@ func TestClaimWindowRetriesFailedUpToMaxAttempts(t *testing.T) {
 		if err != nil || out != wantOut || w.Attempts != i+1 {
 			t.Fatalf("claim %d: %s attempts %d %v; want %s attempts %d", i+1, out, w.Attempts, err, wantOut, i+1)
 		}
-		if w.Cursor != nil || w.Meta.ChunkCount != 0 {
-			t.Fatalf("claim %d: a retried window restarts as a whole: %+v", i+1, w)
+		// A retried window resumes after the chunk its earlier attempt committed.
+		c := Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}
+		if i == 0 && (w.Cursor != nil || w.Meta.ChunkCount != 0) {
+			t.Fatalf("claim 1: a new window has progress: %+v", w)
 		}
-		if _, err := s.AdvanceWindowCursor(ctx, w.Lease(), ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}, Evidence: 1}); err != nil {
+		if i > 0 && (w.Cursor == nil || *w.Cursor != c || w.Meta.ChunkCount != 1 || w.Meta.EvidenceCount != 1 ||
+			w.Meta.DraftCount != 2 || !w.Meta.DraftsChanged || w.Meta.CurrentChunkStart == nil) {
+			t.Fatalf("claim %d: a retried window does not resume at its next chunk: %+v", i+1, w)
+		}
+		if _, err := s.AdvanceWindowCursor(ctx, w.Lease(), ChunkProgress{Cursor: c, Evidence: 1, Drafts: 2, Changed: true}); err != nil {
 			t.Fatal(err)
 		}
 		long := strings.Repeat("é", MaxDiagnosticBytes) // 2 KiB: must be cut
@@ -219,11 +225,17 @@ func TestClaimWindowRetriesFailedUpToMaxAttempts(t *testing.T) {
 	if err != nil || out != ClaimExhausted || w.Status != WindowFailed || w.Attempts != 3 {
 		t.Fatalf("claim after %d failures: %s %+v %v; want exhausted", len(want), out, w, err)
 	}
-	// An operator may allow one more attempt explicitly.
+	// An operator may allow one more attempt explicitly; under another prompt version
+	// the window restarts as a whole (chunks of two prompts do not mix).
 	more := claimOpts
-	more.MaxAttempts = 4
-	if _, out, err := s.ClaimWindow(ctx, key, more); err != nil || out != ClaimRetried {
+	more.MaxAttempts, more.PromptVersion = 4, "p2"
+	w, out, err = s.ClaimWindow(ctx, key, more)
+	if err != nil || out != ClaimRetried {
 		t.Fatalf("claim with a raised bound: %s %v", out, err)
+	}
+	if w.Cursor != nil || w.Meta.ChunkCount != 0 || w.Meta.EvidenceCount != 0 || w.Meta.DraftCount != 0 ||
+		w.Meta.DraftsChanged || w.Meta.CurrentChunkStart != nil || w.Meta.PromptVersion != "p2" {
+		t.Fatalf("a window claimed under a new prompt version kept its progress: %+v", w)
 	}
 }
 
@@ -404,8 +416,8 @@ func TestRefundWindowAttempt(t *testing.T) {
 		if i == 0 {
 			wantOut = ClaimCreated
 		}
-		if err != nil || out != wantOut || w.Attempts != 1 || w.Cursor != nil || w.Meta.ChunkCount != 0 {
-			t.Fatalf("claim %d: %s %+v %v; want %s at attempt 1, restarted", i+1, out, w, err, wantOut)
+		if err != nil || out != wantOut || w.Attempts != 1 || (i > 0) != (w.Cursor != nil) || w.Meta.ChunkCount != min(i, 1) {
+			t.Fatalf("claim %d: %s %+v %v; want %s at attempt 1, resumed after the committed chunk", i+1, out, w, err, wantOut)
 		}
 		if _, err := s.AdvanceWindowCursor(ctx, w.Lease(), ChunkProgress{Cursor: Cursor{OccurredAt: t0.Add(time.Minute), ID: ev[0].ID}, Evidence: 1}); err != nil {
 			t.Fatal(err)

@@ -44,6 +44,9 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		mem    = &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)}
 		prompt string
 	)
+	// A resumed window's committed chunks count: their drafts, and whether they changed
+	// a visible draft (the summary policy, §13), are in the window state.
+	res.drafts, res.changed = st.Meta.DraftCount, st.Meta.DraftsChanged
 	if cursor != nil {
 		// The store resumed the window after a committed chunk: the aggregate covers the
 		// evidence before the cursor too.
@@ -114,7 +117,8 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		last := rows[n-1].Cursor()
 		var next store.WindowState
 		err = w.withStore(ctx, "advance_window_cursor", func() (err error) {
-			next, err = w.o.Store.AdvanceWindowCursor(ctx, lease, store.ChunkProgress{Cursor: last, Evidence: n})
+			next, err = w.o.Store.AdvanceWindowCursor(ctx, lease, store.ChunkProgress{Cursor: last, Evidence: n,
+				Drafts: len(out.Drafts), Changed: changed})
 			return err
 		})
 		if err != nil {

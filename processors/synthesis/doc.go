@@ -10,31 +10,46 @@
 //
 // # One window
 //
-//  1. A duplicate record of a window already completed or ignored (or failed with its
-//     attempts spent) is skipped at once.
-//  2. The worker waits, at most EvidenceWait with backoff, until the evidence table
-//     holds every evidence version the closed window names (the sink may lag). A
+//  1. A duplicate record of a window already terminal (completed, ignored,
+//     needs_attention, or failed with its attempts spent) is skipped at once.
+//  2. The worker waits until the window's evidence is in the table, holding no claim
+//     and spending no attempt. A closed record of version 3 names its evidence as an
+//     offset range of the chat's evidence partition: the worker waits until the
+//     evidence sink's group has committed the range's end (SinkProgress; each
+//     EvidenceWait without it is counted in _sink_wait_timeouts_total and the wait goes
+//     on). An older record names its versions: the worker waits, EvidenceWait at a
+//     time with backoff, until the evidence table holds every one of them. A
 //     stored version with another content hash counts when it ranks at least as high
 //     as the window's by the evidence version rule (schemas.EvidenceRank: a deletion
 //     outranks a live version, then the later source_updated_at); for a closed record
 //     without ranks (written by an older window processor) when it is deleted, or
-//     observed or updated after the window closed. When the wait
-//     runs out the attempt is claimed and recorded failed ("evidence_missing"), so it
-//     is retried, never processed with evidence missing.
+//     observed or updated after the window closed. A window is never processed with
+//     evidence missing: after MaxAttempts waits without its versions (or MaxAttempts
+//     claims finding no evidence of the window at all), it ends in the terminal
+//     needs_attention state with diagnostics (store.MarkWindowNeedsAttention), which an
+//     operator finds by status and alert.
 //  3. The window's sync-state row is claimed by compare-and-set (store.ClaimWindow):
 //     created or retried in processing, or taken over when stale (no write for
 //     StaleTimeout, on the database clock); a window another worker holds is polled
 //     until it is terminal or stale. Whole-window attempts are bounded by MaxAttempts;
 //     then the window stays failed with bounded diagnostics (ids, counts, error kinds).
+//     While an attempt runs, a heartbeat (store.HeartbeatWindow, every StaleTimeout/3)
+//     keeps its claim fresh, so a window is taken over only when its holder is gone,
+//     however long its chunks take; a heartbeat that finds the lease gone stops the
+//     attempt.
 //  4. Chunks (§12.1): the window's eligible evidence is read in (occurred_at, id) order,
 //     at most EvidenceBatchLimit rows and MaxEstimatedTokensPerChunk estimated tokens
 //     per chunk, shared by the existing entries given to the synthesizer (at most an
 //     eighth), the read-only context (a quarter is kept for it) and the chunk's
 //     messages (the rest); a message alone over the budget still forms a chunk, it
 //     cannot be split. After each chunk's drafts are
-//     written the window cursor advances under the attempt's lease; a retried or
-//     taken-over window restarts from its beginning (the store resets the cursor), and
-//     re-written drafts land on the same entries through their fingerprints.
+//     written the window cursor advances under the attempt's lease, together with the
+//     chunk's draft count and whether it changed a visible draft. A retried, refunded
+//     or taken-over window resumes at its next undone chunk (the store keeps the
+//     cursor; under another prompt version it restarts as a whole): a committed chunk
+//     is not sent to the model again. Only the chunk in flight when an attempt died is
+//     redone, and its re-written drafts land on the same entries through their
+//     fingerprints.
 //  5. Grouping (§12.2): a chunk's messages and its read-only context are grouped by
 //     thread_id, root_id, parent and replies, then proximity (ProximityGap); order is
 //     kept inside a group. Context is marked synth.Message.Context and is never cited
@@ -101,8 +116,9 @@
 // New validates the options; nothing connects until Run. Run consumes until its
 // context ends or Close is called; then no new window starts, windows waiting (for
 // evidence, another worker or the model gate) stop without a claim, windows in
-// progress run for at most DrainTimeout (an attempt still running then is recorded
-// failed, so its next owner retries it at once), finished windows are committed and
+// progress run for at most DrainTimeout (an attempt still running then is released
+// with its attempt refunded, so its next owner resumes it at once at its next undone
+// chunk), finished windows are committed and
 // the worker leaves the group. The store and its pool belong to the caller.
 //
 // # Observability
@@ -117,7 +133,8 @@
 // _draft_evidence_bound_total, _records_total{result}, _offset_commits_total{result},
 // _store_retries_total{operation}, _model_available, _model_outage_seconds_total,
 // _model_gate_opens_total{cause}, _model_probes_total{outcome}, _model_gate_waiting,
-// _attempts_refunded_total; larkline_summary_attempts_total{outcome},
+// _attempts_refunded_total, _heartbeats_total{outcome}, _sink_wait_timeouts_total,
+// _sink_progress_errors_total; larkline_summary_attempts_total{outcome},
 // larkline_summary_skipped_total{reason} and larkline_summary_lag_seconds (window close
 // to summary). Logs carry workspace, chat and message ids, window keys, batch ids,
 // fingerprints, hashes and counts, never message text, prompts or summaries.

@@ -15,7 +15,7 @@ const (
 	outcomeFailed           = "failed"
 	outcomeSkippedDone      = "skipped_done"
 	outcomeSkippedExhausted = "skipped_exhausted"
-	outcomeNoEvidence       = "no_evidence"
+	outcomeNeedsAttention   = "needs_attention"
 	outcomeBusy             = "busy" // sweep only: another worker holds the window
 	outcomeDeadLettered     = "dead_lettered"
 
@@ -23,7 +23,6 @@ const (
 	reasonModelUnavailable = "model_unavailable"
 	reasonModelRejected    = "model_rejected"
 	reasonInvalidOutput    = "invalid_output"
-	reasonEvidenceMissing  = "evidence_missing"
 	reasonStore            = "store"
 	reasonInterrupted      = "interrupted"
 
@@ -82,6 +81,7 @@ type metrics struct {
 	modelProbes    *prometheus.CounterVec
 	modelWaiting   prometheus.Gauge
 	refunds        prometheus.Counter
+	heartbeats     *prometheus.CounterVec
 
 	summaryAttempts *prometheus.CounterVec
 	summarySkipped  *prometheus.CounterVec
@@ -100,11 +100,11 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 	seconds := []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800}
 	m := &metrics{
 		windows: counter("larkline_synthesis_windows_total",
-			"Windows this worker finished with, by outcome: completed, ignored, failed (attempts exhausted), skipped_done (already completed or ignored: a duplicate record), skipped_exhausted, no_evidence (named evidence never reached the table), busy (sweep found another worker on it), dead_lettered (undecodable record).", "outcome"),
+			"Windows this worker finished with, by outcome: completed, ignored, failed (attempts exhausted), skipped_done (already terminal: a duplicate record), skipped_exhausted, needs_attention (its evidence never reached the table within the bound; no attempt spent), busy (sweep found another worker on it), dead_lettered (undecodable record).", "outcome"),
 		claims: counter("larkline_synthesis_claims_total",
 			"Window claims by outcome: created, retried, taken_over (a stale processing window), busy, done, exhausted; a duplicate record found terminal before any claim counts as done or exhausted.", "outcome"),
 		attemptFailures: counter("larkline_synthesis_attempt_failures_total",
-			"Whole-window attempts that failed, by reason: model_unavailable, model_rejected, invalid_output, evidence_missing, store, interrupted.", "reason"),
+			"Whole-window attempts that failed, by reason: model_unavailable, model_rejected, invalid_output, store, interrupted (shutdown; refunded).", "reason"),
 		windowRetries: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_window_retries_total",
 			Help: "Whole-window attempts started after an earlier attempt of the same window failed or went stale."}),
 		staleFound: prometheus.NewGauge(prometheus.GaugeOpts{Name: "larkline_synthesis_stale_processing",
@@ -162,7 +162,9 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 		modelWaiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "larkline_synthesis_model_gate_waiting",
 			Help: "Windows waiting for the model gate, holding no claim."}),
 		refunds: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_attempts_refunded_total",
-			Help: "Whole-window attempts that failed for a model outage and were given back (not counted against the attempt bound)."}),
+			Help: "Whole-window attempts given back (not counted against the attempt bound) because they ended for a reason not the window's own: a model outage or the worker's shutdown."}),
+		heartbeats: counter("larkline_synthesis_heartbeats_total",
+			"Heartbeats refreshing the claim of a window in progress (every staleTimeout/3), by outcome: ok, error (retried at the next beat), lost (another worker had taken the window over; the attempt stops).", "outcome"),
 
 		summaryAttempts: counter("larkline_summary_attempts_total",
 			"Summary attempts (at most one per completed window), by outcome: written, failed, invalid_output, human_kept.", "outcome"),
@@ -177,7 +179,7 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 			m.sinkWaitTimeouts, m.sinkProgressErrors,
 			m.chunks, m.chunkEvidence, m.chunkContext, m.chunkTokens, m.modelTokens, m.modelLatency, m.chunkRetries, m.validationError,
 			m.drafts, m.draftBindings, m.records, m.commits, m.storeRetries,
-			m.modelAvailable, m.modelOutage, m.modelGateOpens, m.modelProbes, m.modelWaiting, m.refunds,
+			m.modelAvailable, m.modelOutage, m.modelGateOpens, m.modelProbes, m.modelWaiting, m.refunds, m.heartbeats,
 			m.summaryAttempts, m.summarySkipped, m.summaryLag,
 		} {
 			if err := reg.Register(c); err != nil {

@@ -110,6 +110,8 @@ type Store interface {
 	AdvanceWindowCursor(ctx context.Context, lease store.WindowLease, p store.ChunkProgress) (store.WindowState, error)
 	FinishWindow(ctx context.Context, lease store.WindowLease, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
 	RefundWindowAttempt(ctx context.Context, lease store.WindowLease, mutate func(*store.WindowState)) (store.WindowState, error)
+	HeartbeatWindow(ctx context.Context, lease store.WindowLease) error
+	MarkWindowNeedsAttention(ctx context.Context, key store.WindowKey, opts store.ClaimOptions, diagnostics string) (store.WindowState, bool, error)
 	MarkSummaryAttempted(ctx context.Context, key store.WindowKey) (bool, error)
 	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]store.WindowState, error)
 

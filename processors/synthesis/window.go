@@ -121,8 +121,9 @@ const (
 )
 
 // runWindow brings one window to a terminal state for this job: completed, ignored,
-// failed, or found so (skipped_done, skipped_exhausted, no_evidence); for a sweep also
-// busy. Claims and attempts run under ctx; waits (for evidence, for the workspace, for
+// failed, needs_attention (its evidence never reached the table within the bound: no
+// attempt is spent on waiting for it), or found so (skipped_done, skipped_exhausted);
+// for a sweep also busy. Claims and attempts run under ctx; waits (for evidence, for the workspace, for
 // another worker, between attempts) also end when stop does, and no new claim starts
 // after stop. It returns an error only when it ended early that way (or the test hook
 // abandoned the attempt): the window is then not finished as far as this job is
@@ -136,7 +137,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 	retry := w.backoff()
 	verified := j.versions == nil && !j.ranged
 	missing := ""
-	empty := 0
+	empty, waits := 0, 0
 	for {
 		if err := wait.Err(); err != nil {
 			return "", err
@@ -158,14 +159,25 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 				verified, missing = ok, diag
 			}
 		}
-		// A window that needs the model waits for the model gate first, holding
-		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
-		var tk *gateTicket
-		if verified {
-			var err error
-			if tk, err = w.gate.pass(wait); err != nil {
+		if !verified {
+			// The evidence wait ran out: no claim and no attempt; after MaxAttempts
+			// waits the window ends needing attention.
+			if waits++; waits >= w.o.MaxAttempts {
+				if out, done, err := w.needsAttention(wait, j, missing, log); err != nil || done {
+					return out, err
+				}
+				waits = 0
+			}
+			if err := sleep(wait, retry.next()); err != nil {
 				return "", err
 			}
+			continue
+		}
+		// A window that needs the model waits for the model gate first, holding
+		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
+		tk, err := w.gate.pass(wait)
+		if err != nil {
+			return "", err
 		}
 		release, err := w.limits.acquire(wait, j.key.Workspace)
 		if err != nil {
@@ -178,7 +190,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 			return "", err
 		}
 		w.m.inFlight.Set(float64(w.limits.inUse()))
-		out, next, err := w.claimOnce(ctx, j, verified, missing, tk, log)
+		out, next, err := w.claimOnce(ctx, j, tk, log)
 		release()
 		w.gate.done(tk)
 		w.m.inFlight.Set(float64(w.limits.inUse()))
@@ -191,11 +203,16 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 		case stepOutage:
 			continue // straight back to the gate, which paces the retry
 		case stepEmpty:
-			empty++
-			if empty >= w.o.MaxAttempts {
-				log.Warn("closed window names evidence the table does not hold; giving the window up",
-					"claims", empty)
-				return outcomeNoEvidence, nil
+			if empty++; empty >= w.o.MaxAttempts {
+				diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", empty)
+				if j.ranged {
+					diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
+						j.partition, j.endOffset, empty)
+				}
+				if out, done, err := w.needsAttention(wait, j, diag, log); err != nil || done {
+					return out, err
+				}
+				empty = 0
 			}
 			verified = j.versions == nil && !j.ranged
 		}
@@ -215,7 +232,7 @@ func (w *Worker) alreadyTerminal(ctx context.Context, j *job, retry *backoff, lo
 			return "", false, nil
 		case err == nil:
 			switch {
-			case st.Status == store.WindowCompleted || st.Status == store.WindowIgnored:
+			case st.Status.Terminal():
 				w.m.claims.WithLabelValues(store.ClaimDone.String()).Inc()
 				return outcomeSkippedDone, true, nil
 			case st.Status == store.WindowFailed && st.Attempts >= w.o.MaxAttempts:
@@ -333,7 +350,7 @@ func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]
 
 // claimOnce claims the window and, when it gets it, runs one whole-window attempt.
 // The caller holds the workspace lock and a global slot.
-func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing string, tk *gateTicket, log *slog.Logger) (string, step, error) {
+func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slog.Logger) (string, step, error) {
 	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
 	if errors.Is(err, store.ErrEmptyWindow) {
 		log.Warn("window holds no evidence in the table; waiting for it")
@@ -379,23 +396,24 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, verified bool, missing s
 	}
 
 	started := w.o.Clock()
-	var (
-		res  attemptResult
-		aerr error
-	)
-	if verified {
-		res, aerr = w.attempt(ctx, st, j, tk, log)
-	} else {
-		aerr = failAttempt(reasonEvidenceMissing, errors.New(missing))
-	}
+	// The attempt runs under a heartbeat that keeps the claim fresh; a lost lease
+	// (another worker took the window over) cancels it.
+	actx, lost := context.WithCancelCause(ctx)
+	stopBeat := w.heartbeat(actx, lost, st.Lease(), log)
+	res, aerr := w.attempt(actx, st, j, tk, log)
+	stopBeat()
+	lost(nil)
 	w.m.windowDuration.Observe(w.o.Clock().Sub(started).Seconds())
+	if cause := context.Cause(actx); aerr != nil && ctx.Err() == nil && errors.Is(cause, errLeaseLost) {
+		aerr = cause
+	}
 	if aerr == nil {
 		log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
 			"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
 		w.summarize(ctx, j, res, log)
 		return res.outcome, stepFinished, nil
 	}
-	if errors.Is(aerr, store.ErrConflict) {
+	if errors.Is(aerr, store.ErrConflict) || errors.Is(aerr, errLeaseLost) {
 		log.Warn("window lease lost (taken over by another worker); re-checking the window", "error", aerr)
 		return "", stepRetry, nil
 	}
@@ -459,20 +477,99 @@ func (w *Worker) refundFailed(ctx context.Context, lease store.WindowLease, caus
 	})
 }
 
-// release ends an attempt interrupted by shutdown as failed, so the window's next owner
-// retries it at once instead of waiting for it to go stale. It counts as an attempt.
+// release ends an attempt interrupted by shutdown, so the window's next owner retries
+// it at once instead of waiting for it to go stale. Shutdown is not the window's
+// failure: the attempt is refunded (store.RefundWindowAttempt), and the next owner
+// resumes at the window's next undone chunk.
 func (w *Worker) release(ctx context.Context, st store.WindowState, log *slog.Logger) {
 	w.m.attemptFailures.WithLabelValues(reasonInterrupted).Inc()
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
 	defer cancel()
-	_, err := w.o.Store.FinishWindow(rctx, st.Lease(), store.WindowFailed, func(s *store.WindowState) {
+	_, err := w.o.Store.RefundWindowAttempt(rctx, st.Lease(), func(s *store.WindowState) {
 		s.Meta.Error = "attempt interrupted: the worker shut down"
 	})
 	if err != nil {
 		log.Warn("releasing the interrupted window failed; it is taken over once stale", "error", err)
 		return
 	}
-	log.Info("interrupted window released for retry")
+	w.m.refunds.Inc()
+	log.Info("interrupted window released for retry; its attempt was refunded")
+}
+
+// errLeaseLost is the cause an attempt is cancelled with when its heartbeat finds the
+// claim gone (taken over, or finished by someone else).
+var errLeaseLost = errors.New("window lease lost")
+
+// heartbeat refreshes the claim of lease every StaleTimeout/3 until the returned stop
+// is called or ctx ends, so that a live worker on a long window is never taken over;
+// it cancels the attempt (lost) when the store says the lease is gone. A failed beat
+// is retried at the next one: the claim goes stale only after StaleTimeout.
+func (w *Worker) heartbeat(ctx context.Context, lost context.CancelCauseFunc, lease store.WindowLease, log *slog.Logger) (stop func()) {
+	every := max(w.o.StaleTimeout/3, time.Millisecond)
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := w.o.Store.HeartbeatWindow(ctx, lease)
+			switch {
+			case err == nil:
+				w.m.heartbeats.WithLabelValues("ok").Inc()
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, store.ErrConflict) || errors.Is(err, store.ErrNotFound):
+				w.m.heartbeats.WithLabelValues("lost").Inc()
+				lost(fmt.Errorf("%w: %w", errLeaseLost, err))
+				return
+			default:
+				w.m.heartbeats.WithLabelValues("error").Inc()
+				log.Warn("refreshing the window's claim failed; trying again at the next beat",
+					"retryable", store.IsRetryable(err), "error", err)
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
+}
+
+// needsAttention ends a window whose evidence did not reach the table within the
+// bound in the terminal needs_attention state (store.MarkWindowNeedsAttention), with
+// diag (ids and counts only) as its diagnostics. done is false when the window turned
+// out to be held by another worker (its evidence arrived after all): the caller goes on.
+func (w *Worker) needsAttention(ctx context.Context, j *job, diag string, log *slog.Logger) (string, bool, error) {
+	retry := w.backoff()
+	for {
+		st, changed, err := w.o.Store.MarkWindowNeedsAttention(ctx, j.key, j.claimOptions(&w.o), diag)
+		switch {
+		case err == nil && changed:
+			log.Error("window needs attention: its evidence did not reach the table; no attempt was spent",
+				"diagnostics", diag)
+			return outcomeNeedsAttention, true, nil
+		case err == nil && st.Status == store.WindowFailed:
+			return outcomeSkippedExhausted, true, nil
+		case err == nil:
+			return outcomeSkippedDone, true, nil
+		case errors.Is(err, store.ErrConflict):
+			log.Info("another worker holds the window whose evidence this worker did not find; waiting for it")
+			return "", false, nil
+		case errors.Is(err, store.ErrInvalid):
+			return "", false, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
+		}
+		if err := w.storeTrouble(ctx, "mark_window_needs_attention", err, retry, log); err != nil {
+			return "", false, err
+		}
+	}
 }
 
 // withStore runs op, retrying store.IsRetryable failures with backoff up to

@@ -204,9 +204,10 @@ func TestCrashWhileProcessingThenStaleTakeover(t *testing.T) {
 }
 
 // TestEvidenceWait: the worker waits for the evidence a closed window names. A version
-// that arrives during the wait is used; a version that never arrives fails each
-// attempt (evidence_missing) until the window is failed; a stored version newer than
-// the window's (edited after the close) is accepted.
+// that arrives during the wait is used; a version that never arrives spends no
+// attempt: after MaxAttempts waits the window ends needing attention, with
+// diagnostics; a stored version newer than the window's (edited after the close) is
+// accepted.
 func TestEvidenceWait(t *testing.T) {
 	t.Run("arrives during the wait", func(t *testing.T) {
 		e := newEnv(t)
@@ -243,15 +244,18 @@ func TestEvidenceWait(t *testing.T) {
 		o.EvidenceWait, o.MaxAttempts = 200*time.Millisecond, 2
 		r := e.start(o)
 		off := e.produce(cw)[0]
-		st := e.waitState(win, "the window to fail", func(s store.WindowState) bool {
-			return s.Status == store.WindowFailed && s.Attempts == 2
+		st := e.waitState(win, "the window to need attention", func(s store.WindowState) bool {
+			return s.Status == store.WindowNeedsAttention
 		})
 		if !strings.Contains(st.Meta.Error, "not in the evidence table") || !strings.Contains(st.Meta.Error, "om_4") {
 			t.Errorf("diagnostics %q should say which evidence is missing", st.Meta.Error)
 		}
-		if got := r.counter("larkline_synthesis_attempt_failures_total", "reason", reasonEvidenceMissing); got != 2 {
-			t.Errorf("evidence_missing failures = %v, want 2", got)
+		if st.Attempts != 0 {
+			t.Errorf("waiting for evidence spent %d attempts, want none", st.Attempts)
 		}
+		eventually(t, "the needs_attention outcome", func() bool {
+			return r.counter("larkline_synthesis_windows_total", "outcome", outcomeNeedsAttention) == 1
+		})
 		if st.Cursor != nil || st.Meta.ChunkCount != 0 {
 			t.Errorf("a window with missing evidence was processed: cursor %v, %d chunks", st.Cursor, st.Meta.ChunkCount)
 		}
@@ -310,13 +314,15 @@ func TestEvidenceWait(t *testing.T) {
 		o.EvidenceWait, o.MaxAttempts = 200*time.Millisecond, 1
 		r := e.start(o)
 		e.produce(cw)
-		st := e.waitState(win, "the window to fail", func(s store.WindowState) bool { return s.Status == store.WindowFailed })
-		if !strings.Contains(st.Meta.Error, "not in the evidence table") {
-			t.Errorf("diagnostics %q should say the evidence is missing", st.Meta.Error)
+		st := e.waitState(win, "the window to need attention", func(s store.WindowState) bool {
+			return s.Status == store.WindowNeedsAttention
+		})
+		if !strings.Contains(st.Meta.Error, "not in the evidence table") || st.Attempts != 0 {
+			t.Errorf("diagnostics %q (attempts %d) should say the evidence is missing, with no attempt spent", st.Meta.Error, st.Attempts)
 		}
-		if got := r.counter("larkline_synthesis_attempt_failures_total", "reason", reasonEvidenceMissing); got != 1 {
-			t.Errorf("evidence_missing failures = %v, want 1", got)
-		}
+		eventually(t, "the needs_attention outcome", func() bool {
+			return r.counter("larkline_synthesis_windows_total", "outcome", outcomeNeedsAttention) == 1
+		})
 	})
 }
 
