@@ -457,8 +457,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		syn synth.Synthesizer
 		sum synth.Summarizer
 		// chunkTimeout bounds one Synthesize call: the model client's own retries of
-		// its request timeout, with a margin; the rules run in microseconds. It also
-		// bounds how long a dead worker's window waits for the stale takeover.
+		// its request timeout, with a margin; the rules run in microseconds.
 		chunkTimeout = 10 * time.Second
 	)
 	switch rt.cfg.Synthesis.Synthesizer {

@@ -29,6 +29,9 @@ const (
 	DefaultContextLookback = 5 * time.Minute
 	// DefaultStaleTimeout is synthesisStaleTimeout.
 	DefaultStaleTimeout = 15 * time.Minute
+	// MinStaleTimeout is the shortest StaleTimeout: the heartbeat, every third of it,
+	// makes a database write at most once a second.
+	MinStaleTimeout = 3 * time.Second
 	// DefaultMaxAttempts is synthesisWindowMaxAttempts.
 	DefaultMaxAttempts = 3
 	// DefaultScanInterval is synthesisScanInterval: the period of the stale sweep.
@@ -158,9 +161,10 @@ type Options struct {
 	// ContextLookback is synthesisContextLookback. Default DefaultContextLookback.
 	ContextLookback time.Duration
 	// StaleTimeout is synthesisStaleTimeout: a processing window not written for this
-	// long is taken over. It must exceed the longest time a live attempt can go
-	// without a write: (ChunkRetries+1)·ChunkTimeout + ChunkRetries·RetryBackoffMax.
-	// Default DefaultStaleTimeout.
+	// long is taken over. A live attempt refreshes its claim every StaleTimeout/3 (the
+	// heartbeat), so it need not exceed a chunk's duration; it bounds how long a dead
+	// worker's window waits for its takeover. At least MinStaleTimeout. Default
+	// DefaultStaleTimeout.
 	StaleTimeout time.Duration
 	// MaxAttempts is synthesisWindowMaxAttempts. Default DefaultMaxAttempts.
 	MaxAttempts int
@@ -304,12 +308,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// longestSilence is the longest a live attempt goes without writing its window state:
-// every try of one chunk timing out, with the longest backoff between them.
-func (o Options) longestSilence() time.Duration {
-	return time.Duration(o.ChunkRetries+1)*o.ChunkTimeout + time.Duration(o.ChunkRetries)*o.RetryBackoffMax
-}
-
 // validate checks o (with defaults applied) and reports every problem at once.
 func (o Options) validate() error {
 	var problems []string
@@ -364,9 +362,8 @@ func (o Options) validate() error {
 	if o.ModelOutageBackoffMax < o.RetryBackoffMin || o.ModelOutageBackoffMax > time.Hour {
 		bad("model outage backoff max %s: want within [retry backoff min %s, 1h]", o.ModelOutageBackoffMax, o.RetryBackoffMin)
 	}
-	if o.ChunkTimeout > 0 && o.StaleTimeout > 0 && o.longestSilence() >= o.StaleTimeout {
-		bad("stale timeout %s must exceed the longest silence of a live attempt, %s "+
-			"((chunk retries+1)·chunk timeout + chunk retries·max backoff)", o.StaleTimeout, o.longestSilence())
+	if o.StaleTimeout > 0 && o.StaleTimeout < MinStaleTimeout {
+		bad("stale timeout %s: want at least %s (the claim's heartbeat runs every stale timeout/3)", o.StaleTimeout, MinStaleTimeout)
 	}
 	positive("summary timeout", o.SummaryTimeout, time.Hour)
 	if o.DrainTimeout < 0 || o.DrainTimeout > time.Hour {

@@ -188,7 +188,7 @@ func TestCrashWhileProcessingThenStaleTakeover(t *testing.T) {
 	o2 := e.options()
 	o2.Topic = e.newTopic(t) // no record: only the sweep can find the window
 	o2.Group = e.group + "-sweeper"
-	o2.StaleTimeout, o2.ScanInterval = 2*time.Second, 200*time.Millisecond
+	o2.StaleTimeout, o2.ScanInterval = 3*time.Second, 200*time.Millisecond
 	o2.ChunkTimeout, o2.ChunkRetries = 500*time.Millisecond, NoChunkRetries
 	w2 := e.start(o2)
 	done := e.waitState(win, "the stale window to be taken over and completed", terminal)

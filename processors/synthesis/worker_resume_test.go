@@ -185,17 +185,16 @@ func TestResumeAtNextUndoneChunk(t *testing.T) {
 	}
 }
 
-// TestHeartbeatKeepsALongAttempt: a chunk that runs longer than another worker's
-// StaleTimeout does not make its window stale while its worker lives: the heartbeat
-// (every StaleTimeout/3 of the holder) keeps the claim fresh, so a second worker
-// sweeping for stale windows all along never takes it over, and the window completes
-// at attempt 1.
+// TestHeartbeatKeepsALongAttempt: a chunk that runs longer than StaleTimeout does not
+// make its window stale while its worker lives: the heartbeat (every StaleTimeout/3)
+// keeps the claim fresh, so a second worker sweeping for stale windows all along never
+// takes it over, and the window completes at attempt 1.
 func TestHeartbeatKeepsALongAttempt(t *testing.T) {
 	e := newEnv(t)
 	rows := e.seed(win, incidentLines...)
 	o := e.options()
-	// heartbeats every 2.17 s; the chunk takes 5.5 s
-	o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = 6500*time.Millisecond, 6*time.Second, NoChunkRetries
+	// heartbeats every second; the chunk takes 5.5 s
+	o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = 3*time.Second, 6*time.Second, NoChunkRetries
 	started := make(chan struct{}, 1)
 	const hold = 5500 * time.Millisecond
 	o.Synthesizer = slow{next: o.Synthesizer, hold: hold, started: started}
@@ -204,8 +203,7 @@ func TestHeartbeatKeepsALongAttempt(t *testing.T) {
 	sweeper := e.options()
 	sweeper.Topic = e.newTopic(t) // no record: only its sweep could find the window
 	sweeper.Group = e.group + "-sweeper"
-	// a window silent for 3 s is stale to the sweeper
-	sweeper.StaleTimeout, sweeper.ScanInterval = 3*time.Second, 100*time.Millisecond
+	sweeper.StaleTimeout, sweeper.ScanInterval = o.StaleTimeout, 100*time.Millisecond
 	sweeper.ChunkTimeout, sweeper.ChunkRetries = 500*time.Millisecond, NoChunkRetries
 	sw := e.start(sweeper)
 
@@ -222,7 +220,7 @@ func TestHeartbeatKeepsALongAttempt(t *testing.T) {
 	if got := sw.counter("larkline_synthesis_claims_total", "outcome", "taken_over"); got != 0 {
 		t.Errorf("the sweeper took the live window over %v times", got)
 	}
-	if got := holder.counter("larkline_synthesis_heartbeats_total", "outcome", "ok"); got < 2 {
+	if got := holder.counter("larkline_synthesis_heartbeats_total", "outcome", "ok"); got < 4 {
 		t.Errorf("heartbeats = %v, want at least 2 during a %s chunk", got, hold)
 	}
 }
