@@ -496,7 +496,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		Kafka:        kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
 		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
 		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
-		ChunkTimeout: chunkTimeout,
+		ChunkTimeout: chunkTimeout, EvidenceWait: rt.cfg.Synthesis.EvidenceWait,
 		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
 		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
 		Logger: rt.log, Registry: rt.reg,

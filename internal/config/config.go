@@ -339,6 +339,11 @@ type Synthesis struct {
 	Synthesizer   SynthesizerKind `yaml:"synthesizer"`
 	OpenAI        OpenAI          `yaml:"openai"`
 	PromptVersion string          `yaml:"promptVersion"`
+	// EvidenceWait is how long a closed window waits for its evidence before the wait
+	// is counted (processors/synthesis Options.EvidenceWait): for a version 3 record,
+	// a period of waiting for the sink's commit (the wait goes on); for an older one,
+	// one of the windowMaxAttempts waits after which the window needs attention.
+	EvidenceWait time.Duration `yaml:"evidenceWait"`
 }
 
 // OpenAI configures an OpenAI-compatible chat-completions endpoint.
@@ -494,6 +499,7 @@ func Default() *Config {
 				MaxOutputTokens: 2048,
 			},
 			PromptVersion: "v1",
+			EvidenceWait:  2 * time.Minute,
 		},
 		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows", OversizedVersions: 50_000},
 		Log:     Log{Level: "info", Format: "json"},

@@ -518,6 +518,9 @@ func (c *Config) validateSynthesis(ch *checker) {
 	if !versionRE.MatchString(s.PromptVersion) {
 		ch.bad("synthesis.promptVersion", s.PromptVersion, "must be 1-32 letters, digits, '.', '_' or '-', such as v1")
 	}
+	if ch.positive("synthesis.evidenceWait", s.EvidenceWait) && s.EvidenceWait > 24*time.Hour {
+		ch.bad("synthesis.evidenceWait", s.EvidenceWait, "must be at most 24h")
+	}
 }
 
 // validateRequired reports values that a switch that is on needs, once per value.

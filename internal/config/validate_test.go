@@ -78,6 +78,10 @@ func TestValidate(t *testing.T) {
 			want: []want{{tl + "synthesisContextLookback", "must not be negative"}}},
 		{name: "stale timeout zero", mutate: func(c *config.Config) { timeline(c).SynthesisStaleTimeout = 0 },
 			want: []want{{tl + "synthesisStaleTimeout", "must be positive"}}},
+		{name: "evidence wait zero", mutate: func(c *config.Config) { c.Synthesis.EvidenceWait = 0 },
+			want: []want{{"synthesis.evidenceWait", "must be positive"}}},
+		{name: "evidence wait over a day", mutate: func(c *config.Config) { c.Synthesis.EvidenceWait = 25 * time.Hour },
+			want: []want{{"synthesis.evidenceWait", "at most 24h"}}},
 		{name: "stale timeout under the heartbeat's floor", mutate: func(c *config.Config) {
 			timeline(c).SynthesisStaleTimeout = 2 * time.Second
 		}, want: []want{{tl + "synthesisStaleTimeout", "at least 3s"}}},
