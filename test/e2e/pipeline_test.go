@@ -337,7 +337,7 @@ func (p *pipeline) cli(ctx context.Context, args ...string) string {
 func (p *pipeline) cliEnv(ctx context.Context, t testing.TB, env []string, args ...string) string {
 	t.Helper()
 	cmd := exec.CommandContext(ctx, larklineBin, args...)
-	cmd.Env = append(append(os.Environ(), p.env...), env...)
+	cmd.Env = append(append(larklineEnv(), p.env...), env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

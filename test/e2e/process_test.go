@@ -39,6 +39,21 @@ type proc struct {
 	stopped chan struct{}
 }
 
+// larklineEnv is the test's environment without the jvm broker script's variables
+// (LARKLINE_KAFKA_JARS, LARKLINE_KAFKA_HEAP, …): larkline reads every LARKLINE_
+// variable as configuration and refuses one that names no key, so a run with the jar
+// cache moved would fail before it started.
+func larklineEnv() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "LARKLINE_KAFKA_") && !strings.HasPrefix(kv, "LARKLINE_KAFKA__") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
 // freePort returns a port free on 127.0.0.1 now.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -107,7 +122,7 @@ func (p *proc) startLocked() (*exec.Cmd, chan struct{}, error) {
 	}
 	args := append([]string{"run", "--roles", strings.Join(p.roles, ",")}, p.args...)
 	cmd := exec.Command(larklineBin, args...)
-	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Env = append(larklineEnv(), p.env...)
 	cmd.Env = append(cmd.Env, "LARKLINE_HTTP__LISTEN="+p.addr())
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -3,8 +3,6 @@ package openai
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/larkline/larkline/processors/synthesis/synth"
 )
@@ -387,16 +384,13 @@ func statusError(resp *http.Response, data []byte) *StatusError {
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &body) == nil {
-		if m := body.Error.Message; m != "" {
-			sum := sha256.Sum256([]byte(m))
-			se.MessageSHA256, se.MessageRunes = hex.EncodeToString(sum[:]), utf8.RuneCountInString(m)
-		}
-		se.Type = tokenOrHash(body.Error.Type)
+		se.Message = truncateRunes(synth.Redact(strings.Join(strings.Fields(body.Error.Message), " ")), 200)
+		se.Type = truncateRunes(body.Error.Type, 64)
 		var code string
 		if json.Unmarshal(body.Error.Code, &code) == nil {
-			se.Code = tokenOrHash(code)
+			se.Code = truncateRunes(code, 64)
 		} else if len(body.Error.Code) > 0 && string(body.Error.Code) != "null" {
-			se.Code = tokenOrHash(string(body.Error.Code))
+			se.Code = truncateRunes(string(body.Error.Code), 64)
 		}
 	}
 	return se
