@@ -93,6 +93,19 @@ func NewDeadLetter(stage string, cause error, topic string, partition int32, off
 	return d
 }
 
+// ByReference drops the original value from d: the dead letter then names the record
+// by topic, partition and offset only, and a re-drive reads it from there. Stages
+// park evidence-topic records this way (issue #19, decisions D9): their values carry
+// chat text, which must live only in the evidence topic and table, where retention and
+// recall reach it (a recall's redacted version replaces the parked one under
+// compaction; a retention tombstone removes it). The writer schema stays named.
+func (d *DeadLetter) ByReference() {
+	d.Value = nil
+}
+
+// IsByReference reports whether d carries no value but names where the original is.
+func (d *DeadLetter) IsByReference() bool { return d.Value == nil && d.Offset >= 0 }
+
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (d *DeadLetter) Validate() error {
 	c := checker{rec: NameDeadLetter}

@@ -77,8 +77,11 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 func (rt *runtime) larkClient() *lark.Client {
 	if rt.client == nil {
 		c := rt.cfg.Lark
+		// The SDK logs through larkline's logger and its sanitizer (issue #19): not
+		// its own default logger on stdout, and never bodies, only codes.
 		rt.client = lark.NewClient(c.AppID, c.AppSecret.Value(), lark.WithOpenBaseUrl(c.OpenBaseURL),
-			lark.WithLogLevel(larkcore.LogLevelError))
+			lark.WithLogger(ingest.SDKLogger(rt.log.With("component", "lark.client"))),
+			lark.WithLogLevel(larkcore.LogLevelWarn))
 	}
 	return rt.client
 }

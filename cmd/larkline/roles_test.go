@@ -18,6 +18,9 @@ import (
 	"testing"
 	"time"
 
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
@@ -230,4 +233,43 @@ func sealCursor(key []byte, ws string, at time.Time, id int64) string {
 	}
 	m.Write(payload)
 	return base64.RawURLEncoding.EncodeToString(append(payload, m.Sum(nil)[:16]...))
+}
+
+// TestLarkClientLogsThroughTheSanitizer: the process's one Open API client logs
+// through larkline's logger (JSON, component lark.client) with Lark's error code and
+// without the SDK's dump of the answer (issue #19). Before the fix the client used the
+// SDK's own logger on stdout, at error level, and this line never reached the logger.
+func TestLarkClientLogsThroughTheSanitizer(t *testing.T) {
+	srv, err := larktest.New(larktest.Options{AppID: "cli_sanitizer", AppSecret: "the-right-secret"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cfg := config.Default()
+	cfg.Lark.AppID, cfg.Lark.AppSecret, cfg.Lark.OpenBaseURL = "cli_sanitizer", "a-wrong-secret", srv.URL()
+	logs := &syncBuffer{}
+	rt := &runtime{cfg: cfg, log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = rt.larkClient().Im.V1.Chat.Get(ctx, larkim.NewGetChatReqBuilder().ChatId("oc_sanitizer").Build())
+	if err == nil {
+		t.Fatal("a wrong app secret was accepted")
+	}
+	out := logs.String()
+	want := fmt.Sprintf("(code %d)", larktest.CodeAppCredentialsInvalid)
+	if !strings.Contains(out, `"component":"lark.client"`) || !strings.Contains(out, want) {
+		t.Fatalf("no sanitized SDK line with %s in the logs:\n%s", want, out)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v map[string]any
+		if err := json.Unmarshal([]byte(line), &v); err != nil {
+			t.Fatalf("log line is not JSON: %q", line)
+		}
+		if msg, _ := v["msg"].(string); strings.Contains(msg, "Msg") || strings.Contains(msg, "{") {
+			t.Fatalf("the SDK's dump of the answer reached the log: %q", msg)
+		}
+	}
 }

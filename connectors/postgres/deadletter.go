@@ -12,15 +12,13 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-// deadLetter builds the dead letter of p.
+// deadLetter builds the dead letter of p. It never carries the record's value (chat
+// text): it names the evidence record by topic, partition and offset, from where
+// `larkline deadletters redrive` reads it again (issue #19).
 func (s *Sink) deadLetter(p *parked) schemas.DeadLetter {
 	r := p.rec
-	cause, value := p.cause, r.Value
-	if p.omitValue {
-		cause = fmt.Errorf("original value (%d bytes) omitted: too large for the dead-letter topic: %w", len(r.Value), p.cause)
-		value = nil
-	}
-	d := schemas.NewDeadLetter(Stage, cause, r.Topic, r.Partition, r.Offset, r.Key, value, s.o.Clock())
+	d := schemas.NewDeadLetter(Stage, p.cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.o.Clock())
+	d.ByReference()
 	if p.reason != "" {
 		d.Reason = p.reason
 	}

@@ -406,6 +406,63 @@ func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 	return out
 }
 
+// rawDeadLetters reads the first n records of the dead-letter topic whole (key, value
+// and headers concatenated).
+func (e *env) rawDeadLetters(t testing.TB, n int) [][]byte {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.dlq),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var out [][]byte
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading dead letters (have %d of %d): %v", len(out), n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			b := append(append([]byte(nil), r.Key...), r.Value...)
+			for _, h := range r.Headers {
+				b = append(append(b, h.Key...), h.Value...)
+			}
+			out = append(out, b)
+		})
+	}
+	return out
+}
+
+// recordAt reads the record at topic/partition@offset.
+func (e *env) recordAt(t testing.TB, topic string, partition int32, offset int64) *kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {partition: kgo.NewOffset().At(offset)}}), kgo.FetchMaxWait(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("reading %s/%d@%d: %v", topic, partition, offset, err)
+		}
+		var got *kgo.Record
+		fs.EachRecord(func(r *kgo.Record) {
+			if got == nil && r.Offset == offset {
+				got = r
+			}
+		})
+		if got != nil {
+			return got
+		}
+	}
+}
+
 // dlqEnd is the end offset of the dead-letter topic: how many dead letters exist.
 func (e *env) dlqEnd(t testing.TB) int64 {
 	t.Helper()

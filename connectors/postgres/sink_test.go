@@ -1,13 +1,13 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -357,6 +357,14 @@ func TestSinkDeadLetters(t *testing.T) {
 	if n := e.dlqEnd(t); n != int64(len(bad)) {
 		t.Errorf("%d dead letters, want %d", n, len(bad))
 	}
+	// No chat text in the dead-letter topic, in any field or header.
+	for _, raw := range e.rawDeadLetters(t, len(bad)) {
+		for _, text := range []string{"value of another key", "metadata jsonb cannot hold", "this is not avro", "body"} {
+			if bytes.Contains(raw, []byte(text)) {
+				t.Errorf("a dead letter carries the text %q of the record it parks", text)
+			}
+		}
+	}
 	byKey := map[string]schemas.DeadLetter{}
 	for _, d := range dls {
 		byKey[string(d.Key)] = d
@@ -371,8 +379,13 @@ func TestSinkDeadLetters(t *testing.T) {
 				t.Errorf("dead letter = {reason %q stage %q topic %q offset %d error %q}, want reason %q from %s",
 					d.Reason, d.Stage, d.Topic, d.Offset, d.Error, b.reason, e.topic)
 			}
-			if string(d.Value) != string(b.rec.Value) {
-				t.Errorf("dead letter value differs from the original record")
+			// The dead letter names the record, never carries it (issue #19): the
+			// original is read back from the evidence topic at its offset.
+			if d.Value != nil || !d.IsByReference() {
+				t.Errorf("dead letter carries the original value (%d bytes)", len(d.Value))
+			}
+			if orig := e.recordAt(t, d.Topic, d.Partition, d.Offset); string(orig.Value) != string(b.rec.Value) || string(orig.Key) != string(b.rec.Key) {
+				t.Errorf("the record at %s/%d@%d is not the parked one", d.Topic, d.Partition, d.Offset)
 			}
 			if got := r.counter(r.s.m.deadLettered, b.reason); got != 1 {
 				t.Errorf("dead_lettered{reason=%s} = %d, want 1", b.reason, got)
@@ -508,9 +521,9 @@ func TestSinkRebalanceDuringOutage(t *testing.T) {
 
 func testutilGauge(m *metrics) float64 { return testutil.ToFloat64(m.paused) }
 
-// TestSinkDeadLetterTooLargeForItsTopic: a dead letter that the dead-letter topic
-// refuses as too large is sent without the original value (its topic, partition and
-// offset still locate it), and the sink goes on.
+// TestSinkDeadLetterTooLargeForItsTopic: a dead letter of a record larger than the
+// dead-letter topic accepts is parked anyway, since it names the record (topic,
+// partition, offset) and never carries its value, and the sink goes on.
 func TestSinkDeadLetterTooLargeForItsTopic(t *testing.T) {
 	e := newEnv(t, 1)
 	limit := "4096"
@@ -529,9 +542,8 @@ func TestSinkDeadLetterTooLargeForItsTopic(t *testing.T) {
 	assertRows(t, e.rows(t), good)
 	dls := e.deadLetters(t, 1)
 	d := dls[0]
-	if string(d.Key) != key || d.Value != nil || d.Reason != schemas.ReasonMalformed || d.Offset != 0 ||
-		!strings.Contains(d.Error, "omitted") {
-		t.Errorf("dead letter = {key %q value %d bytes reason %q offset %d error %q}, want the key, no value, reason %q, offset 0, a note on the omission",
+	if string(d.Key) != key || d.Value != nil || d.Reason != schemas.ReasonMalformed || d.Offset != 0 || !d.IsByReference() {
+		t.Errorf("dead letter = {key %q value %d bytes reason %q offset %d error %q}, want the key, no value, reason %q, offset 0",
 			d.Key, len(d.Value), d.Reason, d.Offset, d.Error, schemas.ReasonMalformed)
 	}
 }

@@ -195,8 +195,11 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 		if err != nil {
 			t.Fatalf("dead letter: %v", err)
 		}
-		if string(d.Key) != r.key || d.Stage != "windows" || len(d.Value) == 0 {
-			t.Fatalf("dead letter lost the record: %+v", d)
+		// Evidence records are parked by reference (their text stays in the evidence
+		// topic, issue #19); others keep their value.
+		if string(d.Key) != r.key || d.Stage != "windows" || d.Offset < 0 ||
+			(d.Topic == h.evTopic) != (len(d.Value) == 0) {
+			t.Fatalf("dead letter of %s: %+v", d.Topic, d)
 		}
 		reasons = append(reasons, d.Topic+":"+d.Reason)
 	}

@@ -335,6 +335,9 @@ func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) bool {
 	dl := schemas.NewDeadLetter("windows", cause, string(ctx.Topic()), ctx.Partition(), ctx.Offset(),
 		[]byte(ctx.Key()), raw, p.opts.Clock())
 	dl.Reason = reason
+	if string(ctx.Topic()) == p.opts.EvidenceTopic {
+		dl.ByReference() // chat text stays in the evidence topic (issue #19)
+	}
 	b, err := p.opts.Codecs.DeadLetter.Encode(cctx, dl)
 	if err == nil {
 		err = p.dead.WriteDeadLetter(cctx, ctx.Key(), b)

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"regexp"
 	"strings"
+
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 )
 
 // sdkLogger adapts the Lark SDK's logger interface (larkcore.Logger) to slog without
@@ -26,6 +28,20 @@ var sdkSafePrefixes = []string{
 	"handle message failed", "unmarshal message failed", "connection is closed",
 	"handle event", "event handle err", "AuthByChallenge", "write resp result error",
 }
+
+// SDKLogger returns the sanitizing adapter for any SDK component that takes a
+// larkcore.Logger, the Open API client included (lark.WithLogger): payloads, bodies
+// and URL queries never pass; Lark's error codes do.
+func SDKLogger(log *slog.Logger) larkcore.Logger {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return sdkLogger{log}
+}
+
+// sdkCode finds Lark error codes in an SDK line ("Code: 99991663" from the SDK's
+// Prettify, "code":99991663 from JSON, code=…).
+var sdkCode = regexp.MustCompile(`(?i)"?\bcode"?\s*[:=]\s*(-?\d{1,10})\b`)
 
 var urlQuery = regexp.MustCompile(`((?:wss?|https?)://[^\s?"']*)\?[^\s"']*`)
 
@@ -56,9 +72,17 @@ func sanitizeSDKLog(s string) string {
 		}
 	}
 	if !safe {
-		// Unknown line: keep its first clause only (the SDK puts values after ':' or ',').
+		// Unknown line: keep its first clause only (the SDK puts values after ':' or
+		// ','), and the error codes it names.
+		var codes []string
+		for _, m := range sdkCode.FindAllStringSubmatch(s, 4) {
+			codes = append(codes, m[1])
+		}
 		if i := strings.IndexAny(s, ",:"); i >= 0 {
 			s = s[:i]
+		}
+		if len(codes) > 0 {
+			s += " (code " + strings.Join(codes, ", ") + ")"
 		}
 	}
 	s = urlQuery.ReplaceAllString(s, "$1?…")

@@ -3,6 +3,8 @@ package openai
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/larkline/larkline/processors/synthesis/synth"
 )
@@ -384,13 +387,16 @@ func statusError(resp *http.Response, data []byte) *StatusError {
 		} `json:"error"`
 	}
 	if json.Unmarshal(data, &body) == nil {
-		se.Message = truncateRunes(synth.Redact(strings.Join(strings.Fields(body.Error.Message), " ")), 200)
-		se.Type = truncateRunes(body.Error.Type, 64)
+		if m := body.Error.Message; m != "" {
+			sum := sha256.Sum256([]byte(m))
+			se.MessageSHA256, se.MessageRunes = hex.EncodeToString(sum[:]), utf8.RuneCountInString(m)
+		}
+		se.Type = tokenOrHash(body.Error.Type)
 		var code string
 		if json.Unmarshal(body.Error.Code, &code) == nil {
-			se.Code = truncateRunes(code, 64)
+			se.Code = tokenOrHash(code)
 		} else if len(body.Error.Code) > 0 && string(body.Error.Code) != "null" {
-			se.Code = truncateRunes(string(body.Error.Code), 64)
+			se.Code = tokenOrHash(string(body.Error.Code))
 		}
 	}
 	return se

@@ -434,8 +434,11 @@ func TestUnavailableUntilBound(t *testing.T) {
 	if !errors.As(err, &se) || se.StatusCode != 503 || se.Type != "server_error" || se.Code != "overloaded" {
 		t.Fatalf("StatusError = %+v", se)
 	}
-	if strings.Contains(err.Error(), "no capacity") || se.Message != "no capacity for user [REDACTED:email]" {
-		t.Fatalf("endpoint message must be redacted and kept out of the error string: %v / %q", err, se.Message)
+	if all := fmt.Sprintf("%v %+v %#v", err, se, se); strings.Contains(all, "no capacity") || strings.Contains(all, secretEmail) {
+		t.Fatalf("endpoint message must not be kept: %s", all)
+	}
+	if se.MessageSHA256 == "" || se.MessageRunes != len("no capacity for user "+secretEmail) {
+		t.Fatalf("message hash %q, runes %d", se.MessageSHA256, se.MessageRunes)
 	}
 	if n := len(f.requests()); n != 5 {
 		t.Fatalf("%d requests, want 5", n)
@@ -749,6 +752,33 @@ func TestLogsCarryNoContent(t *testing.T) {
 	for _, leak := range []string{testKey, "Rolled back payments-api", secretEmail, secretPhone, secretPass, "ANSWER-TITLE-MARKER", "error rate back"} {
 		if strings.Contains(logs, leak) {
 			t.Errorf("logs contain %q", leak)
+		}
+	}
+}
+
+// TestErrorBodyQuotingTheRequestStaysOut: an endpoint whose error message quotes the
+// prompt (chat text) and whose type is free text: the error, the StatusError however
+// it is formatted, and the logs keep the status, the code and a hash, never the text
+// (issue #19). Before the fix the StatusError kept 200 runes of the message.
+func TestErrorBodyQuotingTheRequestStaysOut(t *testing.T) {
+	var buf bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	const quoted = "Rolled back payments-api"
+	f := newFake(t, func(_ int, _ captured, w http.ResponseWriter, _ *http.Request) {
+		status(400, nil, `{"error":{"message":"invalid prompt near '`+quoted+` to v2.31'","type":"bad input near `+quoted+`","code":"context_length_exceeded"}}`)(w)
+	})
+	c, _ := newClient(t, f, func(o *Options) { o.Logger = logger })
+	_, err := c.Synthesize(context.Background(), testRequest())
+	var se *StatusError
+	if !errors.Is(err, synth.ErrRejected) || !errors.As(err, &se) {
+		t.Fatalf("err = %v", err)
+	}
+	if se.StatusCode != 400 || se.Code != "context_length_exceeded" || !strings.HasPrefix(se.Type, "sha256:") || len(se.MessageSHA256) != 64 {
+		t.Fatalf("StatusError = %#v", se)
+	}
+	for where, s := range map[string]string{"error": err.Error(), "%+v": fmt.Sprintf("%+v", se), "%#v": fmt.Sprintf("%#v", se), "logs": buf.String()} {
+		if strings.Contains(s, quoted) || strings.Contains(s, "invalid prompt") {
+			t.Errorf("%s carries the endpoint's message: %s", where, s)
 		}
 	}
 }

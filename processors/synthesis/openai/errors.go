@@ -1,6 +1,8 @@
 package openai
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -15,14 +17,32 @@ import (
 // other status, so synth.IsRetryable classifies it; errors.As recovers the details.
 type StatusError struct {
 	StatusCode int
-	// Type and Code come from an OpenAI-shaped error body ({"error":{...}}), if any.
+	// Type and Code come from an OpenAI-shaped error body ({"error":{...}}), if any,
+	// when they are short tokens (letters, digits, '_', '-', '.', ':'); anything else
+	// is replaced by "sha256:<first 16 hex digits>" of it.
 	Type, Code string
-	// Message is the endpoint's error message, redacted and cut to 200 runes. Some
-	// servers quote the request in it, so it is kept out of Error() and out of logs;
-	// read it deliberately when debugging.
-	Message string
+	// MessageSHA256 is the hex SHA-256 of the endpoint's error message and
+	// MessageRunes its length; the text itself is not kept (issue #19: some servers
+	// quote the request, i.e. chat text, in it). Compare the hash with the endpoint's
+	// own logs when debugging.
+	MessageSHA256 string
+	MessageRunes  int
 	// RetryAfter is the endpoint's Retry-After, or 0 when it sent none.
 	RetryAfter time.Duration
+}
+
+// tokenOrHash keeps s when it is a short token, and a hash of it otherwise.
+func tokenOrHash(s string) string {
+	if s == "" {
+		return ""
+	}
+	if len(s) <= 64 && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-.:", r))
+	}) < 0 {
+		return s
+	}
+	sum := sha256.Sum256([]byte(s))
+	return "sha256:" + hex.EncodeToString(sum[:8])
 }
 
 func (e *StatusError) Error() string {
