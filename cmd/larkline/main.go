@@ -9,6 +9,7 @@
 //	larkline workspaces put|status|get|publish, larkline bind add|remove|list
 //	larkline refresh --workspace W        manual refresh from Lark history
 //	larkline retention run [--dry-run]    redact or delete evidence past retention
+//	larkline deadletters list|redrive     parked records: list them, feed them back through their stage
 //
 // Every command reads one YAML configuration file (--config, or LARKLINE_CONFIG) whose
 // keys can all be overridden from the environment (docs/configuration.md).
@@ -33,17 +34,18 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"demo":       {"run the whole pipeline on the embedded default (in-process Kafka, embedded Postgres, a local Lark)", runDemo},
-	"run":        {"run long-running roles (--roles windows,sink,synthesize,ingest,api,…)", runRoles},
-	"migrate":    {"apply the Postgres schema migrations (idempotent)", runMigrate},
-	"topics":     {"topics ensure: create missing topics and report mismatches", runTopics},
-	"replay":     {"run a new window processor version from the start of the evidence topic", runReplay},
-	"lag":        {"print consumer lag per group, topic and partition", runLag},
-	"version":    {"print the build version", runVersion},
-	"workspaces": {"workspaces put|status|get|publish: manage workspaces (Postgres) or publish to the feed (Kafka)", runWorkspaces},
-	"bind":       {"bind add|remove|list: bind Lark chats to workspaces", runBind},
-	"retention":  {"retention run [--dry-run]: redact or delete evidence past the retention period", runRetention},
-	"refresh":    {"refresh --workspace W: reconcile one workspace from Lark history now, even if no longer firing", runRefresh},
+	"demo":        {"run the whole pipeline on the embedded default (in-process Kafka, embedded Postgres, a local Lark)", runDemo},
+	"run":         {"run long-running roles (--roles windows,sink,synthesize,ingest,api,…)", runRoles},
+	"migrate":     {"apply the Postgres schema migrations (idempotent)", runMigrate},
+	"topics":      {"topics ensure: create missing topics and report mismatches", runTopics},
+	"replay":      {"run a new window processor version from the start of the evidence topic", runReplay},
+	"lag":         {"print consumer lag per group, topic and partition", runLag},
+	"version":     {"print the build version", runVersion},
+	"workspaces":  {"workspaces put|status|get|publish: manage workspaces (Postgres) or publish to the feed (Kafka)", runWorkspaces},
+	"bind":        {"bind add|remove|list: bind Lark chats to workspaces", runBind},
+	"retention":   {"retention run [--dry-run]: redact or delete evidence past the retention period", runRetention},
+	"deadletters": {"deadletters list|redrive: list parked records (ids, never text) or feed them back through their stage", runDeadLetters},
+	"refresh":     {"refresh --workspace W: reconcile one workspace from Lark history now, even if no longer firing", runRefresh},
 }
 
 // errUsage marks a command-line mistake: exit code 2.

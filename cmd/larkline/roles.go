@@ -24,6 +24,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/deadletters"
 	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
@@ -519,7 +520,20 @@ func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []component{closerFunc{exp.Run, exp.Close}}, nil
+	// The dead-letter metrics (issue #19): one exporter per deployment, like lag.
+	dlc, err := newKafkaClient(rt.cfg, "deadletters")
+	if err != nil {
+		exp.Close()
+		return nil, err
+	}
+	dl, err := deadletters.NewExporter(deadletters.ExporterOptions{Client: dlc, Codec: rt.codecs.DeadLetter,
+		Topic: rt.cfg.Kafka.Topics.DeadLetter, Registry: rt.reg, Logger: rt.log})
+	if err != nil {
+		dlc.Close()
+		exp.Close()
+		return nil, err
+	}
+	return []component{closerFunc{exp.Run, exp.Close}, closerFunc{dl.Run, dlc.Close}}, nil
 }
 
 // buildRetention runs the retention job every interval when it is enabled (the

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/larkline/larkline/internal/deadletters"
+)
+
+// runDeadLetters is `larkline deadletters list|redrive` (issue #19).
+func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const usage = "larkline deadletters list [--stage S] [--reason R] [--since T] [--format text|json] | redrive --stage S [--reason R] [--since T]"
+	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
+		return fmt.Errorf("%w: %s", errUsage, usage)
+	}
+	sub := args[0]
+	fs, path := newFlags("deadletters "+sub, stderr)
+	stage := fs.String("stage", "", "only dead letters parked by this stage (evidence_sink, windows, synthesis, workspace_feed)")
+	reason := fs.String("reason", "", "only dead letters of this reason code")
+	since := fs.String("since", "", "only dead letters parked at or after this time (RFC 3339, or a duration back from now such as 24h)")
+	format := fs.String("format", "text", "list: text or json")
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	from, err := deadletters.ParseSince(*since, time.Now())
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	f := deadletters.Filter{Stage: *stage, Reason: *reason, Since: from}
+	if sub == "redrive" && *stage == "" {
+		return fmt.Errorf("%w: redrive needs --stage: %s", errUsage, usage)
+	}
+	if *format != "text" && *format != "json" {
+		return fmt.Errorf("%w: --format must be text or json", errUsage)
+	}
+	required := []string{}
+	if sub == "redrive" && *stage == deadletters.StageEvidenceSink {
+		required = append(required, "postgres.dsn")
+	}
+	rt, err := oneShotRuntime(*path, stderr, required...)
+	if err != nil {
+		return err
+	}
+	defer rt.close()
+	cl, err := newKafkaClient(rt.cfg, "deadletters")
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if sub == "list" {
+		all, err := deadletters.Scan(ctx, cl, rt.codecs.DeadLetter, rt.cfg.Kafka.Topics.DeadLetter)
+		if err != nil {
+			return err
+		}
+		sel := deadletters.Select(all, f)
+		if *format == "json" {
+			if sel == nil {
+				sel = []deadletters.Entry{}
+			}
+			return printJSON(stdout, sel)
+		}
+		// Stage, reason, key (ids only) and time; never a value or an error text.
+		tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "FAILED_AT\tSTAGE\tREASON\tKEY\tSOURCE\tREDRIVEN")
+		for _, e := range sel {
+			red := e.Redriven
+			if red == "" {
+				red = "-"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%d@%d\t%s\n", e.FailedAt.Format(time.RFC3339), e.Stage, e.Reason, e.Key,
+				e.SourceTopic, e.SourcePart, e.SourceOffset, red)
+		}
+		return tw.Flush()
+	}
+	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: rt.cfg.Kafka.Topics.DeadLetter, Logger: rt.log}
+	if *stage == deadletters.StageEvidenceSink {
+		st, err := rt.store(ctx)
+		if err != nil {
+			return err
+		}
+		r.Store = st
+	}
+	red, err := deadletters.NewRedriver(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	rep, err := red.Redrive(ctx, f)
+	if perr := printJSON(stdout, rep); perr != nil && err == nil {
+		err = perr
+	}
+	return err
+}

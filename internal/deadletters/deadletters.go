@@ -1,0 +1,223 @@
+// Package deadletters lists and re-drives the records stages parked in the
+// dead-letter topic (issue #19): `larkline deadletters list` and `larkline
+// deadletters redrive`, and the exporter of larkline_deadletters_* metrics.
+//
+// A re-drive feeds a parked record back through its stage after the cause was fixed:
+//
+//   - evidence_sink: the record is read again from the evidence topic at the offset
+//     the dead letter names (dead letters of evidence carry no value, decisions D9)
+//     and written through the sink's own decoding, checks and evidence rule
+//     (postgres.Redrive). Gone from that offset means a newer version of the message
+//     replaced it (compaction: an edit, a recall, a retention tombstone): superseded,
+//     nothing to do.
+//   - synthesis, workspace_feed: the original value (kept in the dead letter, or read
+//     again at its offset) is produced once more to its source topic with its key;
+//     both consumers are idempotent (window state by compare-and-set; workspace
+//     versions that are not newer are ignored).
+//   - windows: not re-driven here; its state lives in Kafka; replay a processor
+//     version (docs/operations.md).
+//
+// Idempotency: every re-drive that finished (applied, unchanged, superseded,
+// reproduced) appends a marker to the dead-letter topic, a DeadLetter with reason
+// "redriven" naming the dead letter's own partition and offset and the outcome in its
+// error field. A dead letter with a marker is not re-driven again. A record still
+// refused gets no marker and is tried again on the next re-drive.
+package deadletters
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/schemas"
+)
+
+// ReasonRedriven marks a redrive marker.
+const ReasonRedriven = "redriven"
+
+// Stages a re-drive knows.
+const (
+	StageEvidenceSink  = "evidence_sink"
+	StageSynthesis     = "synthesis"
+	StageWorkspaceFeed = "workspace_feed"
+	StageWindows       = "windows"
+)
+
+// Re-drive outcomes.
+const (
+	OutcomeApplied    = "applied"    // written (inserted, updated, redacted, deleted)
+	OutcomeUnchanged  = "unchanged"  // already there (unchanged, stale, delete_absent)
+	OutcomeSuperseded = "superseded" // the original is gone from its offset: a newer version replaced it
+	OutcomeReproduced = "reproduced" // produced again to its source topic
+	OutcomeRefused    = "refused"    // the stage refuses it again: the cause is not fixed (no marker)
+	OutcomeSkipped    = "skipped"    // already re-driven (a marker exists)
+	OutcomeFailed     = "failed"     // a dependency failed (no marker)
+)
+
+// ErrInvalid marks bad input to this package.
+var ErrInvalid = errors.New("deadletters: invalid input")
+
+// Entry is one dead letter of the topic.
+type Entry struct {
+	Partition int32  `json:"dead_letter_partition"`
+	Offset    int64  `json:"dead_letter_offset"`
+	Stage     string `json:"stage"`
+	Reason    string `json:"reason"`
+	// Key is the parked record's key: workspace, chat and message ids, never text.
+	Key            string    `json:"key"`
+	FailedAt       time.Time `json:"failed_at"`
+	SourceTopic    string    `json:"source_topic"`
+	SourcePart     int32     `json:"source_partition"`
+	SourceOffset   int64     `json:"source_offset"`
+	ByReference    bool      `json:"by_reference"`
+	OriginalSchema string    `json:"original_schema,omitempty"`
+	// Redriven is the outcome of the re-drive that finished it, "" while parked.
+	Redriven string `json:"redriven,omitempty"`
+
+	value []byte
+}
+
+// Filter selects dead letters; zero fields match everything.
+type Filter struct {
+	Stage  string
+	Reason string
+	Since  time.Time
+}
+
+func (f Filter) match(e Entry) bool {
+	return (f.Stage == "" || e.Stage == f.Stage) && (f.Reason == "" || e.Reason == f.Reason) &&
+		(f.Since.IsZero() || !e.FailedAt.Before(f.Since))
+}
+
+type dlRef struct {
+	p int32
+	o int64
+}
+
+// Scan reads the dead-letter topic from its start to its end at the time of the
+// call and returns its dead letters (markers folded into Redriven), oldest first per
+// partition. It reads with cl, which must consume nothing else.
+func Scan(ctx context.Context, cl *kgo.Client, codec *schemas.Codec[schemas.DeadLetter], topic string) ([]Entry, error) {
+	if cl == nil || codec == nil || topic == "" {
+		return nil, fmt.Errorf("%w: Scan needs a client, a codec and a topic", ErrInvalid)
+	}
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("deadletters: start offsets of %s: %w", topic, err)
+	}
+	want := map[int32]int64{}
+	assign := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, o.Partition); ok {
+			start = s.Offset
+		}
+		if o.Offset > start {
+			want[o.Partition] = o.Offset
+			assign[o.Partition] = kgo.NewOffset().At(start)
+		}
+	})
+	var (
+		entries []Entry
+		markers = map[dlRef]string{}
+	)
+	if len(assign) > 0 {
+		cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: assign})
+		defer cl.RemoveConsumePartitions(map[string][]int32{topic: keys(assign)})
+	}
+	for len(want) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("deadletters: reading %s: %w", topic, err)
+		}
+		var ferr error
+		fs.EachError(func(_ string, _ int32, err error) {
+			if ferr == nil && !errors.Is(err, context.Canceled) {
+				ferr = err
+			}
+		})
+		if ferr != nil {
+			return nil, fmt.Errorf("deadletters: reading %s: %w", topic, ferr)
+		}
+		var derr error
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := want[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if r.Offset == end-1 {
+				delete(want, r.Partition)
+			}
+			d, err := codec.Decode(ctx, r.Value)
+			if err != nil {
+				if derr == nil && schemas.IsRetryable(err) {
+					derr = err
+				}
+				return // not a dead letter: skipped (it names nothing to re-drive)
+			}
+			if d.Reason == ReasonRedriven && d.Topic == topic {
+				markers[dlRef{d.Partition, d.Offset}] = d.Error
+				return
+			}
+			entries = append(entries, Entry{
+				Partition: r.Partition, Offset: r.Offset, Stage: d.Stage, Reason: d.Reason, Key: string(d.Key),
+				FailedAt: d.FailedAt.UTC(), SourceTopic: d.Topic, SourcePart: d.Partition, SourceOffset: d.Offset,
+				ByReference: d.IsByReference(), OriginalSchema: d.OriginalSchema, value: d.Value,
+			})
+		})
+		if derr != nil {
+			return nil, fmt.Errorf("deadletters: decoding: %w", derr)
+		}
+	}
+	for i := range entries {
+		entries[i].Redriven = markers[dlRef{entries[i].Partition, entries[i].Offset}]
+	}
+	return entries, nil
+}
+
+func keys(m map[int32]kgo.Offset) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Select returns the entries f matches.
+func Select(es []Entry, f Filter) []Entry {
+	var out []Entry
+	for _, e := range es {
+		if f.match(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// ParseSince reads --since: an RFC 3339 time or a duration back from now.
+func ParseSince(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d), nil
+	}
+	return time.Time{}, fmt.Errorf("%w: since %q is neither an RFC 3339 time nor a positive duration", ErrInvalid, s)
+}
