@@ -414,7 +414,7 @@ func TestAcceptanceCriteria(t *testing.T) {
 		if attempts[string(p.sc.Workspaces()[0].ID)+" "+burstKey] > 1 || summaries != float64(logged) || logged == 0 {
 			t.Fatalf("%v summary attempts counted, %d logged (by window %v)", summaries, logged, attempts)
 		}
-		t.Logf("burst window: %d messages in %d chunks; %d windows, %d summary attempts, none twice", burst.evidence, burst.chunks, len(windows), logged)
+		t.Logf("burst window: %d messages in %d chunks; %d windows, %d summary attempts logged by window", burst.evidence, burst.chunks, len(windows), logged)
 	})
 
 	t.Run("every generated timeline entry is traceable to evidence ids", func(t *testing.T) {

@@ -156,12 +156,24 @@ func TestFaultBrokerRestartWhileProducing(t *testing.T) {
 	if rep, err := s.Deliver(ctx, p.webhookURL(), events[:third]); err != nil || len(rep.Undelivered()) > 0 {
 		t.Fatalf("first third: %v", err)
 	}
+	accepted := func() float64 {
+		n, err := p.procs[procEdge].metric(ctx, "larkline_lark_events_total", `outcome="accepted"`)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	first := accepted()
 	rest := make(chan deliveryResult, 1)
 	go func() {
 		rep, err := s.Deliver(ctx, p.webhookURL(), events[third:])
 		rest <- deliveryResult{rep, err}
 	}()
-	time.Sleep(100 * time.Millisecond) // the webhook is producing the rest now
+	// stop the broker once the webhook is producing the rest: it accepted one of them
+	if err := waitFor(ctx, time.Minute, func() bool { return accepted() > first },
+		func() string { return "the webhook accepted none of the rest of the events" }); err != nil {
+		t.Fatal(err)
+	}
 	t.Logf("stopping the broker with %d evidence rows written", p.evidenceCount(ctx))
 	b.stop()
 	time.Sleep(3 * time.Second)
@@ -187,12 +199,16 @@ func TestFaultPostgresDownWhileSinkAndSynthesisRun(t *testing.T) {
 	p.waitEvidence(ctx, 100)
 	t.Logf("database down with %d evidence rows written", p.evidenceCount(ctx))
 	px.setDown(true)
-	time.Sleep(15 * time.Second)
-	px.setDown(false)
-	t.Logf("database back; %d connection attempts were refused meanwhile", px.refused.Load())
-	if px.refused.Load() == 0 {
-		t.Fatalf("no process tried to reach the database during the outage: the fault hit nothing")
+	// down for 15 s, and until a process has been refused: the fault must hit something
+	downAt := time.Now()
+	if err := waitFor(ctx, 2*time.Minute, func() bool { return time.Since(downAt) >= 15*time.Second && px.refused.Load() > 0 },
+		func() string {
+			return "no process tried to reach the database during the outage: the fault hit nothing"
+		}); err != nil {
+		t.Fatal(err)
 	}
+	px.setDown(false)
+	t.Logf("database back after %s; %d connection attempts were refused meanwhile", time.Since(downAt).Truncate(time.Second), px.refused.Load())
 	p.expectDelivered(<-done)
 	p.finish(4 * time.Minute)
 }
@@ -445,8 +461,30 @@ func TestFaultModelOutageBacklogDrains(t *testing.T) {
 	if err := model.waitCalls(ctx, 1, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
+	// Keep the model down past the whole-window retry budget, and until the worker has
+	// shown it met the outage: windows waiting behind the gate and probes that failed
+	// (the gate's open period doubles from 1 s, so four probes take at least 15 s).
 	const outage = 45 * time.Second
-	time.Sleep(outage)
+	outageStart := time.Now()
+	synthProc := p.procs[procSynth]
+	metric := func(name string, labels ...string) float64 {
+		v, err := synthProc.metric(ctx, name, labels...)
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	if err := waitFor(ctx, 3*time.Minute, func() bool {
+		return time.Since(outageStart) >= outage && metric("larkline_synthesis_model_gate_waiting") >= 1 &&
+			metric("larkline_synthesis_model_probes_total", `outcome="failed"`) >= 4
+	}, func() string {
+		return fmt.Sprintf("%s into the outage: %v windows waiting behind the model gate, %v failed probes",
+			time.Since(outageStart).Truncate(time.Second), metric("larkline_synthesis_model_gate_waiting"),
+			metric("larkline_synthesis_model_probes_total", `outcome="failed"`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(outageStart)
 	backlog := len(p.closedWindows(ctx))
 	failedDuringOutage := model.failed.Load()
 	var exhausted int
@@ -454,15 +492,15 @@ func TestFaultModelOutageBacklogDrains(t *testing.T) {
 		WHERE source_type = 'lark_timeline_window' AND status IN ('completed', 'ignored')`).Scan(&exhausted); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("after %s of outage: %d closed windows waiting, %d model calls refused", outage, backlog, failedDuringOutage)
+	t.Logf("after %s of outage: %d closed windows waiting, %d model calls refused", elapsed.Truncate(time.Second), backlog, failedDuringOutage)
 	if exhausted != 0 {
 		t.Fatalf("%d windows finished while the model was down", exhausted)
 	}
 	// Without a gate each window would make (1 + 2 chunk retries) calls per attempt
 	// for 3 attempts (≥ 72 here). With it, the 2 windows in flight exhaust their chunk
 	// retries (2 × 3 calls), then one probe per gate opening: the open period doubles
-	// from 1 s, so at most ~7 in 45 s.
-	if limit := int64(2*3 + 8); failedDuringOutage > limit {
+	// from 1 s, so at most ~7 in 45 s (one more for every doubling past it).
+	if limit := int64(2*3 + 8 + max(0, int(elapsed/(45*time.Second))-1)); failedDuringOutage > limit {
 		t.Fatalf("%d model calls during the outage for %d waiting windows: the endpoint was hammered", failedDuringOutage, backlog)
 	}
 	model.setDown(false)
