@@ -145,6 +145,7 @@ func decodeRecord(ctx context.Context, codec *schemas.Codec[schemas.EvidenceReco
 			cause: fmt.Errorf("record key does not match the value's workspace/chat/message (value names workspace %s, message %s)", rec.WorkspaceID, rec.MessageID)}, nil
 	}
 	row := evidenceRow(&rec)
+	row.Offset, row.HasOffset = r.Offset, true // kept by the store from the message's first version
 	if err := row.Validate(); err != nil {
 		return nil, &parked{rec: r, cause: err, reason: ReasonStoreInvalid}, nil
 	}

@@ -19,7 +19,8 @@ import (
 // TestSinkNewerVersionAheadOfTheOriginal: reconciliation can produce an edit or a
 // recall at a lower offset than the webhook's redelivery of the original. With both
 // in one batch, the newer version stays, for a message with no row yet and for one
-// already stored (issue #16).
+// already stored (issue #16); the row keeps the offset of the record that first
+// carried its message (synthesis reads a closed window's messages by it).
 func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 	e := newEnv(t, 1) // one partition: the whole batch comes in one poll
 	group := uniqueGroup(t)
@@ -49,9 +50,12 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 
 	// The originals of two messages are stored first, by a sink that then stops.
 	first := start(t, e.options(group, e.st), hooks{})
+	firstOffset := map[string]int64{} // by source key
 	for _, m := range msgs {
 		if m.stored {
-			e.produce(t, e.record(t, m.origin))
+			r := e.record(t, m.origin)
+			e.produce(t, r) // sets r.Offset
+			firstOffset[m.origin.SourceKey] = r.Offset
 		}
 	}
 	e.waitCommitted(t, group)
@@ -64,6 +68,11 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 		batch = append(batch, e.record(t, m.newer), e.record(t, m.origin))
 	}
 	e.produce(t, batch...)
+	for i, m := range msgs {
+		if !m.stored {
+			firstOffset[m.newer.SourceKey] = batch[2*i].Offset
+		}
+	}
 	var mu sync.Mutex
 	var polls []int
 	second := start(t, e.options(group, e.st), hooks{batchStart: func(n int) {
@@ -94,6 +103,16 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 	}
 	if len(rows) != len(msgs) {
 		t.Errorf("%d rows, want %d", len(rows), len(msgs))
+	}
+	for _, m := range msgs {
+		var offset *int64
+		if err := e.pool.QueryRow(context.Background(), `SELECT evidence_offset FROM workspace_timeline_evidence
+			WHERE workspace_id = $1 AND source_key = $2`, string(ws), m.newer.SourceKey).Scan(&offset); err != nil {
+			t.Fatal(err)
+		}
+		if want := firstOffset[m.newer.SourceKey]; offset == nil || *offset != want {
+			t.Errorf("%s: evidence offset %v, want %d (the record that first carried the message)", m.name, offset, want)
+		}
 	}
 }
 

@@ -65,6 +65,22 @@ type Evidence struct {
 	Metadata          json.RawMessage
 	Deleted           bool
 	SynthesisEligible bool
+	// Offset is the evidence-topic offset of the record that first carried the message,
+	// when HasOffset: the sink sets it, the store writes it when it inserts the row and
+	// keeps it through later versions (a window of record version 3 reads the messages
+	// first carried below its end offset, RangeQuery.BelowOffset). Rows written before
+	// migration 0004 or outside the sink have none.
+	Offset    int64
+	HasOffset bool
+}
+
+// offset is the row's evidence offset for the database: nil without one.
+func (e *Evidence) offset() *int64 {
+	if !e.HasOffset {
+		return nil
+	}
+	o := e.Offset
+	return &o
 }
 
 // Kind returns the row's (source, source_type).
@@ -107,6 +123,9 @@ func (e *Evidence) Validate() error {
 		if err := checkText(f.name, f.v, f.max, f.need); err != nil {
 			return err
 		}
+	}
+	if e.HasOffset && e.Offset < 0 {
+		return fmt.Errorf("%w: evidence offset %d < 0", ErrInvalid, e.Offset)
 	}
 	return checkJSONObject("metadata_json", e.Metadata, MaxMetadataBytes)
 }
@@ -227,17 +246,18 @@ WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
                          $5::timestamptz[], $6::timestamptz[], $7::timestamptz[],
                          $8::text[], $9::text[], $10::text[], $11::text[], $12::text[],
-                         $13::bool[], $14::bool[])
+                         $13::bool[], $14::bool[], $15::int8[])
         WITH ORDINALITY AS t(workspace_id, source, source_type, source_key,
                              occurred_at, source_updated_at, observed_at,
                              actor_id, actor_display_name, content, content_hash, metadata_json,
-                             deleted, synthesis_eligible, ord)
+                             deleted, synthesis_eligible, evidence_offset, ord)
 ), up AS (
     INSERT INTO workspace_timeline_evidence AS e (
         workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
-        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible)
+        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible, evidence_offset)
     SELECT workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
-           actor_id, actor_display_name, content, content_hash, metadata_json::jsonb, deleted, synthesis_eligible
+           actor_id, actor_display_name, content, content_hash, metadata_json::jsonb, deleted, synthesis_eligible,
+           evidence_offset
     FROM input ORDER BY ord
 ` + evidenceVersionRule + `
 )
@@ -393,13 +413,13 @@ const (
     workspace_id text NOT NULL, source text NOT NULL, source_type text NOT NULL, source_key text NOT NULL,
     occurred_at timestamptz NOT NULL, source_updated_at timestamptz NOT NULL, observed_at timestamptz NOT NULL,
     actor_id text NOT NULL, actor_display_name text NOT NULL, content text NOT NULL, content_hash text NOT NULL,
-    metadata_json text NOT NULL, deleted bool NOT NULL, synthesis_eligible bool NOT NULL
+    metadata_json text NOT NULL, deleted bool NOT NULL, synthesis_eligible bool NOT NULL, evidence_offset int8
 ) ON COMMIT DELETE ROWS`
 )
 
 var evidenceInColumns = []string{"ord", "grp", "workspace_id", "source", "source_type", "source_key",
 	"occurred_at", "source_updated_at", "observed_at", "actor_id", "actor_display_name", "content",
-	"content_hash", "metadata_json", "deleted", "synthesis_eligible"}
+	"content_hash", "metadata_json", "deleted", "synthesis_eligible", "evidence_offset"}
 
 // upsertEvidenceCopySQL applies the copied rows (filter selects them: all, or one
 // occurrence group) with the same rules as upsertEvidenceSQL and returns, like it, the
@@ -415,10 +435,10 @@ var evidenceInColumns = []string{"ord", "grp", "workspace_id", "source", "source
 // repeated keys (the usual case) is read without one.
 func upsertEvidenceCopySQL(filter string) string {
 	columns := `workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
-        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible`
+        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible, evidence_offset`
 	values := `i.workspace_id, i.source, i.source_type, i.source_key, i.occurred_at, i.source_updated_at,
            i.observed_at, i.actor_id, i.actor_display_name, i.content, i.content_hash, i.metadata_json::jsonb,
-           i.deleted, i.synthesis_eligible`
+           i.deleted, i.synthesis_eligible, i.evidence_offset`
 	in := `pg_temp.` + evidenceInTable + ` i`
 	return `
 WITH prev AS MATERIALIZED (
@@ -469,7 +489,7 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 			e := &rows[i]
 			return []any{int32(i + 1), grp[i], string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey,
 				e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt, e.ActorID, e.ActorDisplayName, e.Content,
-				e.ContentHash, string(e.Metadata), e.Deleted, e.SynthesisEligible}, nil
+				e.ContentHash, string(e.Metadata), e.Deleted, e.SynthesisEligible, e.offset()}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("copy input: %w", err)
@@ -538,6 +558,7 @@ func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []i
 		actor, actorName, content   = make([]string, n), make([]string, n), make([]string, n)
 		hash, meta                  = make([]string, n), make([]string, n)
 		deleted, eligible           = make([]bool, n), make([]bool, n)
+		offsets                     = make([]*int64, n)
 	)
 	for j, i := range idx {
 		e := &rows[i]
@@ -546,13 +567,14 @@ func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []i
 		actor[j], actorName[j], content[j] = e.ActorID, e.ActorDisplayName, e.Content
 		hash[j], meta[j] = e.ContentHash, string(e.Metadata)
 		deleted[j], eligible[j] = e.Deleted, e.SynthesisEligible
+		offsets[j] = e.offset()
 	}
 	// An unnamed statement (CacheDescribe) is planned with each call's arrays. A cached
 	// named statement switches to a generic plan after five calls, which cannot see the
 	// batch size and joins the batch against the whole table: seconds instead of
 	// milliseconds once the table holds a few thousand rows.
 	res, err := q.Query(ctx, upsertEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key,
-		occurred, updated, observed, actor, actorName, content, hash, meta, deleted, eligible)
+		occurred, updated, observed, actor, actorName, content, hash, meta, deleted, eligible, offsets)
 	if err != nil {
 		return err
 	}
@@ -622,7 +644,7 @@ func (s *Store) DeleteEvidence(ctx context.Context, ws ids.WorkspaceID, kind Evi
 	return tag.RowsAffected(), nil
 }
 
-const evidenceColumns = `id, workspace_id, source, source_type, source_key, coalesce(chat_id, ''),
+const evidenceColumns = `id, workspace_id, source, source_type, source_key, coalesce(chat_id, ''), evidence_offset,
 	occurred_at, source_updated_at, observed_at, actor_id, actor_display_name, content, content_hash,
 	metadata_json, deleted, synthesis_eligible`
 
@@ -630,11 +652,15 @@ func scanEvidence(row pgx.CollectableRow) (Evidence, error) {
 	var (
 		e        Evidence
 		ws, chat string
+		offset   *int64
 	)
-	err := row.Scan(&e.ID, &ws, &e.Source, &e.SourceType, &e.SourceKey, &chat,
+	err := row.Scan(&e.ID, &ws, &e.Source, &e.SourceType, &e.SourceKey, &chat, &offset,
 		&e.OccurredAt, &e.SourceUpdatedAt, &e.ObservedAt, &e.ActorID, &e.ActorDisplayName,
 		&e.Content, &e.ContentHash, &e.Metadata, &e.Deleted, &e.SynthesisEligible)
 	e.WorkspaceID, e.ChatID = ids.WorkspaceID(ws), ids.ChatID(chat)
+	if offset != nil {
+		e.Offset, e.HasOffset = *offset, true
+	}
 	e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt = e.OccurredAt.UTC(), e.SourceUpdatedAt.UTC(), e.ObservedAt.UTC()
 	return e, err
 }
@@ -707,6 +733,11 @@ type RangeQuery struct {
 	Limit int
 	// EligibleOnly keeps only synthesis-eligible rows that are not deleted.
 	EligibleOnly bool
+	// BelowOffset, when positive, keeps only rows whose message was first carried
+	// below this evidence-topic offset (Evidence.Offset), and rows without one: the
+	// evidence a closed window of record version 3 names, not messages that reached
+	// the chat's partition after it.
+	BelowOffset int64
 }
 
 // EvidenceInRange pages through one chat's evidence in a time window in (occurred_at, id)
@@ -735,8 +766,13 @@ func (s *Store) EvidenceInRange(ctx context.Context, q RangeQuery) (EvidencePage
 	if q.EligibleOnly {
 		sql += ` AND synthesis_eligible AND NOT deleted`
 	}
+	args := []any{string(q.Workspace), string(q.Chat), q.From, q.To, after.OccurredAt, after.ID, limit + 1}
+	if q.BelowOffset > 0 {
+		sql += ` AND (evidence_offset IS NULL OR evidence_offset < $8)`
+		args = append(args, q.BelowOffset)
+	}
 	sql += ` ORDER BY occurred_at, id LIMIT $7`
-	p, err := s.evidencePage(ctx, limit, sql, string(q.Workspace), string(q.Chat), q.From, q.To, after.OccurredAt, after.ID, limit+1)
+	p, err := s.evidencePage(ctx, limit, sql, args...)
 	if err != nil {
 		return EvidencePage{}, fmt.Errorf("evidence of workspace %s chat %s in range: %w", q.Workspace, q.Chat, err)
 	}

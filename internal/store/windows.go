@@ -120,6 +120,10 @@ type WindowMeta struct {
 	// its next chunk still knows what its earlier chunks did.
 	DraftCount    int  `json:"draft_count,omitempty"`
 	DraftsChanged bool `json:"drafts_changed,omitempty"`
+	// BelowOffset is the evidence-topic offset the window's evidence was first carried
+	// below, from its closed record (version 3; ClaimOptions.BelowOffset), so that a
+	// takeover by the stale sweep, which has no record, reads the same evidence.
+	BelowOffset int64 `json:"below_offset,omitempty"`
 	// Error holds bounded diagnostics (MaxDiagnosticBytes) of the last failure.
 	Error            string `json:"error,omitempty"`
 	SummaryAttempted bool   `json:"summary_attempted"`
@@ -278,6 +282,9 @@ type ClaimOptions struct {
 	StaleAfter time.Duration
 	// PromptVersion is recorded in the metadata of a claimed window.
 	PromptVersion string
+	// BelowOffset, when positive, is recorded in the metadata of a window the claim
+	// creates or resumes (WindowMeta.BelowOffset).
+	BelowOffset int64
 }
 
 func (o ClaimOptions) validate(k WindowKey) error {
@@ -290,6 +297,8 @@ func (o ClaimOptions) validate(k WindowKey) error {
 		return fmt.Errorf("%w: max attempts %d < 1", ErrInvalid, o.MaxAttempts)
 	case o.StaleAfter <= 0:
 		return fmt.Errorf("%w: stale timeout %s <= 0", ErrInvalid, o.StaleAfter)
+	case o.BelowOffset < 0:
+		return fmt.Errorf("%w: evidence offset bound %d < 0", ErrInvalid, o.BelowOffset)
 	}
 	return checkText("prompt version", o.PromptVersion, 64, false)
 }
@@ -367,7 +376,7 @@ func (s *Store) CreateWindowIfAbsent(ctx context.Context, key WindowKey, opts Cl
 func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions) (WindowState, bool, error) {
 	end := k.Start.Add(opts.WindowLength)
 	w := WindowState{Status: WindowProcessing, Attempts: 1,
-		Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion}}
+		Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion, BelowOffset: opts.BelowOffset}}
 	meta, err := windowMetaJSON(&w)
 	if err != nil {
 		return WindowState{}, false, err
@@ -465,6 +474,9 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 				w.Meta.EvidenceCount, w.Meta.ChunkCount, w.Meta.CurrentChunkStart = 0, 0, nil
 				w.Meta.DraftCount, w.Meta.DraftsChanged = 0, false
 				w.Meta.PromptVersion = opts.PromptVersion
+			}
+			if w.Meta.BelowOffset == 0 {
+				w.Meta.BelowOffset = opts.BelowOffset
 			}
 		}
 		w, err = putWindow(ctx, tx, w, false)

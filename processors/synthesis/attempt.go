@@ -44,13 +44,19 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		mem    = &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)}
 		prompt string
 	)
+	// A version 3 window reads the messages its record names; a sweep's takeover has
+	// no record, the window state remembers the bound.
+	below := j.belowOffset()
+	if below == 0 {
+		below = st.Meta.BelowOffset
+	}
 	// A resumed window's committed chunks count: their drafts, and whether they changed
 	// a visible draft (the summary policy, §13), are in the window state.
 	res.drafts, res.changed = st.Meta.DraftCount, st.Meta.DraftsChanged
 	if cursor != nil {
 		// The store resumed the window after a committed chunk: the aggregate covers the
 		// evidence before the cursor too.
-		if err := w.seedAggregate(ctx, j, *cursor, agg); err != nil {
+		if err := w.seedAggregate(ctx, j, below, *cursor, agg); err != nil {
 			return res, err
 		}
 	}
@@ -62,7 +68,8 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		var page store.EvidencePage
 		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
 			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: ws, Chat: j.key.Chat,
-				From: j.key.Start, To: j.end, After: cursor, Limit: w.o.EvidenceBatchLimit, EligibleOnly: true})
+				From: j.key.Start, To: j.end, After: cursor, Limit: w.o.EvidenceBatchLimit, EligibleOnly: true,
+				BelowOffset: below})
 			return err
 		})
 		if err != nil {
@@ -177,14 +184,15 @@ func storeFailure(ctx context.Context, what string, err error) error {
 	return failAttempt(reasonStore, fmt.Errorf("%s: %w", what, err))
 }
 
-// seedAggregate adds the window's eligible evidence up to and including cursor to agg.
-func (w *Worker) seedAggregate(ctx context.Context, j *job, cursor store.Cursor, agg *aggregate) error {
+// seedAggregate adds the window's eligible evidence (first carried below below, when
+// positive) up to and including cursor to agg.
+func (w *Worker) seedAggregate(ctx context.Context, j *job, below int64, cursor store.Cursor, agg *aggregate) error {
 	var after *store.Cursor
 	for {
 		var page store.EvidencePage
 		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
 			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: j.key.Workspace, Chat: j.key.Chat,
-				From: j.key.Start, To: j.end, After: after, Limit: scanPage, EligibleOnly: true})
+				From: j.key.Start, To: j.end, After: after, Limit: scanPage, EligibleOnly: true, BelowOffset: below})
 			return err
 		})
 		if err != nil {

@@ -71,6 +71,16 @@ func (j *job) validate() error {
 	return nil
 }
 
+// belowOffset limits a ranged job's reads to the messages its record names: those
+// first carried below its end offset (store.RangeQuery.BelowOffset); 0 (no limit)
+// for older records and sweeps.
+func (j *job) belowOffset() int64 {
+	if !j.ranged {
+		return 0
+	}
+	return j.endOffset
+}
+
 func (j *job) processorVersion() string {
 	if j.key.ProcessorVersion == "" {
 		return ids.DefaultProcessorVersion
@@ -80,7 +90,7 @@ func (j *job) processorVersion() string {
 
 func (j *job) claimOptions(o *Options) store.ClaimOptions {
 	return store.ClaimOptions{WindowLength: j.end.Sub(j.key.Start), MaxAttempts: o.MaxAttempts,
-		StaleAfter: o.StaleTimeout, PromptVersion: o.PromptVersion}
+		StaleAfter: o.StaleTimeout, PromptVersion: o.PromptVersion, BelowOffset: j.belowOffset()}
 }
 
 func (j *job) logAttrs() []any {

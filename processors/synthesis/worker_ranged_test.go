@@ -82,3 +82,65 @@ func TestRangedWindowWaitsForTheSink(t *testing.T) {
 		t.Fatal("sink progress never read")
 	}
 }
+
+// TestRangedWindowReadsTheMessagesItsRecordNames: a version 3 window reads the
+// messages first carried below its end offset, not a message that reached the chat's
+// partition after the window closed (a late message inside its time range), nor does
+// a stale-sweep takeover, which has no record and reads the bound from the window
+// state.
+func TestRangedWindowReadsTheMessagesItsRecordNames(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rows := make([]store.Evidence, 0, len(incidentLines)+1)
+	for i, l := range incidentLines {
+		r := e.evidence(win, l)
+		r.Offset, r.HasOffset = int64(50+i), true // offsets 50..54, below the end 57
+		rows = append(rows, r)
+	}
+	late := e.evidence(win, line{id: "late", at: 3 * time.Minute, sender: "Carol",
+		text: "We decided to fail over payments-db to the replica. Carol owns it."})
+	late.Offset, late.HasOffset = 80, true // after the window closed
+	rows = append(rows, late)
+	if _, err := e.st.UpsertEvidence(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	lateRow, err := e.st.EvidenceByKeys(ctx, e.ws, store.LarkMessageEvidence, []string{late.SourceKey})
+	if err != nil || len(lateRow) != 1 {
+		t.Fatalf("late row: %v %v", lateRow, err)
+	}
+
+	o1 := e.options()
+	claimed := make(chan struct{}, 1)
+	o1.afterClaim = func(context.Context, store.WindowState) error { claimed <- struct{}{}; return errCrash }
+	w1 := e.start(o1)
+	e.produce(e.rangedWindow(win, len(incidentLines), 50, 57))
+	select {
+	case <-claimed:
+	case <-time.After(waitFor):
+		t.Fatal("the window was never claimed")
+	}
+	w1.stop(t)
+	if st, err := e.st.GetWindow(ctx, e.key(win)); err != nil || st.Meta.BelowOffset != 57 {
+		t.Fatalf("claimed window's evidence bound: %d (%v), want 57", st.Meta.BelowOffset, err)
+	}
+
+	// only the sweep of a worker on another topic can finish it
+	o2 := e.options()
+	o2.Topic, o2.Group = e.newTopic(t), e.group+"-sweeper"
+	o2.StaleTimeout, o2.ScanInterval = 3*time.Second, 200*time.Millisecond
+	w2 := e.start(o2)
+	st := e.waitState(win, "the sweep to finish the window", terminal)
+	if st.Status != store.WindowCompleted || st.Meta.EvidenceCount != len(incidentLines) {
+		t.Fatalf("window %s with %d evidence, want completed with the %d messages its record names", st.Status, st.Meta.EvidenceCount, len(incidentLines))
+	}
+	if got := w2.counter("larkline_synthesis_claims_total", "outcome", "taken_over"); got != 1 {
+		t.Errorf("takeovers = %v, want 1", got)
+	}
+	for _, en := range e.entries() {
+		for _, id := range en.EvidenceIDs {
+			if id == lateRow[0].ID {
+				t.Fatalf("entry %d cites the message that arrived after the window closed", en.ID)
+			}
+		}
+	}
+}
