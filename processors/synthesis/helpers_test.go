@@ -41,7 +41,7 @@ var (
 
 // env is one test's real Postgres database and Kafka topics.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	st      *store.Store
 	brokers []string
 	topic   string
@@ -53,7 +53,7 @@ type env struct {
 	chat    ids.ChatID
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	ctx := context.Background()
 	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 12})
@@ -289,7 +289,7 @@ func (e *env) start(o Options) *running {
 }
 
 // stop closes the worker and checks that Run returned cleanly.
-func (r *running) stop(t *testing.T) {
+func (r *running) stop(t testing.TB) {
 	t.Helper()
 	r.w.Close()
 	select {
@@ -342,7 +342,7 @@ func (r *running) counter(name string, labels ...string) float64 {
 }
 
 // eventually polls cond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
+func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(waitFor)
 	for !cond() {

@@ -89,7 +89,8 @@ func (p *pipeline) progress(ctx context.Context) (progress, error) {
 	if err != nil {
 		return g, err
 	}
-	g.evidence, g.windows, g.terminal, g.failed, g.entries = st.Evidence, st.Windows, st.Completed+st.Ignored, st.Failed, st.AIEntries
+	// a window needing attention is terminal, but never what a test wants: shown as failed
+	g.evidence, g.windows, g.terminal, g.failed, g.entries = st.Evidence, st.Windows, st.Completed+st.Ignored, st.Failed+st.NeedsAttention, st.AIEntries
 	return g, nil
 }
 

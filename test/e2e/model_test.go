@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,6 +28,9 @@ type fakeModel struct {
 	inFlight atomic.Int64
 	mu       sync.Mutex
 	summary  int
+	// chunks counts the synthesis calls answered per chunk, a chunk named by its
+	// lowest primary evidence id.
+	chunks map[int64]int
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
@@ -106,6 +110,20 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		m.mu.Unlock()
 		content = map[string]any{"summary": fmt.Sprintf("Status: %d timeline entries so far.", len(in.Entries))}
 	} else {
+		first := int64(-1)
+		for _, g := range in.Groups {
+			for _, msg := range g.Messages {
+				if !msg.Context && (first < 0 || msg.ID < first) {
+					first = msg.ID
+				}
+			}
+		}
+		m.mu.Lock()
+		if m.chunks == nil {
+			m.chunks = map[int64]int{}
+		}
+		m.chunks[first]++
+		m.mu.Unlock()
 		entries := []any{}
 		for i, g := range in.Groups {
 			for _, msg := range g.Messages {
@@ -129,6 +147,14 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resp)
+}
+
+// chunkCalls is how many times each chunk was answered (by its lowest primary
+// evidence id).
+func (m *fakeModel) chunkCalls() map[int64]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.chunks)
 }
 
 // waitCalls waits until the model received at least n calls.
