@@ -29,10 +29,15 @@
 //     transaction; each row's outcome is reported in input order.
 //   - Lists are keyset-paginated on (occurred_at, id) with a hard page limit, stable
 //     when timestamps are equal.
-//   - A window state row is created only when the window holds evidence; it moves by
-//     compare-and-set (ClaimWindow, TransitionWindow) and its claimant is fenced by the
-//     attempt number (WindowLease), so a worker that lost its window to a stale
-//     takeover cannot write to it. Staleness is measured on the database clock.
+//   - A window state row is created only when the window holds evidence, or when a
+//     window whose evidence never came ends needing attention (MarkWindowNeedsAttention);
+//     it moves by compare-and-set (ClaimWindow, TransitionWindow) and its claimant is
+//     fenced by the attempt number (WindowLease), so a worker that lost its window to a
+//     stale takeover cannot write to it. Staleness is measured on the database clock;
+//     a live claimant refreshes it (HeartbeatWindow). A retried or taken-over window
+//     keeps its cursor and chunk counters: it resumes at its next undone chunk.
+//   - An evidence row keeps the evidence-topic offset of the record that first carried
+//     its message (Evidence.Offset); RangeQuery.BelowOffset reads by it.
 //   - A chat collection checkpoint never moves backwards.
 //   - Synthesis never changes the text of a confirmed, hidden, human-created or
 //     human-edited entry, nor a human summary.
