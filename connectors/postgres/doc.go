@@ -97,7 +97,10 @@
 //
 // # Bounds
 //
-// The sink writes only workspace_timeline_evidence and the dead-letter topic. It does
+// The sink writes only workspace_timeline_evidence and the dead-letter topic. A recall
+// it applies also withdraws or flags the entries citing the message and empties the AI
+// summary, in the same transaction, by a trigger of the schema (migration 0005,
+// decisions D12), whoever writes the redaction. It does
 // not create topics or migrate the schema, decide eligibility or windows, or read
 // the evidence it writes. It holds at most two batches in memory, and uses at most
 // Writers database connections at a time.

@@ -26,7 +26,10 @@
 //
 // The timeline is {"workspace":{…},"evidence_listed":bool,"entries":[…]}: the entries
 // that are not hidden, in (occurred_at, id) order, each with its status, source,
-// human_edited marker and evidence_ids. PATCH lets a person confirm, hide (or show
+// human_edited marker, needs_review marker (a message it cites was recalled and the
+// entry is a person's or curated one, kept as it is: a person should look; an edit
+// clears it), withdrawn marker (an untouched AI draft that cited a recalled message:
+// hidden, title and body emptied) and evidence_ids. PATCH lets a person confirm, hide (or show
 // again), retitle, reword, reclassify or move an entry: it becomes human-edited and no
 // automatic process changes its text again. PUT summary stores a person's summary
 // (source=human), which automatic summaries never overwrite.

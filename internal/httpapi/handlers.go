@@ -192,8 +192,16 @@ type entryJSON struct {
 	Source        string     `json:"source"`
 	HumanEdited   bool       `json:"human_edited"`
 	HumanEditedAt *time.Time `json:"human_edited_at,omitempty"`
-	UpdatedAt     time.Time  `json:"updated_at"`
-	EvidenceIDs   []int64    `json:"evidence_ids"`
+	// NeedsReview: a message the entry cites was recalled; the entry is a person's (or
+	// curated), so its text was kept, and a person should look at it. An edit clears it.
+	NeedsReview   bool       `json:"needs_review"`
+	NeedsReviewAt *time.Time `json:"needs_review_at,omitempty"`
+	// Withdrawn: an AI draft nobody had touched that cited a recalled message; it is
+	// hidden and its title and body are empty (decisions D12).
+	Withdrawn   bool       `json:"withdrawn"`
+	WithdrawnAt *time.Time `json:"withdrawn_at,omitempty"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	EvidenceIDs []int64    `json:"evidence_ids"`
 }
 
 type timelineJSON struct {
@@ -211,7 +219,8 @@ func toEntryJSON(e *store.Entry) entryJSON {
 	return entryJSON{
 		ID: e.ID, OccurredAt: e.OccurredAt.UTC(), Kind: e.Kind, Title: e.Title, Body: e.Body,
 		Status: string(e.Status), Source: string(e.Source), HumanEdited: e.HumanEditedAt != nil,
-		HumanEditedAt: e.HumanEditedAt, UpdatedAt: e.UpdatedAt.UTC(), EvidenceIDs: ev,
+		HumanEditedAt: e.HumanEditedAt, NeedsReview: e.NeedsReviewAt != nil, NeedsReviewAt: e.NeedsReviewAt,
+		Withdrawn: e.WithdrawnAt != nil, WithdrawnAt: e.WithdrawnAt, UpdatedAt: e.UpdatedAt.UTC(), EvidenceIDs: ev,
 	}
 }
 
@@ -365,6 +374,9 @@ type summaryJSON struct {
 	Source      string          `json:"source"`
 	Text        string          `json:"text"`
 	UpdatedAt   time.Time       `json:"updated_at"`
+	// RefreshDue: a recall withdrew an AI draft; the AI summary's text was emptied with
+	// it and the next completed window writes a new one.
+	RefreshDue bool `json:"refresh_due"`
 }
 
 type summaryPutJSON struct {
@@ -387,6 +399,7 @@ func (s *Server) answerSummary(w http.ResponseWriter, r *http.Request, c *call) 
 	}
 	writeJSON(w, http.StatusOK, summaryJSON{
 		WorkspaceID: c.ws(), Source: string(sum.Source), Text: sum.Text, UpdatedAt: sum.UpdatedAt.UTC(),
+		RefreshDue: sum.RefreshDueAt != nil,
 	})
 }
 

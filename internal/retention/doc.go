@@ -18,6 +18,9 @@
 //     identity (chat, thread, reply, message and sender type; attachment keys, file
 //     names and mentions are dropped), and the content_hash of a redaction of that
 //     message type, so a redaction is recognisable by its hash wherever it appears.
+//     Unlike a recall, its metadata carries "retention": true (normalize.MetaRetention):
+//     a recall withdraws the AI drafts citing the message (migration 0005), a
+//     retention redaction must not (decisions D12).
 //     Beyond a recall it also clears actor_display_name (a cached profile value);
 //     actor_id (an opaque open_id), the ids and the times stay. The redacted version
 //     is published to the evidence topic (ingest path "manual": the schema has no

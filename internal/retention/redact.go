@@ -90,10 +90,13 @@ func redact(r evidenceRow, observed time.Time) redaction {
 		mt = unknownMessageType
 	}
 	red := normalize.Redact(normalize.Message{MessageType: mt, Metadata: md}, time.Time{})
+	// Marked as retention's, so that the redaction is not taken for a recall, which
+	// would withdraw the AI drafts citing the message (migration 0005, decisions D12).
+	red.Metadata[normalize.MetaRetention] = true
 	meta, err := json.Marshal(red.Metadata)
 	if err != nil {
 		// Only kept structural values of an already stored JSON object: cannot fail.
-		meta = []byte(`{"deleted":true}`)
+		meta = []byte(`{"deleted":true,"retention":true}`)
 	}
 	out := redaction{hash: red.ContentHash, metadata: meta}
 
@@ -140,12 +143,31 @@ func redact(r evidenceRow, observed time.Time) redaction {
 }
 
 // alreadyRedacted reports whether r is exactly its redacted version (a previous run,
-// or a recall that also cleared the display name).
+// or a recall that also cleared the display name: its metadata lacks only the
+// retention marker, and as a recall it already did what a recall does).
 func alreadyRedacted(r evidenceRow, red redaction) bool {
 	if !r.Deleted || r.Eligible || r.Content != "" || r.ActorName != "" || r.ContentHash != red.hash {
 		return false
 	}
-	return jsonEqual(r.Metadata, red.metadata)
+	return jsonEqual(withoutRetentionMarker(r.Metadata), withoutRetentionMarker(red.metadata))
+}
+
+// withoutRetentionMarker returns a JSON object without normalize.MetaRetention (b
+// itself when it does not decode as an object).
+func withoutRetentionMarker(b []byte) []byte {
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil || m == nil {
+		return b
+	}
+	if _, ok := m[normalize.MetaRetention]; !ok {
+		return b
+	}
+	delete(m, normalize.MetaRetention)
+	out, err := json.Marshal(m)
+	if err != nil {
+		return b
+	}
+	return out
 }
 
 func jsonEqual(a, b []byte) bool {
@@ -192,10 +214,11 @@ var keptMetadataKeys = func() []string {
 		probe[k] = "x"
 	}
 	red := normalize.Redact(normalize.Message{MessageType: "text", Metadata: probe}, time.Time{})
-	keys := make([]string, 0, len(red.Metadata))
+	keys := make([]string, 0, len(red.Metadata)+1)
 	for k := range red.Metadata {
 		keys = append(keys, k)
 	}
+	keys = append(keys, normalize.MetaRetention) // added by redact, after normalize.Redact
 	slices.Sort(keys)
 	return keys
 }()

@@ -32,6 +32,7 @@ func TestRedactMatchesRecall(t *testing.T) {
 				t.Fatal(err)
 			}
 			recall := normalize.Redact(normalize.Message{MessageType: md[normalize.MetaMessageType].(string), Metadata: md}, time.Time{})
+			recall.Metadata[normalize.MetaRetention] = true // retention marks its redactions (decisions D12)
 			wantMeta, _ := json.Marshal(recall.Metadata)
 
 			red := redact(row, observed)
@@ -120,7 +121,7 @@ func TestRedactOddRows(t *testing.T) {
 }
 
 func TestKeptMetadataKeys(t *testing.T) {
-	for _, k := range []string{normalize.MetaChatID, normalize.MetaMessageType, normalize.MetaThreadID, normalize.MetaDeleted} {
+	for _, k := range []string{normalize.MetaChatID, normalize.MetaMessageType, normalize.MetaThreadID, normalize.MetaDeleted, normalize.MetaRetention} {
 		if !slices.Contains(keptMetadataKeys, k) {
 			t.Errorf("kept keys %v lack %s", keptMetadataKeys, k)
 		}

@@ -107,6 +107,10 @@ func checkRedacted(t *testing.T, m *message, got store.Evidence, now time.Time) 
 	}
 	mt, _ := md[normalize.MetaMessageType].(string)
 	want := normalize.Redact(normalize.Message{MessageType: mt, Metadata: md}, time.Time{})
+	if m.kind != "recalled" {
+		// Retention marks its own redactions; a recalled row keeps the recall's (decisions D12).
+		want.Metadata[normalize.MetaRetention] = true
+	}
 	wantMeta, _ := json.Marshal(want.Metadata)
 	switch {
 	case got.Content != "" || !got.Deleted || got.SynthesisEligible || got.ActorDisplayName != "":

@@ -63,6 +63,14 @@ type Entry struct {
 	AIMetadata json.RawMessage
 	// HumanEditedAt is set once a human changed the entry.
 	HumanEditedAt *time.Time
+	// WithdrawnAt is set when the entry was an AI draft no human had touched and a
+	// message it cites was recalled: it is hidden and its title and body are empty
+	// (decisions D12). A human edit clears it.
+	WithdrawnAt *time.Time
+	// NeedsReviewAt is set when a message the entry cites was recalled and the entry
+	// is a human's (or curated) one, whose text is never changed: a person should look
+	// at it. A human edit clears it.
+	NeedsReviewAt *time.Time
 	CreatedAt     time.Time
 	UpdatedAt     time.Time
 	EvidenceIDs   []int64
@@ -149,7 +157,8 @@ type EntryResult struct {
 }
 
 const entryColumns = `e.id, e.workspace_id, e.occurred_at, e.kind, e.title, e.body, e.source, e.status,
-	coalesce(e.fingerprint, ''), e.ai_metadata, e.human_edited_at, e.created_at, e.updated_at,
+	coalesce(e.fingerprint, ''), e.ai_metadata, e.human_edited_at, e.withdrawn_at, e.needs_review_at,
+	e.created_at, e.updated_at,
 	ARRAY(SELECT b.evidence_id FROM workspace_timeline_entry_evidence b WHERE b.entry_id = e.id ORDER BY b.evidence_id)`
 
 func scanEntry(row pgx.CollectableRow) (Entry, error) {
@@ -158,12 +167,14 @@ func scanEntry(row pgx.CollectableRow) (Entry, error) {
 		ws, src, st string
 	)
 	err := row.Scan(&e.ID, &ws, &e.OccurredAt, &e.Kind, &e.Title, &e.Body, &src, &st, &e.Fingerprint,
-		&e.AIMetadata, &e.HumanEditedAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
+		&e.AIMetadata, &e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
 	e.Workspace, e.Source, e.Status = ids.WorkspaceID(ws), EntrySource(src), EntryStatus(st)
 	e.OccurredAt, e.CreatedAt, e.UpdatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC(), e.UpdatedAt.UTC()
-	if e.HumanEditedAt != nil {
-		t := e.HumanEditedAt.UTC()
-		e.HumanEditedAt = &t
+	for _, p := range []**time.Time{&e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt} {
+		if *p != nil {
+			t := (*p).UTC()
+			*p = &t
+		}
 	}
 	if e.EvidenceIDs == nil {
 		e.EvidenceIDs = []int64{}
@@ -201,10 +212,54 @@ func (s *Store) GetEntry(ctx context.Context, ws ids.WorkspaceID, id int64) (Ent
 
 // bindEvidence binds evidence rows of workspace ws to an entry and returns how many
 // bindings are new. Every id must name evidence of ws, or nothing is bound (ErrInvalid).
+// Evidence already recalled withdraws or flags the entry as the recall would have
+// (recallBound).
 func bindEvidence(ctx context.Context, q querier, ws ids.WorkspaceID, entryID int64, evidenceIDs []int64) (int, error) {
 	if len(evidenceIDs) == 0 {
 		return 0, nil
 	}
+	added, err := insertBindings(ctx, q, ws, entryID, evidenceIDs)
+	if err != nil {
+		return 0, err
+	}
+	if err := recallBound(ctx, q, ws, evidenceIDs); err != nil {
+		return 0, err
+	}
+	return added, nil
+}
+
+// recallBound applies recalls the entries missed: a synthesizer may have read a
+// message just before its recall and write a draft citing it just after. The evidence
+// rows are read FOR SHARE, so a recall in flight either commits first (the lock waits,
+// the row is read as recalled, and larkline_recall_entries withdraws the draft here)
+// or waits for this transaction (its trigger then sees the new binding). Migration
+// 0005, decisions D12.
+func recallBound(ctx context.Context, q querier, ws ids.WorkspaceID, evidenceIDs []int64) error {
+	rows, err := q.Query(ctx, `SELECT id, deleted AND NOT coalesce(metadata_json ? 'retention', false)
+		FROM workspace_timeline_evidence WHERE workspace_id = $1 AND id = ANY($2::bigint[])
+		ORDER BY id FOR SHARE`, string(ws), evidenceIDs)
+	if err != nil {
+		return err
+	}
+	var recalled []int64
+	var id int64
+	var isRecalled bool
+	if _, err := pgx.ForEachRow(rows, []any{&id, &isRecalled}, func() error {
+		if isRecalled {
+			recalled = append(recalled, id)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if len(recalled) == 0 {
+		return nil
+	}
+	_, err = q.Exec(ctx, `SELECT larkline_recall_entries($1, $2::bigint[])`, string(ws), recalled)
+	return err
+}
+
+func insertBindings(ctx context.Context, q querier, ws ids.WorkspaceID, entryID int64, evidenceIDs []int64) (int, error) {
 	var want, found, added int
 	err := q.QueryRow(ctx, `WITH want AS (SELECT DISTINCT unnest($3::bigint[]) AS id),
 		ok AS (SELECT ev.id FROM workspace_timeline_evidence ev JOIN want USING (id) WHERE ev.workspace_id = $2),
@@ -432,7 +487,8 @@ type EntryPatch struct {
 }
 
 // HumanEditEntry applies a human's edit and marks the entry human-edited, so synthesis
-// never changes its text again. An empty patch is ErrInvalid; a missing entry
+// never changes its text again. The edit is the review a recall asked for: it clears
+// WithdrawnAt and NeedsReviewAt. An empty patch is ErrInvalid; a missing entry
 // ErrNotFound.
 func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64, p EntryPatch) (Entry, error) {
 	if err := validWorkspace(ws); err != nil {
@@ -472,7 +528,7 @@ func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64
 		tag, err := tx.Exec(ctx, `UPDATE workspace_timeline_entries SET
 				status = coalesce($3, status), occurred_at = coalesce($4, occurred_at), kind = coalesce($5, kind),
 				title = coalesce($6, title), body = coalesce($7, body),
-				human_edited_at = now(), updated_at = now()
+				human_edited_at = now(), updated_at = now(), withdrawn_at = NULL, needs_review_at = NULL
 			WHERE workspace_id = $1 AND id = $2`,
 			string(ws), id, status, p.OccurredAt, p.Kind, p.Title, p.Body)
 		if err != nil {

@@ -23,6 +23,11 @@ type Summary struct {
 	UpdatedAt time.Time
 	// AIMetadata records how an AI summary was made (empty object for human ones).
 	AIMetadata json.RawMessage
+	// RefreshDueAt is set when a recall withdrew an AI draft of the workspace: the AI
+	// summary's text was emptied with it (it may have been derived from the draft), and
+	// the next completed window summarizes again whether or not it changed anything
+	// (decisions D12). Writing a summary clears it.
+	RefreshDueAt *time.Time
 }
 
 // GetSummary returns the workspace's summary, or ErrNotFound.
@@ -34,9 +39,9 @@ func (s *Store) GetSummary(ctx context.Context, ws ids.WorkspaceID) (Summary, er
 		sum Summary
 		src string
 	)
-	err := s.pool.QueryRow(ctx, `SELECT source, text, updated_at, ai_metadata
+	err := s.pool.QueryRow(ctx, `SELECT source, text, updated_at, ai_metadata, refresh_due_at
 		FROM workspace_timeline_summaries WHERE workspace_id = $1`, string(ws)).
-		Scan(&src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata)
+		Scan(&src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -44,6 +49,10 @@ func (s *Store) GetSummary(ctx context.Context, ws ids.WorkspaceID) (Summary, er
 		return Summary{}, fmt.Errorf("get summary of workspace %s: %w", ws, err)
 	}
 	sum.Workspace, sum.Source, sum.UpdatedAt = ws, EntrySource(src), sum.UpdatedAt.UTC()
+	if sum.RefreshDueAt != nil {
+		t := sum.RefreshDueAt.UTC()
+		sum.RefreshDueAt = &t
+	}
 	return sum, nil
 }
 
@@ -58,7 +67,7 @@ func (s *Store) PutHumanSummary(ctx context.Context, ws ids.WorkspaceID, text st
 	if _, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries (workspace_id, source, text, ai_metadata)
 		VALUES ($1, 'human', $2, '{}')
 		ON CONFLICT (workspace_id) DO UPDATE SET source = 'human', text = excluded.text,
-			ai_metadata = '{}', updated_at = now()`, string(ws), text); err != nil {
+			ai_metadata = '{}', updated_at = now(), refresh_due_at = NULL`, string(ws), text); err != nil {
 		return fmt.Errorf("put human summary of workspace %s: %w", ws, err)
 	}
 	return nil
@@ -79,7 +88,8 @@ func (s *Store) PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, 
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries AS sm (workspace_id, source, text, ai_metadata)
 		VALUES ($1, 'ai', $2, $3::jsonb)
-		ON CONFLICT (workspace_id) DO UPDATE SET text = excluded.text, ai_metadata = excluded.ai_metadata, updated_at = now()
+		ON CONFLICT (workspace_id) DO UPDATE SET text = excluded.text, ai_metadata = excluded.ai_metadata, updated_at = now(),
+			refresh_due_at = NULL
 		WHERE sm.source <> 'human'`, string(ws), text, jsonObject(meta))
 	if err != nil {
 		return false, fmt.Errorf("put AI summary of workspace %s: %w", ws, err)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 )
@@ -46,7 +47,7 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 	case w.o.Summarizer == nil:
 		skip(skipDisabled)
 		return
-	case !res.changed:
+	case !res.changed && !w.summaryRefreshDue(ctx, j.key.Workspace):
 		skip(skipNoChange)
 		return
 	}
@@ -140,4 +141,17 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 		}
 		log.Info("workspace summary written", "entries", len(req.Entries))
 	}
+}
+
+// summaryRefreshDue reports whether a recall withdrew an AI draft of the workspace
+// since its AI summary was written (store.Summary.RefreshDueAt, decisions D12): the
+// summary's text is gone, and the next completed window summarizes even when it
+// changed nothing itself. A store error counts as not due.
+func (w *Worker) summaryRefreshDue(ctx context.Context, ws ids.WorkspaceID) bool {
+	var sum store.Summary
+	err := w.withStore(ctx, "get_summary", func() (err error) {
+		sum, err = w.o.Store.GetSummary(ctx, ws)
+		return err
+	})
+	return err == nil && sum.Source == store.EntryFromAI && sum.RefreshDueAt != nil
 }

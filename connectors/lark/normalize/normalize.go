@@ -122,6 +122,10 @@ const (
 	MetaMentionOpenIDs      = "mention_open_ids"      // []string
 	MetaMentionAll          = "mention_all"           // bool, present when true
 	MetaRefsTruncated       = "refs_truncated"        // bool: a list above hit maxListItems
+	// MetaRetention marks a redaction made by the retention job (internal/retention),
+	// not a recall: present, true, only there. A recall withdraws the AI drafts citing
+	// the message; retention leaves entries alone (decisions D12).
+	MetaRetention = "retention"
 )
 
 // maxListItems bounds every list in Metadata.

@@ -297,6 +297,12 @@
       if (e.human_edited_at) ed.title = utcTitle(new Date(e.human_edited_at));
       foot.appendChild(ed);
     }
+    if (e.needs_review) {
+      var rv = el("span", "needs-review", "needs review: a cited message was recalled");
+      if (e.needs_review_at) rv.title = utcTitle(new Date(e.needs_review_at));
+      foot.appendChild(rv);
+      li.classList.add("entry-needs-review");
+    }
     var n = e.evidence_ids.length;
     var open = n > 0 && state.open.has(e.id);
     if (n > 0) {
