@@ -39,6 +39,25 @@ type CheckpointMeta struct {
 	LastFullScanAt *time.Time `json:"last_full_scan_at,omitempty"`
 	// Error holds bounded diagnostics (MaxDiagnosticBytes) of the last failure.
 	Error string `json:"error,omitempty"`
+	// RefusedThreads are threads whose replies Lark refused to list (a thread deleted,
+	// or not visible to the bot) while the checkpoint moved past them; reconciliation
+	// reads them again on later runs, a bounded number of times (issue #19). At most
+	// MaxRefusedThreads.
+	RefusedThreads []RefusedThread `json:"refused_threads,omitempty"`
+}
+
+// MaxRefusedThreads bounds CheckpointMeta.RefusedThreads.
+const MaxRefusedThreads = 100
+
+// RefusedThread is a thread a reconciliation run could not read.
+type RefusedThread struct {
+	ID string `json:"id"`
+	// From is the earliest message time the refusals left unread: a retry reads the
+	// thread's replies from there.
+	From time.Time `json:"from"`
+	// Attempts counts the refusals so far; NextAt is when a run may try again.
+	Attempts int       `json:"attempts"`
+	NextAt   time.Time `json:"next_at"`
 }
 
 // Checkpoint is a chat collection checkpoint: one sync-state row per workspace and chat
@@ -145,6 +164,14 @@ func (s *Store) AdvanceCheckpoint(ctx context.Context, ws ids.WorkspaceID, chat 
 	meta.Error = truncateUTF8(meta.Error, MaxDiagnosticBytes)
 	if err := checkText("checkpoint error", meta.Error, MaxDiagnosticBytes, false); err != nil {
 		return Checkpoint{}, false, err
+	}
+	if len(meta.RefusedThreads) > MaxRefusedThreads {
+		return Checkpoint{}, false, fmt.Errorf("%w: %d refused threads > %d", ErrInvalid, len(meta.RefusedThreads), MaxRefusedThreads)
+	}
+	for _, th := range meta.RefusedThreads {
+		if err := checkText("refused thread id", th.ID, 128, true); err != nil {
+			return Checkpoint{}, false, err
+		}
 	}
 	pos.Time = pos.Time.UTC().Truncate(time.Microsecond) // what the column keeps
 	metaJSON, err := json.Marshal(meta)

@@ -56,7 +56,10 @@ type chatRun struct {
 	rep      *ChatReport
 	seen     map[ids.MessageID]bool
 	scanned  map[string]bool
-	log      *slog.Logger
+	// refused are the chat's refused threads (store.CheckpointMeta.RefusedThreads),
+	// loaded with the checkpoint and written with every checkpoint change.
+	refused map[string]store.RefusedThread
+	log     *slog.Logger
 }
 
 // runChat reconciles one chat of one workspace: the range of its plan, page by
@@ -111,7 +114,8 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 		return rep
 	}
 
-	c := &chatRun{r: r, job: j, rep: &rep, seen: map[ids.MessageID]bool{}, scanned: map[string]bool{}, log: log, maxPages: r.opts.MaxPagesPerRun}
+	c := &chatRun{r: r, job: j, rep: &rep, seen: map[ids.MessageID]bool{}, scanned: map[string]bool{},
+		refused: map[string]store.RefusedThread{}, log: log, maxPages: r.opts.MaxPagesPerRun}
 	if j.manual {
 		c.maxPages = r.opts.MaxPagesPerManualRefresh
 	}
@@ -144,6 +148,9 @@ func (c *chatRun) run(ctx context.Context) error {
 	default:
 		c.cp = &cp
 		c.rep.CoveredUntil = cp.Position.Time
+		for _, th := range cp.Meta.RefusedThreads {
+			c.refused[th.ID] = th
+		}
 		if r.isPending(j.key()) {
 			r.publish(ctx, cp)
 		}
@@ -166,6 +173,11 @@ func (c *chatRun) run(ctx context.Context) error {
 	if err := c.seedThreads(ctx); err != nil {
 		return err
 	}
+	// Threads Lark refused in earlier runs, whose ranges the checkpoint has passed,
+	// are read again from where the refusal left them (threads.go).
+	if err := c.retryRefused(ctx); err != nil {
+		return err
+	}
 
 	// Known threads first: a reply to a thread whose root lies before the range
 	// is visible only in the thread container, and the checkpoint may not pass it.
@@ -177,7 +189,7 @@ func (c *chatRun) run(ctx context.Context) error {
 	}
 	var batch []*larkim.Message
 	for _, th := range r.threads.threads(j.chat, since) {
-		items, err := c.readThread(ctx, th)
+		items, err := c.readThread(ctx, th, c.plan.start)
 		if err != nil {
 			return err
 		}
@@ -224,7 +236,7 @@ func (c *chatRun) run(ctx context.Context) error {
 			if t, err := normalize.ParseTimestamp(deref(it.CreateTime)); err == nil {
 				r.threads.observe(j.chat, th, t)
 			}
-			msgs, err := c.readThread(ctx, th)
+			msgs, err := c.readThread(ctx, th, c.plan.start)
 			if err != nil {
 				return err
 			}
@@ -324,13 +336,21 @@ func (c *chatRun) chatItems(page ListPage) (items []*larkim.Message, last store.
 	return items, last, final
 }
 
-// readThread pages one thread newest first and returns its messages inside the
-// range. Thread containers take no time range, so it stops at the first page that
-// reaches before the range; older items it had to receive are dropped. A thread
-// Lark refuses (deleted, invisible) is forgotten, not a failure.
-func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Message, error) {
+// readThread pages one thread newest first and returns its messages created in
+// [from, the range's end). Thread containers take no time range, so it stops at the
+// first page that reaches before from; older items it had to receive are dropped. A
+// thread Lark refuses (deleted, invisible) is not a failure: it leaves the known
+// threads and is kept in the checkpoint for a later run (refuse).
+func (c *chatRun) readThread(ctx context.Context, thread string, from time.Time) ([]*larkim.Message, error) {
+	msgs, _, err := c.readThreadFrom(ctx, thread, from)
+	return msgs, err
+}
+
+// readThreadFrom is readThread; ok reports that the thread was read (not refused,
+// not read earlier in the run).
+func (c *chatRun) readThreadFrom(ctx context.Context, thread string, from time.Time) (msgs []*larkim.Message, ok bool, err error) {
 	if c.scanned[thread] {
-		return nil, nil
+		return nil, false, nil
 	}
 	c.scanned[thread] = true
 	c.rep.Threads++
@@ -338,7 +358,7 @@ func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Mess
 	token := ""
 	for {
 		if err := c.gate(ctx); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		page, err := c.r.list(ctx, ListQuery{ContainerType: ContainerThread, ContainerID: thread, Descending: true, PageToken: token})
 		if err != nil {
@@ -346,10 +366,10 @@ func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Mess
 			if errors.As(err, &ae) && ae.Err == nil && !IsRetryable(err) {
 				c.r.threads.forget(c.job.chat, thread)
 				c.r.m.failures.WithLabelValues(reasonThreadRefused).Inc()
-				c.log.Warn("lark refused a thread; it is no longer read", "thread_id", thread, "code", ae.Code, "status", ae.Status)
-				return nil, nil
+				c.refuse(thread, from, ae.Code, ae.Status)
+				return nil, false, nil
 			}
-			return nil, fail(larkFailureReason(err), err)
+			return nil, false, fail(larkFailureReason(err), err)
 		}
 		c.used++
 		c.rep.ThreadPages++
@@ -368,7 +388,7 @@ func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Mess
 			switch {
 			case !t.Before(c.plan.end):
 				c.r.m.messages.WithLabelValues(msgOutOfRange).Inc()
-			case t.Before(c.plan.start):
+			case t.Before(from):
 				older = true
 				c.r.m.messages.WithLabelValues(msgOutOfRange).Inc()
 			default:
@@ -376,10 +396,10 @@ func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Mess
 			}
 		}
 		if older || !page.HasMore {
-			return out, nil
+			return out, true, nil
 		}
 		if page.PageToken == token {
-			return nil, fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (thread %s, request %s)", ErrMalformedPage, thread, page.RequestID))
+			return nil, false, fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (thread %s, request %s)", ErrMalformedPage, thread, page.RequestID))
 		}
 		token = page.PageToken
 	}
@@ -388,6 +408,12 @@ func (c *chatRun) readThread(ctx context.Context, thread string) ([]*larkim.Mess
 // commit normalizes items, keeps the versions not stored yet and produces them,
 // returning once Kafka acknowledged every record.
 func (c *chatRun) commit(ctx context.Context, items []*larkim.Message) error {
+	return c.commitFrom(ctx, items, c.plan.start)
+}
+
+// commitFrom is commit for items created in [from, the range's end): a refused
+// thread read again starts before the run's range.
+func (c *chatRun) commitFrom(ctx context.Context, items []*larkim.Message, from time.Time) error {
 	if len(items) == 0 {
 		return nil
 	}
@@ -413,7 +439,7 @@ func (c *chatRun) commit(ctx context.Context, items []*larkim.Message) error {
 			r.m.messages.WithLabelValues(msgDuplicate).Inc()
 			continue
 		}
-		if m.CreatedAt.Before(c.plan.start) || !m.CreatedAt.Before(c.plan.end) {
+		if m.CreatedAt.Before(from) || !m.CreatedAt.Before(c.plan.end) {
 			r.m.messages.WithLabelValues(msgOutOfRange).Inc()
 			continue
 		}
@@ -446,7 +472,7 @@ func (c *chatRun) commit(ctx context.Context, items []*larkim.Message) error {
 // The final batch of a full scan records LastFullScanAt.
 func (c *chatRun) advance(ctx context.Context, pos store.CheckpointPosition, final bool) error {
 	r := c.r
-	meta := store.CheckpointMeta{ReconcileVersion: ReconcileVersion}
+	meta := store.CheckpointMeta{ReconcileVersion: ReconcileVersion, RefusedThreads: c.refusedThreads()}
 	if c.cp != nil {
 		meta.LastFullScanAt = c.cp.Meta.LastFullScanAt
 	}
@@ -484,6 +510,7 @@ func (c *chatRun) recordFailure(ctx context.Context, cause error) {
 	defer cancel()
 	meta := c.cp.Meta
 	meta.ReconcileVersion = ReconcileVersion
+	meta.RefusedThreads = c.refusedThreads()
 	meta.Error = failureReason(cause) + ": " + cause.Error()
 	if _, _, err := c.r.opts.Store.AdvanceCheckpoint(ctx, c.job.ws.ID, c.job.chat, c.cp.Position, meta); err != nil {
 		c.log.Warn("could not record reconciliation diagnostics", "err", err)
@@ -500,6 +527,7 @@ func (c *chatRun) endTruncatedRefresh(ctx context.Context) {
 	}
 	meta := c.cp.Meta
 	meta.ReconcileVersion = ReconcileVersion
+	meta.RefusedThreads = c.refusedThreads()
 	at := c.now.UTC()
 	meta.LastFullScanAt = &at
 	if _, _, err := c.r.opts.Store.AdvanceCheckpoint(ctx, c.job.ws.ID, c.job.chat, c.cp.Position, meta); err != nil {

@@ -27,7 +27,12 @@
 // Lark shows only the root of a thread in the chat container, so the replies are
 // read from each thread's container too: newest first (thread containers take no
 // time range), stopping at the first page that reaches before the range; the
-// older items that page carries are dropped. A run reads the threads whose roots
+// older items that page carries are dropped. A thread Lark refuses to list (a
+// non-retryable answer: deleted, not visible to the bot) does not fail the run: it is
+// kept in the chat's checkpoint (store.CheckpointMeta.RefusedThreads, with where it is
+// unread from) and later runs read it again from there, with backoff and at most
+// maxThreadAttempts times (threads.go, larkline_reconcile_refused_threads_total).
+// A run reads the threads whose roots
 // are on its pages, and the threads the chat is known to have (at most the
 // MaxThreadsPerChat most recently active), learnt from earlier pages and from the
 // thread ids of the chat's stored evidence (read once per chat and process, and at

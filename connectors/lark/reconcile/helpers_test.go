@@ -67,6 +67,33 @@ type larkEnv struct {
 
 	mu    sync.Mutex
 	lists []listCall
+	// refuse answers the next n requests for a thread container with a
+	// non-retryable Lark error (the bot may not read the thread).
+	refuse map[string]int
+}
+
+// refuseThread makes Lark refuse the next n reads of thread.
+func (l *larkEnv) refuseThread(thread string, n int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse == nil {
+		l.refuse = map[string]int{}
+	}
+	l.refuse[thread] += n
+}
+
+func (l *larkEnv) refused(r *http.Request) bool {
+	q := r.URL.Query()
+	if q.Get("container_id_type") != ContainerThread {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.refuse[q.Get("container_id")] == 0 {
+		return false
+	}
+	l.refuse[q.Get("container_id")]--
+	return true
 }
 
 // listCall is one GET /open-apis/im/v1/messages as the server received it.
@@ -109,6 +136,12 @@ func newLarkAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *larkEnv
 	l.http = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodGet && r.URL.Path == larktest.PathListMessages {
 			l.record(r)
+			if l.refused(r) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write([]byte(`{"code":230027,"msg":"Lack of necessary permissions"}`))
+				return
+			}
 		}
 		inner.ServeHTTP(w, r)
 	}))

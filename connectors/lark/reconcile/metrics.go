@@ -16,6 +16,13 @@ const (
 	msgOutOfRange = "out_of_range" // a thread item outside the run's range
 )
 
+// Refused-thread results (the result label of larkline_reconcile_refused_threads_total).
+const (
+	threadRefused   = "refused"   // Lark refused the thread; kept in the checkpoint for a later run
+	threadRecovered = "recovered" // a later run read a refused thread
+	threadAbandoned = "abandoned" // refused maxThreadAttempts times (or over the bound): not tried again
+)
+
 type metrics struct {
 	duration  *prometheus.HistogramVec
 	runs      *prometheus.CounterVec
@@ -29,6 +36,8 @@ type metrics struct {
 	published *prometheus.CounterVec
 	// overlapSkips counts runs that cut their overlap re-read short (see chat.go).
 	overlapSkips prometheus.Counter
+	// refusedThreads counts refused threads by what became of them (see threads.go).
+	refusedThreads *prometheus.CounterVec
 	// passes and lastPass: automatic passes done, and when the last one started.
 	passes   prometheus.Counter
 	lastPass prometheus.Gauge
@@ -81,6 +90,10 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "larkline_reconcile_overlap_skips_total",
 			Help: "Runs that cut their overlap re-read short after half their page budget and continued from the checkpoint.",
 		}),
+		refusedThreads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_reconcile_refused_threads_total",
+			Help: "Threads whose replies Lark refused to list, by result: refused (kept in the chat's checkpoint and read again by a later run, with backoff), recovered (a later run read it), abandoned (refused too often, or too many refused threads in the chat: not tried again).",
+		}, []string{"result"}),
 		passes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "larkline_reconcile_passes_total",
 			Help: "Reconciliation passes over every eligible chat that finished (whatever their chats' results).",
@@ -93,7 +106,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.passes, m.lastPass} {
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.refusedThreads, m.passes, m.lastPass} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
 		}

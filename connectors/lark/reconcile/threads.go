@@ -2,11 +2,13 @@ package reconcile
 
 import (
 	"cmp"
+	"context"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/internal/store"
 )
 
 // threadRegistry remembers, per chat, the threads reconciliation must re-read on
@@ -128,4 +130,101 @@ func (g *threadRegistry) retain(keep map[ids.ChatID]bool) {
 			delete(g.chats, c)
 		}
 	}
+}
+
+// Refused threads (issue #19). A thread whose replies Lark refuses to list (deleted,
+// not visible to the bot: a non-retryable answer) used to be dropped while the
+// checkpoint moved past its range, so a reply in it was never collected even after
+// the cause went away. Now the chat's checkpoint keeps it (store.RefusedThread: from
+// where it is unread, how often it was refused, when to try next) and later runs read
+// it again from there, before the known threads and the chat pages: the first retry
+// one ReconcileInterval after the refusal, then after twice as long each time (at most
+// maxThreadBackoff), and after maxThreadAttempts refusals it is abandoned. Counted by
+// larkline_reconcile_refused_threads_total{result}.
+const (
+	maxThreadAttempts = 8
+	maxThreadBackoff  = 12 * time.Hour
+)
+
+// refuse records a refusal of thread, whose replies from from on are unread.
+func (c *chatRun) refuse(thread string, from time.Time, code, status int) {
+	th, known := c.refused[thread]
+	if !known {
+		th = store.RefusedThread{ID: thread, From: from.UTC()}
+	} else if from.Before(th.From) {
+		th.From = from.UTC()
+	}
+	th.Attempts++
+	switch {
+	case th.Attempts >= maxThreadAttempts:
+		delete(c.refused, thread)
+		c.r.m.refusedThreads.WithLabelValues(threadAbandoned).Inc()
+		c.log.Warn("lark refused a thread again; it is no longer read", "thread_id", thread, "attempts", th.Attempts,
+			"unread_from", th.From, "code", code, "status", status)
+		return
+	case !known && len(c.refused) >= store.MaxRefusedThreads:
+		c.r.m.refusedThreads.WithLabelValues(threadAbandoned).Inc()
+		c.log.Warn("lark refused a thread; the chat has too many refused threads, so it is not tried again",
+			"thread_id", thread, "refused_threads", len(c.refused), "code", code, "status", status)
+		return
+	}
+	backoff := c.r.opts.ReconcileInterval
+	for i := 1; i < th.Attempts && backoff < maxThreadBackoff; i++ {
+		backoff *= 2
+	}
+	th.NextAt = c.now.Add(min(backoff, maxThreadBackoff)).UTC()
+	c.refused[thread] = th
+	c.r.m.refusedThreads.WithLabelValues(threadRefused).Inc()
+	c.log.Warn("lark refused a thread; a later run reads it again", "thread_id", thread, "attempts", th.Attempts,
+		"next_at", th.NextAt, "unread_from", th.From, "code", code, "status", status)
+}
+
+// retryRefused reads the refused threads that are due, each from where its refusals
+// left it (never before the plan's bound), and commits what it finds. A thread read
+// leaves the list; the checkpoint records that with its next change, after the
+// thread's messages were acknowledged by Kafka.
+func (c *chatRun) retryRefused(ctx context.Context) error {
+	due := make([]store.RefusedThread, 0, len(c.refused))
+	for _, th := range c.refused {
+		if !th.NextAt.After(c.now) {
+			due = append(due, th)
+		}
+	}
+	slices.SortFunc(due, func(a, b store.RefusedThread) int { return cmp.Or(a.NextAt.Compare(b.NextAt), cmp.Compare(a.ID, b.ID)) })
+	for _, th := range due {
+		from := th.From
+		if from.Before(c.plan.bound) {
+			from = c.plan.bound
+		}
+		if from.After(c.plan.start) {
+			from = c.plan.start
+		}
+		items, ok, err := c.readThreadFrom(ctx, th.ID, from)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue // refused again (refuse kept or abandoned it), or read already
+		}
+		if err := c.commitFrom(ctx, items, from); err != nil {
+			return err
+		}
+		delete(c.refused, th.ID)
+		c.r.m.refusedThreads.WithLabelValues(threadRecovered).Inc()
+		c.log.Info("a refused thread was read", "thread_id", th.ID, "attempts", th.Attempts, "messages", len(items))
+	}
+	return nil
+}
+
+// refusedThreads is the list the checkpoint keeps, in a stable order.
+func (c *chatRun) refusedThreads() []store.RefusedThread {
+	if len(c.refused) == 0 {
+		return nil
+	}
+	out := make([]store.RefusedThread, 0, len(c.refused))
+	for _, th := range c.refused {
+		out = append(out, th)
+	}
+	slices.SortFunc(out, func(a, b store.RefusedThread) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
