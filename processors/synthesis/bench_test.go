@@ -23,8 +23,7 @@ func heapPeak() (stop func() uint64) {
 	read := func() uint64 { rtmetrics.Read(sample); return sample[0].Value.Uint64() }
 	base := read()
 	var (
-		mu   sync.Mutex
-		peak = base
+		peak = base // written by the sampler only, read after it stopped
 		done = make(chan struct{})
 		wg   sync.WaitGroup
 	)
@@ -39,11 +38,7 @@ func heapPeak() (stop func() uint64) {
 				return
 			case <-t.C:
 			}
-			if v := read(); v > peak {
-				mu.Lock()
-				peak = v
-				mu.Unlock()
-			}
+			peak = max(peak, read())
 		}
 	}()
 	return func() uint64 {

@@ -560,15 +560,13 @@ func (w *Worker) heartbeat(ctx context.Context, lost context.CancelCauseFunc, le
 func (w *Worker) needsAttention(ctx context.Context, j *job, diag string, log *slog.Logger) (string, bool, error) {
 	retry := w.backoff()
 	for {
-		st, changed, err := w.o.Store.MarkWindowNeedsAttention(ctx, j.key, j.claimOptions(&w.o), diag)
+		_, changed, err := w.o.Store.MarkWindowNeedsAttention(ctx, j.key, j.claimOptions(&w.o), diag)
 		switch {
 		case err == nil && changed:
 			log.Error("window needs attention: its evidence did not reach the table; no attempt was spent",
 				"diagnostics", diag)
 			return outcomeNeedsAttention, true, nil
-		case err == nil && st.Status == store.WindowFailed:
-			return outcomeSkippedExhausted, true, nil
-		case err == nil:
+		case err == nil: // terminal already: another worker finished it
 			return outcomeSkippedDone, true, nil
 		case errors.Is(err, store.ErrConflict):
 			log.Info("another worker holds the window whose evidence this worker did not find; waiting for it")

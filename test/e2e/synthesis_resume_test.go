@@ -3,16 +3,25 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/larkline/larkline/internal/ids"
 )
 
-// windowAttempts lists every window state's status, counted attempts and refunded
-// attempts, by source key.
-func (p *pipeline) windowAttempts(ctx context.Context) (map[string]string, error) {
+// windowAttempt is what a window state says of its attempts.
+type windowAttempt struct {
+	status                     string
+	attempts, refunded, chunks int
+}
+
+func (w windowAttempt) String() string {
+	return fmt.Sprintf("%s attempts=%d refunded=%d chunks=%d", w.status, w.attempts, w.refunded, w.chunks)
+}
+
+// windowAttempts lists every window state's status, counted and refunded attempts
+// and chunks, by source key.
+func (p *pipeline) windowAttempts(ctx context.Context) (map[string]windowAttempt, error) {
 	rows, err := p.pool.Query(ctx, `SELECT source_key, status, attempts,
 			coalesce((metadata_json->>'refunded_attempts')::int, 0), coalesce((metadata_json->>'chunk_count')::int, 0)
 		FROM workspace_timeline_sync_states WHERE source = $1 AND source_type = $2`, ids.SourceSystem, ids.SourceTypeLarkWindow)
@@ -20,16 +29,16 @@ func (p *pipeline) windowAttempts(ctx context.Context) (map[string]string, error
 		return nil, err
 	}
 	defer rows.Close()
-	out := map[string]string{}
+	out := map[string]windowAttempt{}
 	for rows.Next() {
 		var (
-			key, status              string
-			attempts, refund, chunks int
+			key string
+			w   windowAttempt
 		)
-		if err := rows.Scan(&key, &status, &attempts, &refund, &chunks); err != nil {
+		if err := rows.Scan(&key, &w.status, &w.attempts, &w.refunded, &w.chunks); err != nil {
 			return nil, err
 		}
-		out[key] = fmt.Sprintf("%s attempts=%d refunded=%d chunks=%d", status, attempts, refund, chunks)
+		out[key] = w
 	}
 	return out, rows.Err()
 }
@@ -87,7 +96,7 @@ func TestSinkStoppedSynthesisWaitsWithoutSpendingAttempts(t *testing.T) {
 		t.Fatalf("%d window states for %d windows", len(states), g.windows)
 	}
 	for key, s := range states {
-		if !strings.Contains(s, " attempts=1 refunded=0 ") || strings.HasPrefix(s, "failed") || strings.HasPrefix(s, "needs_attention") {
+		if s.attempts != 1 || s.refunded != 0 || (s.status != "completed" && s.status != "ignored") {
 			t.Errorf("window %s: %s; want completed or ignored at its first attempt, none refunded", key, s)
 		}
 	}
@@ -141,7 +150,7 @@ func TestSynthesisKilledMidWindowResumesAtNextChunk(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fmt.Sprintf("completed attempts=2 refunded=0 chunks=%d", messages/perChunk)
+	want := windowAttempt{status: "completed", attempts: 2, chunks: messages / perChunk}
 	if len(states) != 1 {
 		t.Fatalf("window states %v, want one window", states)
 	}
