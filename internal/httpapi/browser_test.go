@@ -115,8 +115,11 @@ func screenshotPath(name string) string {
 	return filepath.Join(dir, name+".png")
 }
 
-// seedIncident writes a small real incident: messages (one recalled), AI drafts bound to
-// them, a human-confirmed and a human-written entry, a hidden one, and an AI summary.
+// seedIncident writes a small real incident: messages, AI drafts bound to them, two
+// human-confirmed entries and a human-written one, a hidden one, an AI summary, and then
+// a recall of a message the confirmed impact entry cites. Under decisions D12 an
+// untouched draft citing it would be withdrawn; the person's entry keeps its text and is
+// flagged for review.
 func seedIncident(t *testing.T, st *store.Store, ws ids.WorkspaceID) {
 	t.Helper()
 	ctx := context.Background()
@@ -125,7 +128,7 @@ func seedIncident(t *testing.T, st *store.Store, ws ids.WorkspaceID) {
 	ev := mustEvidence(t, st, ws,
 		message{id: "om_01", sender: "ou_li", senderName: "Li Wei", text: "Checkout is returning 502 for about 30% of users in eu-west", at: at(2)},
 		message{id: "om_02", sender: "ou_sam", senderName: "Sam Patel", text: "Started right after deploy v42 of payments-api at 10:00", at: at(4)},
-		message{id: "om_03", sender: "ou_li", senderName: "Li Wei", at: at(5), recalled: true},
+		message{id: "om_03", sender: "ou_li", senderName: "Li Wei", text: "typo, ignore", at: at(5)},
 		message{id: "om_04", sender: "ou_ana", senderName: "Ana Costa", text: "I'm rolling back payments-api to v41 now", at: at(9)},
 		message{id: "om_05", sender: "ou_ana", senderName: "Ana Costa", text: "Rollback finished, 502s dropping", at: at(14)},
 		message{id: "om_06", sender: "ou_sam", senderName: "Sam Patel", text: "Error rate back at baseline (0.1%) for 10 minutes", at: at(25)},
@@ -151,9 +154,13 @@ func seedIncident(t *testing.T, st *store.Store, ws ids.WorkspaceID) {
 	if _, err := st.HumanEditEntry(ctx, ws, entries["mitigation"], store.EntryPatch{Status: ptr(store.EntryStatusConfirmed)}); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.HumanEditEntry(ctx, ws, entries["impact"], store.EntryPatch{Status: ptr(store.EntryStatusConfirmed)}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := st.HumanEditEntry(ctx, ws, entries["noise"], store.EntryPatch{Status: ptr(store.EntryStatusHidden)}); err != nil {
 		t.Fatal(err)
 	}
+	mustEvidence(t, st, ws, message{id: "om_03", sender: "ou_li", senderName: "Li Wei", at: at(5), recalled: true})
 	h, err := st.CreateHumanEntry(ctx, store.HumanEntry{Workspace: ws, OccurredAt: at(30), Kind: "next_step",
 		Title: "Add a canary stage to payments-api deploys", Body: "Owner: Sam"})
 	if err != nil {
@@ -254,6 +261,13 @@ func TestBrowserTimelinePage(t *testing.T) {
 	mustContain("messages", "Li Wei", "Checkout is returning 502 for about 30% of users in eu-west",
 		"Ana Costa", "Rollback finished, 502s dropping", `title="2026-03-01 10:14:00 UTC">18:14:00</time>`)
 	mustContain("redaction", "1 message was recalled in Lark; its content is redacted.", "Message recalled — content redacted")
+	mustContain("review flag", "needs review: a cited message was recalled")
+	if strings.Contains(dom, "typo, ignore") {
+		t.Error("the recalled message's text is shown")
+	}
+	if n := strings.Count(dom, "needs review: a cited message was recalled"); n != 1 {
+		t.Errorf("%d entries flagged for review, want 1 (the confirmed impact entry)", n)
+	}
 	if n := strings.Count(dom, `class="msg`); n < 6 {
 		t.Errorf("%d messages rendered, want at least 6", n)
 	}
