@@ -3,7 +3,7 @@ package schemas
 import (
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // DefaultCheckpointTopic is the compacted topic of CollectionCheckpoint values.

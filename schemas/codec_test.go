@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // roundTrip encodes v with a codec made with opts, checks the header of the wire

@@ -12,7 +12,7 @@
 // Every schema starts with an int field schema_version whose default is the version
 // in its file name. A released file is never edited: a change adds the next version
 // beside it, and the older file stays so that its records remain readable. Keys are
-// built by internal/ids, not here.
+// built by schemas/ids, not here.
 //
 // Each record type has a Go struct with typed ids, a Validate method, and a
 // [Codec] made by its constructor (NewEvidenceCodec, ...). Conversion to and from

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // DefaultEvidenceTopic is the topic of EvidenceRecord values.

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The evidence record is decoded for every record of the evidence topic by the

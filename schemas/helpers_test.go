@@ -16,7 +16,7 @@ import (
 
 	"github.com/linkedin/goavro/v2"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // ---- fixtures

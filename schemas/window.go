@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // DefaultClosedWindowTopic is the topic of ClosedWindow values.

@@ -22,14 +22,14 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
+	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/internal/pgcluster"
 	"github.com/larkline/larkline/internal/store"
-	"github.com/larkline/larkline/internal/workspaces"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // demoRoles is the whole pipeline, in one process.

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestDemoOnceJSON runs `larkline demo --once --format json` on the embedded default

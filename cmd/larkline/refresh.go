@@ -6,7 +6,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // runRefresh is `larkline refresh --workspace W`: the design's manual "Refresh from

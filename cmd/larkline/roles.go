@@ -23,22 +23,22 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
+	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/deadletters"
 	"github.com/larkline/larkline/internal/httpapi"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lagexport"
 	"github.com/larkline/larkline/internal/opsserver"
 	"github.com/larkline/larkline/internal/retention"
 	"github.com/larkline/larkline/internal/store"
-	"github.com/larkline/larkline/internal/workspaces"
 	"github.com/larkline/larkline/processors/synthesis"
 	"github.com/larkline/larkline/processors/synthesis/openai"
 	"github.com/larkline/larkline/processors/synthesis/rules"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/processors/windows"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // component is anything a role runs: Run until ctx ends and drain, then Close.

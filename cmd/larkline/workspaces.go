@@ -8,9 +8,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
-	"github.com/larkline/larkline/internal/workspaces"
 )
 
 // runWorkspaces is `larkline workspaces put|status|get|publish` and runBind is

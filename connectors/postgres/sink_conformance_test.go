@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/conformance"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestConformance runs the shared delivery-guarantee suite on the sink: the evidence

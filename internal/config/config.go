@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Config is larkline's whole configuration: the design's §18 timeline block under

@@ -12,8 +12,8 @@ import (
 
 	"github.com/IBM/sarama"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/logging"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Bounds used by Validate, exported for documentation and tests.

@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // AllWorkspaces, alone in Token.Workspaces, grants every workspace.

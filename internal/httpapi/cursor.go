@@ -9,8 +9,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // An evidence page cursor is opaque to clients: base64url (no padding) of

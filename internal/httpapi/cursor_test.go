@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func TestCursorRoundTrip(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // fakeStore is an in-memory Store. Its keyset listing follows the store's contract

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // call is an authorised API request for one existing workspace. ctx is the request's

@@ -11,7 +11,7 @@ import (
 	"path"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The web page is plain HTML, CSS and JavaScript embedded in the binary: no build

@@ -15,7 +15,7 @@ import (
 	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func gokaForTest(t *testing.T) *Goka {

@@ -10,7 +10,7 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // gokaLookup is the arithmetic of goka's Processor.hash and View.hash (v1.1.14), used

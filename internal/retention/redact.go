@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/normalize"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // unknownMessageType stands in for a row whose metadata lacks a usable message type

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/normalize"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestRedactMatchesRecall: the redaction of a stored row is the very version a recall

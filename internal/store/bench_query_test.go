@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/larkline/larkline/internal/config"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Volume and shape of BenchmarkEvidenceQuery (issue #9). The retention period, the window

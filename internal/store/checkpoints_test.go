@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func TestAdvanceCheckpointNeverMovesBackwards(t *testing.T) {

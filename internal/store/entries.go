@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // EntrySource says who created a timeline entry.

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // upsertPaths names both ways UpsertEvidence writes a batch: the arrays (small batches)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func TestMain(m *testing.M) {

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Progress is how far the pipeline has got for a set of workspaces, as the tables

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestRecallWithdrawsDraftsAndFlagsHumanEntries (issue #19 item 3, decisions D12): a

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func TestSummaryHumanNeverOverwritten(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestHeartbeatWindowKeepsTheClaimAlive: a holder that beats is never taken over,

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 const windowLen = 10 * time.Minute

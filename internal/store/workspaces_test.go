@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func workspace(id ids.WorkspaceID, status WorkspaceStatus) Workspace {

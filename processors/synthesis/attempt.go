@@ -9,9 +9,9 @@ import (
 	"slices"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // maxLookbackRows bounds the rows read for the context before a window; they are read

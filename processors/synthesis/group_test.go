@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 var t0 = time.Date(2024, 5, 1, 14, 0, 0, 0, time.UTC)

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // limiter enforces design §14's concurrency bounds: at most n windows at once in this

@@ -9,9 +9,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Keys of an evidence row's metadata_json that the worker reads: the normalizer's

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // summaryMeta is the ai_metadata of a summary the worker writes.

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/conformance"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestConformance runs the shared delivery-guarantee suite on the window worker: the

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // storeRetries bounds the retries of one store call inside an attempt; the attempt

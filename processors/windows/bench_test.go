@@ -18,9 +18,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // benchCluster is a cluster for benchmarks (testing.B has no *testing.T).

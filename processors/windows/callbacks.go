@@ -9,8 +9,8 @@ import (
 
 	"github.com/lovoo/goka"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The Goka callbacks. Each one follows three rules that make the processor correct

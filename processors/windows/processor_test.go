@@ -15,8 +15,8 @@ import (
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // fakeClock is a controllable wall clock.

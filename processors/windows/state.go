@@ -4,7 +4,7 @@ import (
 	"math/bits"
 	"slices"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The group table holds one value per chat, under the chat key <workspace>/<chat>

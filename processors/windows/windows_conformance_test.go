@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/conformance"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestConformance runs the delivery-guarantee suite on the window processor: evidence

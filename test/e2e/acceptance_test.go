@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // acceptanceScenario is the bundled incident chat (duplicated pushes, one missed event,

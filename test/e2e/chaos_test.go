@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The chaos run (issue #18): the whole pipeline as larkline processes, two instances

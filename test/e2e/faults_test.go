@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // longRetries is a redelivery schedule that outlasts a broker restart (≈ 2.5 min).

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // humanContent is what a person wrote before the run: it must come out untouched.

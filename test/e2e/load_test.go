@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The load benchmarks of issue #9 run the whole pipeline (five processes, real broker

@@ -18,9 +18,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 var larklineBin string

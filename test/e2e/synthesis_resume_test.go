@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // windowAttempt is what a window state says of its attempts.

@@ -3,8 +3,8 @@ package bindings
 import (
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Reasons a message is not stored in a bound workspace. The set is closed, so the

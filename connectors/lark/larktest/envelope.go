@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Event types a scenario may carry.

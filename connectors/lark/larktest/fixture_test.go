@@ -9,7 +9,7 @@ import (
 	lark "github.com/larksuite/oapi-sdk-go/v3"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // History API limits and values (lark-api-notes.md §4.1).

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Delivery says what happens to a scenario event on the webhook.

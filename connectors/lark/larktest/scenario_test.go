@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // validHead is a scenario prefix of five good lines.

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 const (

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Open API paths served, as used by FailNext and Calls.

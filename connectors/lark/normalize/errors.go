@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Sentinel errors. Every rejection returned by this package wraps exactly one of them

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Evidence is the evidence record of m in workspace ws: the one builder both the event

@@ -7,9 +7,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/normalize"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // versionDecision says whether a message read from history must be produced,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestLarkHistory drives the SDK adapter against larktest: paging, the wire

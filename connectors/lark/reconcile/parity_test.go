@@ -15,8 +15,8 @@ import (
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 type oneTarget struct{ ws ids.WorkspaceID }

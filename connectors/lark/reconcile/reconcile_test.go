@@ -14,10 +14,10 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // oneChat returns the only chat report of a pass.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/ingest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Reconciler collects Lark message history into the evidence topic: the

@@ -5,8 +5,8 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestRefusedThreadReadOnALaterRun (issue #19): Lark refuses the thread container of a

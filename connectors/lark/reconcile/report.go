@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // ChatReport is what one chat run did. Counts are of this run only.

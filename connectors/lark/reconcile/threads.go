@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // threadRegistry remembers, per chat, the threads reconciliation must re-read on

@@ -15,9 +15,9 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 var now0 = time.Date(2026, 3, 10, 12, 0, 30, 400_000_000, time.UTC)

@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // A realistic incident chat: checkout payments fail in the EU after a deploy dropped

@@ -11,8 +11,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func newSynth(t testing.TB) *Synthesizer {

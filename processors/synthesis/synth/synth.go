@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Kind is the kind of a timeline entry (design §12.3).

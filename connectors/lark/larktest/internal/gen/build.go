@@ -12,7 +12,7 @@ import (
 	"time"
 
 	lt "github.com/larkline/larkline/connectors/lark/larktest"
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 var (

@@ -11,8 +11,8 @@ import (
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // modes is a chat info API: chat → chat_mode; a chat it does not know fails as

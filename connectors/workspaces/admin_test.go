@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func newAdmin(t *testing.T, st *store.Store) *Admin {

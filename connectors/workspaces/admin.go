@@ -9,8 +9,8 @@ import (
 	"time"
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // AdminStore is the part of the store the admin operations use; *store.Store

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func validRecord() schemas.WorkspaceRecord {

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/larkline/larkline/internal/ids"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestAdminRefresh covers POST /api/v1/admin/workspaces/{id}/refresh, the API form of

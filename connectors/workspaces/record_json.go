@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/larkline/larkline/internal/ids"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // MaxRecordJSONBytes bounds the JSON of one record read by DecodeRecordJSON (room for
