@@ -58,6 +58,16 @@
 // own (fastevidence.go: the same structural check and validation, no goavro maps);
 // a test and a fuzz target hold it to goavro's result on every input.
 //
+// # The evidence metadata contract
+//
+// meta.go holds what every producer of evidence agrees on beyond the schema: the keys
+// metadata_json may hold ([MetaKeys]; never tokens, envelopes or text), the content
+// hash ([ContentHash]: an edit or a recall changes it, a redelivery does not), the
+// ineligibility reasons (Ineligible*), and the redaction rule ([RedactMetadata],
+// [RedactedContentHash]) that a recall (the Lark normalizer) and the retention job
+// (processors/retention, which adds [MetaRetention]) both follow, so that every
+// redaction of a message is the same version wherever it was made.
+//
 // # Tombstones
 //
 // A null Kafka value deletes a key of a compacted topic. It is not a record: the

@@ -31,13 +31,21 @@ func (p IngestPath) Valid() bool {
 	return false
 }
 
-// Common values of EvidenceRecord.IneligibleReason. Any short code is accepted.
+// Values of EvidenceRecord.IneligibleReason: why a stored message must not feed
+// timeline synthesis. The producers of evidence use only these (a closed set, safe as a
+// metrics label); the schema accepts any short code, so that a newer producer's reason
+// is not refused by an older reader.
 const (
-	IneligibleOwnApp          = "own_app"
-	IneligibleInteractiveCard = "interactive_card"
-	IneligibleAttachmentOnly  = "attachment_only"
-	IneligibleSystem          = "system"
-	IneligibleDeleted         = "deleted"
+	IneligibleNone              = ""
+	IneligibleDeleted           = "deleted"
+	IneligibleOwnApp            = "own_app"
+	IneligibleInteractiveCard   = "interactive_card"
+	IneligibleAttachmentOnly    = "attachment_only"
+	IneligibleReferenceOnly     = "reference_only"
+	IneligibleSystem            = "system"
+	IneligibleForwardContainer  = "forward_container"
+	IneligibleNonConversational = "non_conversational"
+	IneligibleEmptyText         = "empty_text"
 )
 
 // EvidenceRecord is one version of one Lark message's evidence in one workspace

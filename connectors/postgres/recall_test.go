@@ -61,7 +61,7 @@ func TestRecallWithdrawsDraftsThroughTheSink(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Retention's redacted version of om_aged, as internal/retention publishes it, and
+	// Retention's redacted version of om_aged, as processors/retention publishes it, and
 	// the recall of om_recalled.
 	retention := recalled(aged, t0)
 	retention.ActorDisplayName, retention.IngestPath = "", schemas.IngestManual

@@ -9,17 +9,18 @@ import (
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
+	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The metadata keys read here are the normalizer's whitelist.
 func TestMetadataKeysMatchTheNormalizer(t *testing.T) {
 	for _, k := range []struct{ ours, theirs string }{
-		{metaThreadID, normalize.MetaThreadID},
-		{metaRootID, normalize.MetaRootID},
-		{metaParentID, normalize.MetaParentID},
-		{metaMessageType, normalize.MetaMessageType},
-		{metaSenderType, normalize.MetaSenderType},
+		{metaThreadID, schemas.MetaThreadID},
+		{metaRootID, schemas.MetaRootID},
+		{metaParentID, schemas.MetaParentID},
+		{metaMessageType, schemas.MetaMessageType},
+		{metaSenderType, schemas.MetaSenderType},
 		{senderTypeApp, normalize.SenderApp},
 	} {
 		if k.ours != k.theirs {

@@ -371,7 +371,7 @@ func TestWebhookOwnAppMessagesAndCardsAreIneligibleEvidence(t *testing.T) {
 	if len(recs) != 2 {
 		t.Fatalf("records = %d, want 2", len(recs))
 	}
-	want := map[ids.MessageID]string{"om_own": normalize.IneligibleOwnApp, "om_card": normalize.IneligibleInteractiveCard}
+	want := map[ids.MessageID]string{"om_own": schemas.IneligibleOwnApp, "om_card": schemas.IneligibleInteractiveCard}
 	for _, r := range recs {
 		if r.SynthesisEligible || r.IneligibleReason != want[r.MessageID] {
 			t.Errorf("%s: eligible %v reason %q, want ineligible %q", r.MessageID, r.SynthesisEligible, r.IneligibleReason, want[r.MessageID])
@@ -428,7 +428,7 @@ func TestRecallRedactsKnownMessage(t *testing.T) {
 		t.Fatalf("records = %d, want 2", len(recs))
 	}
 	live, gone := recs[0], recs[1]
-	if !gone.Deleted || gone.Content != "" || gone.SynthesisEligible || gone.IneligibleReason != normalize.IneligibleDeleted {
+	if !gone.Deleted || gone.Content != "" || gone.SynthesisEligible || gone.IneligibleReason != schemas.IneligibleDeleted {
 		t.Fatalf("recall version: %+v", gone)
 	}
 	if gone.ContentHash == live.ContentHash || gone.Key() != live.Key() {

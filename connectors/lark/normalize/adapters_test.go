@@ -8,6 +8,8 @@ import (
 	"time"
 
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/larkline/larkline/schemas"
 )
 
 func decodeReceiveEvent(t testing.TB, body string) *larkim.P2MessageReceiveV1 {
@@ -182,7 +184,7 @@ func TestFromReceiveEventBotSender(t *testing.T) {
 				t.Fatalf("sender = %q %q", in.SenderType, in.SenderID)
 			}
 			m := mustNormalize(t, newTestNormalizer(t), in)
-			if m.SynthesisEligible || m.IneligibleReason != IneligibleOwnApp {
+			if m.SynthesisEligible || m.IneligibleReason != schemas.IneligibleOwnApp {
 				t.Errorf("own bot message: eligible %v reason %q", m.SynthesisEligible, m.IneligibleReason)
 			}
 			if m.Text != "overview" {
@@ -212,15 +214,15 @@ func TestFromHistoryMessageSamples(t *testing.T) {
 	}{
 		{
 			name: "list item: interactive card from another app (embedded)", body: func(t testing.TB) string { return readTestdata(t, "api_list_messages_response_docs.json") },
-			selfApp: testSelfAppID, wantType: "interactive", wantText: "[card]", wantReason: IneligibleInteractiveCard,
+			selfApp: testSelfAppID, wantType: "interactive", wantText: "[card]", wantReason: schemas.IneligibleInteractiveCard,
 		},
 		{
 			name: "list item: card from our own app", body: func(t testing.TB) string { return readTestdata(t, "api_list_messages_response_docs.json") },
-			selfApp: docsApp, wantType: "interactive", wantText: "[card]", wantReason: IneligibleOwnApp,
+			selfApp: docsApp, wantType: "interactive", wantText: "[card]", wantReason: schemas.IneligibleOwnApp,
 		},
 		{
 			name: "get item: text from another app", body: func(t testing.TB) string { return readShared(t, "api_get_message_response_docs.json") },
-			selfApp: testSelfAppID, wantType: "text", wantText: "test content", wantReason: IneligibleNone,
+			selfApp: testSelfAppID, wantType: "text", wantText: "test content", wantReason: schemas.IneligibleNone,
 		},
 	}
 	for _, tc := range tests {
@@ -243,8 +245,8 @@ func TestFromHistoryMessageSamples(t *testing.T) {
 			if m.Text != tc.wantText || m.IneligibleReason != tc.wantReason {
 				t.Errorf("Text %q reason %q, want %q %q", m.Text, m.IneligibleReason, tc.wantText, tc.wantReason)
 			}
-			if _, ok := m.Metadata[MetaChatType]; ok {
-				t.Errorf("history has no chat type, metadata has %v", m.Metadata[MetaChatType])
+			if _, ok := m.Metadata[schemas.MetaChatType]; ok {
+				t.Errorf("history has no chat type, metadata has %v", m.Metadata[schemas.MetaChatType])
 			}
 			checkMeta(t, m.Metadata, map[string]any{
 				"upper_message_id": want.UpperMessageID, "sender_app_id": docsApp, "sender_type": "app",

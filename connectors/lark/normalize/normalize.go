@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -75,59 +76,6 @@ func New(opts Options) (*Normalizer, error) {
 	return n, nil
 }
 
-// Ineligibility reasons: why a stored message must not feed timeline synthesis. The set
-// is closed (safe as a metrics label).
-const (
-	IneligibleNone              = ""
-	IneligibleDeleted           = "deleted"
-	IneligibleOwnApp            = "own_app"
-	IneligibleInteractiveCard   = "interactive_card"
-	IneligibleAttachmentOnly    = "attachment_only"
-	IneligibleReferenceOnly     = "reference_only"
-	IneligibleSystem            = "system"
-	IneligibleForwardContainer  = "forward_container"
-	IneligibleNonConversational = "non_conversational"
-	IneligibleEmptyText         = "empty_text"
-)
-
-// Metadata keys. Message.Metadata holds only these keys (design §7.4, §9: chat, thread,
-// reply, type and attachment references); never tokens, never the raw envelope, never
-// message text.
-const (
-	MetaChatID              = "chat_id"               // string
-	MetaChatType            = "chat_type"             // string, absent when the transport does not say
-	MetaThreadID            = "thread_id"             // string
-	MetaRootID              = "root_id"               // string
-	MetaParentID            = "parent_id"             // string
-	MetaUpperMessageID      = "upper_message_id"      // string: merge_forward container of a child
-	MetaMessageType         = "message_type"          // string
-	MetaSenderType          = "sender_type"           // string: user|app|anonymous|unknown
-	MetaSenderAppID         = "sender_app_id"         // string, app senders only
-	MetaEdited              = "edited"                // bool, present when true
-	MetaDeleted             = "deleted"               // bool, present when true
-	MetaTruncated           = "truncated"             // bool, present when true
-	MetaTextBytes           = "text_bytes"            // int: length of the whole text, with truncated
-	MetaImageKey            = "image_key"             // string: image message, or video cover
-	MetaImageKeys           = "image_keys"            // []string: images inside a post
-	MetaFileKey             = "file_key"              // string: file, folder, audio, media, sticker
-	MetaFileName            = "file_name"             // string
-	MetaMediaFileKeys       = "media_file_keys"       // []string: videos inside a post
-	MetaDurationMS          = "duration_ms"           // int64: audio and media
-	MetaShareChatID         = "share_chat_id"         // string
-	MetaShareUserID         = "share_user_id"         // string
-	MetaTaskID              = "task_id"               // string
-	MetaCalendarID          = "calendar_id"           // string
-	MetaCalendarEventID     = "calendar_event_id"     // string
-	MetaForwardedMessageIDs = "forwarded_message_ids" // []string: legacy merge_forward content
-	MetaMentionOpenIDs      = "mention_open_ids"      // []string
-	MetaMentionAll          = "mention_all"           // bool, present when true
-	MetaRefsTruncated       = "refs_truncated"        // bool: a list above hit maxListItems
-	// MetaRetention marks a redaction made by the retention job (internal/retention),
-	// not a recall: present, true, only there. A recall withdraws the AI drafts citing
-	// the message; retention leaves entries alone (decisions D12).
-	MetaRetention = "retention"
-)
-
 // maxListItems bounds every list in Metadata.
 const maxListItems = 50
 
@@ -154,10 +102,10 @@ type Message struct {
 	Deleted   bool
 	Metadata  map[string]any
 	// ContentHash is the hex SHA-256 of the semantic content (type, text, attachment
-	// references, deletion flag); see contentHash.
+	// references, deletion flag); see schemas.ContentHash.
 	ContentHash string
 	// SynthesisEligible reports whether timeline synthesis may read this message;
-	// IneligibleReason says why not (one of the Ineligible* constants).
+	// IneligibleReason says why not (one of the schemas.Ineligible* constants).
 	SynthesisEligible bool
 	IneligibleReason  string
 }
@@ -194,20 +142,20 @@ func (n *Normalizer) Normalize(in Input) (Message, error) {
 	r.finishMetadata()
 	m.Text = text
 	if truncated {
-		m.Metadata[MetaTruncated] = true
-		m.Metadata[MetaTextBytes] = total
+		m.Metadata[schemas.MetaTruncated] = true
+		m.Metadata[schemas.MetaTextBytes] = total
 	}
-	m.ContentHash = contentHash(m.MessageType, digest, r.refs, false)
+	m.ContentHash = schemas.ContentHash(m.MessageType, digest, r.refs, false)
 
 	switch {
 	case n.isOwn(in):
-		m.IneligibleReason = IneligibleOwnApp
-	case k.ineligible != IneligibleNone:
+		m.IneligibleReason = schemas.IneligibleOwnApp
+	case k.ineligible != schemas.IneligibleNone:
 		m.IneligibleReason = k.ineligible
 	case text == "":
-		m.IneligibleReason = IneligibleEmptyText
+		m.IneligibleReason = schemas.IneligibleEmptyText
 	}
-	m.SynthesisEligible = m.IneligibleReason == IneligibleNone
+	m.SynthesisEligible = m.IneligibleReason == schemas.IneligibleNone
 	return m, nil
 }
 
@@ -270,17 +218,17 @@ func (n *Normalizer) base(in Input) (Message, error) {
 	}
 
 	md := m.Metadata
-	md[MetaChatID] = string(chatID)
-	md[MetaMessageType] = in.MessageType
-	md[MetaSenderType] = m.SenderType
-	setNonEmpty(md, MetaChatType, in.ChatType)
-	setNonEmpty(md, MetaThreadID, m.ThreadID)
-	setNonEmpty(md, MetaRootID, string(m.RootID))
-	setNonEmpty(md, MetaParentID, string(m.ParentID))
-	setNonEmpty(md, MetaUpperMessageID, string(upper))
-	setNonEmpty(md, MetaSenderAppID, m.SenderAppID)
+	md[schemas.MetaChatID] = string(chatID)
+	md[schemas.MetaMessageType] = in.MessageType
+	md[schemas.MetaSenderType] = m.SenderType
+	setNonEmpty(md, schemas.MetaChatType, in.ChatType)
+	setNonEmpty(md, schemas.MetaThreadID, m.ThreadID)
+	setNonEmpty(md, schemas.MetaRootID, string(m.RootID))
+	setNonEmpty(md, schemas.MetaParentID, string(m.ParentID))
+	setNonEmpty(md, schemas.MetaUpperMessageID, string(upper))
+	setNonEmpty(md, schemas.MetaSenderAppID, m.SenderAppID)
 	if in.Updated {
-		md[MetaEdited] = true
+		md[schemas.MetaEdited] = true
 	}
 	return m, nil
 }
@@ -339,27 +287,13 @@ func Redact(m Message, recalledAt time.Time) Message {
 	out.Text = ""
 	out.Deleted = true
 	out.SynthesisEligible = false
-	out.IneligibleReason = IneligibleDeleted
-	out.ContentHash = contentHash(m.MessageType, emptyTextDigest, nil, true)
+	out.IneligibleReason = schemas.IneligibleDeleted
+	out.ContentHash = schemas.RedactedContentHash(m.MessageType)
 	if recalledAt.After(out.UpdatedAt) {
 		out.UpdatedAt = recalledAt.UTC()
 	}
-	md := make(map[string]any, len(redactionKeptKeys)+1)
-	for _, k := range redactionKeptKeys {
-		if v, ok := m.Metadata[k]; ok {
-			md[k] = v
-		}
-	}
-	md[MetaDeleted] = true
-	out.Metadata = md
+	out.Metadata = schemas.RedactMetadata(m.Metadata)
 	return out
-}
-
-// redactionKeptKeys are the metadata keys a redacted message keeps: structure and
-// identity, nothing derived from content.
-var redactionKeptKeys = []string{
-	MetaChatID, MetaChatType, MetaThreadID, MetaRootID, MetaParentID, MetaUpperMessageID,
-	MetaMessageType, MetaSenderType, MetaSenderAppID,
 }
 
 func optionalMessageID(field, s string, msgID ids.MessageID) (ids.MessageID, error) {

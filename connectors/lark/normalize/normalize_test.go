@@ -12,6 +12,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -150,12 +151,12 @@ func TestAcceptedChatTypesAndSenders(t *testing.T) {
 		check  func(t *testing.T, m Message)
 	}{
 		{"topic group", func(in *Input) { in.ChatType = ChatTypeTopicGroup }, func(t *testing.T, m Message) {
-			if m.Metadata[MetaChatType] != ChatTypeTopicGroup {
-				t.Errorf("chat_type %v", m.Metadata[MetaChatType])
+			if m.Metadata[schemas.MetaChatType] != ChatTypeTopicGroup {
+				t.Errorf("chat_type %v", m.Metadata[schemas.MetaChatType])
 			}
 		}},
 		{"chat type not reported (history)", func(in *Input) { in.ChatType = "" }, func(t *testing.T, m Message) {
-			if _, ok := m.Metadata[MetaChatType]; ok {
+			if _, ok := m.Metadata[schemas.MetaChatType]; ok {
 				t.Error("chat_type present")
 			}
 		}},
@@ -165,22 +166,22 @@ func TestAcceptedChatTypesAndSenders(t *testing.T) {
 			}
 		}},
 		{"foreign sender type is mapped", func(in *Input) { in.SenderType = "bot" }, func(t *testing.T, m Message) {
-			if m.SenderType != SenderApp || m.Metadata[MetaSenderType] != SenderApp {
+			if m.SenderType != SenderApp || m.Metadata[schemas.MetaSenderType] != SenderApp {
 				t.Errorf("sender type %q", m.SenderType)
 			}
 		}},
 		{"other bot stays eligible", func(in *Input) { in.SenderType, in.SenderID, in.SenderAppID = SenderApp, "", "cli_alerts" }, func(t *testing.T, m Message) {
-			if !m.SynthesisEligible || m.Metadata[MetaSenderAppID] != "cli_alerts" {
+			if !m.SynthesisEligible || m.Metadata[schemas.MetaSenderAppID] != "cli_alerts" {
 				t.Errorf("eligible %v metadata %v", m.SynthesisEligible, m.Metadata)
 			}
 		}},
 		{"own app by app id", func(in *Input) { in.SenderType, in.SenderID, in.SenderAppID = SenderApp, "", testSelfAppID }, func(t *testing.T, m Message) {
-			if m.SynthesisEligible || m.IneligibleReason != IneligibleOwnApp || m.Text == "" {
+			if m.SynthesisEligible || m.IneligibleReason != schemas.IneligibleOwnApp || m.Text == "" {
 				t.Errorf("eligible %v reason %q text %q", m.SynthesisEligible, m.IneligibleReason, m.Text)
 			}
 		}},
 		{"own bot by open_id", func(in *Input) { in.SenderType, in.SenderID = SenderApp, testSelfBotID }, func(t *testing.T, m Message) {
-			if m.SynthesisEligible || m.IneligibleReason != IneligibleOwnApp {
+			if m.SynthesisEligible || m.IneligibleReason != schemas.IneligibleOwnApp {
 				t.Errorf("eligible %v reason %q", m.SynthesisEligible, m.IneligibleReason)
 			}
 		}},
@@ -204,7 +205,7 @@ func TestAcceptedChatTypesAndSenders(t *testing.T) {
 			}
 		}},
 		{"whitespace-only text is ineligible", func(in *Input) { in.Content = `{"text":" \n\t "}` }, func(t *testing.T, m Message) {
-			if m.Text != "" || m.SynthesisEligible || m.IneligibleReason != IneligibleEmptyText {
+			if m.Text != "" || m.SynthesisEligible || m.IneligibleReason != schemas.IneligibleEmptyText {
 				t.Errorf("text %q eligible %v reason %q", m.Text, m.SynthesisEligible, m.IneligibleReason)
 			}
 		}},
@@ -258,11 +259,11 @@ func TestMentionsRenderedToNames(t *testing.T) {
 			if m.Text != tc.want {
 				t.Errorf("Text = %q, want %q", m.Text, tc.want)
 			}
-			if (m.Metadata[MetaMentionAll] == true) != tc.wantAll {
-				t.Errorf("mention_all = %v, want %v", m.Metadata[MetaMentionAll], tc.wantAll)
+			if (m.Metadata[schemas.MetaMentionAll] == true) != tc.wantAll {
+				t.Errorf("mention_all = %v, want %v", m.Metadata[schemas.MetaMentionAll], tc.wantAll)
 			}
 			checkMeta(t, m.Metadata, map[string]any{
-				MetaMentionOpenIDs: []string{"ou_alice", "ou_judy", "ou_nameless", "ou_evil"},
+				schemas.MetaMentionOpenIDs: []string{"ou_alice", "ou_judy", "ou_nameless", "ou_evil"},
 			})
 		})
 	}
@@ -312,7 +313,7 @@ func TestCardShapes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			m := mustNormalize(t, n, groupInput("interactive", tc.content))
-			if m.Text != tc.want || m.SynthesisEligible || m.IneligibleReason != IneligibleInteractiveCard {
+			if m.Text != tc.want || m.SynthesisEligible || m.IneligibleReason != schemas.IneligibleInteractiveCard {
 				t.Errorf("Text %q eligible %v reason %q", m.Text, m.SynthesisEligible, m.IneligibleReason)
 			}
 		})
@@ -370,7 +371,7 @@ func TestTruncationAtRuneBoundaries(t *testing.T) {
 			if !strings.HasPrefix(long, body) || len(body) < limit-len(TruncationMarker)-utf8.UTFMax {
 				t.Errorf("kept %q: not the longest rune-aligned prefix", body)
 			}
-			if m.Metadata[MetaTruncated] != true || m.Metadata[MetaTextBytes] != len(long) {
+			if m.Metadata[schemas.MetaTruncated] != true || m.Metadata[schemas.MetaTextBytes] != len(long) {
 				t.Errorf("metadata %v", m.Metadata)
 			}
 		})
@@ -386,7 +387,7 @@ func TestTruncationAtRuneBoundaries(t *testing.T) {
 		if m.Text != text {
 			t.Errorf("Text = %q", m.Text)
 		}
-		if _, ok := m.Metadata[MetaTruncated]; ok {
+		if _, ok := m.Metadata[schemas.MetaTruncated]; ok {
 			t.Error("truncated flag set")
 		}
 	})
@@ -521,7 +522,7 @@ func TestRedact(t *testing.T) {
 	recalled := orig.UpdatedAt.Add(5 * time.Minute)
 
 	r := Redact(orig, recalled)
-	if r.Text != "" || !r.Deleted || r.SynthesisEligible || r.IneligibleReason != IneligibleDeleted {
+	if r.Text != "" || !r.Deleted || r.SynthesisEligible || r.IneligibleReason != schemas.IneligibleDeleted {
 		t.Errorf("redacted: %+v", r)
 	}
 	if r.ContentHash == orig.ContentHash {
@@ -541,7 +542,7 @@ func TestRedact(t *testing.T) {
 		t.Errorf("metadata = %v, want exactly %v", r.Metadata, want)
 	}
 	checkMeta(t, r.Metadata, want)
-	if _, ok := orig.Metadata[MetaFileName]; !ok {
+	if _, ok := orig.Metadata[schemas.MetaFileName]; !ok {
 		t.Error("Redact mutated the original's metadata")
 	}
 
@@ -562,7 +563,7 @@ func TestRedact(t *testing.T) {
 		del.Deleted = true
 		del.Content = "This message was recalled" // not JSON: must not matter
 		h := mustNormalize(t, n, del)
-		if h.ContentHash != r.ContentHash || h.Text != "" || !h.Deleted || h.IneligibleReason != IneligibleDeleted {
+		if h.ContentHash != r.ContentHash || h.Text != "" || !h.Deleted || h.IneligibleReason != schemas.IneligibleDeleted {
 			t.Errorf("history deleted: %+v", h)
 		}
 		checkMeta(t, h.Metadata, want)

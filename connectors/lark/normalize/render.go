@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/larkline/larkline/schemas"
 )
 
 // Bounds of short values copied from content.
@@ -50,13 +52,13 @@ func newRenderer(out *textSink, mentions []Mention, meta map[string]any) *render
 
 func (r *renderer) finishMetadata() {
 	if len(r.mentionIDs) > 0 {
-		r.meta[MetaMentionOpenIDs] = r.mentionIDs
+		r.meta[schemas.MetaMentionOpenIDs] = r.mentionIDs
 	}
 	if r.mentionAll {
-		r.meta[MetaMentionAll] = true
+		r.meta[schemas.MetaMentionAll] = true
 	}
 	if r.listsFull {
-		r.meta[MetaRefsTruncated] = true
+		r.meta[schemas.MetaRefsTruncated] = true
 	}
 }
 
@@ -134,7 +136,7 @@ func (r *renderer) scalarRef(name, value string) {
 		return
 	}
 	r.meta[name] = value
-	r.refs = append(r.refs, ref{name, value})
+	r.refs = append(r.refs, ref{Name: name, Value: value})
 }
 
 // listRef appends to a list reference, at most maxListItems values per list.
@@ -148,14 +150,14 @@ func (r *renderer) listRef(name, value string) {
 		return
 	}
 	r.meta[name] = append(list, value)
-	r.refs = append(r.refs, ref{name, value})
+	r.refs = append(r.refs, ref{Name: name, Value: value})
 }
 
 func (r *renderer) fileName(name string) string {
 	name = cleanString(name, maxFileNameBytes)
 	if name != "" {
-		r.meta[MetaFileName] = name
-		r.refs = append(r.refs, ref{MetaFileName, name})
+		r.meta[schemas.MetaFileName] = name
+		r.refs = append(r.refs, ref{Name: schemas.MetaFileName, Value: name})
 	}
 	return name
 }
@@ -165,8 +167,8 @@ func (r *renderer) duration(v looseString) string {
 	if err != nil || ms < 0 {
 		return ""
 	}
-	r.meta[MetaDurationMS] = ms
-	r.refs = append(r.refs, ref{MetaDurationMS, strconv.FormatInt(ms, 10)})
+	r.meta[schemas.MetaDurationMS] = ms
+	r.refs = append(r.refs, ref{Name: schemas.MetaDurationMS, Value: strconv.FormatInt(ms, 10)})
 	return (time.Duration(ms) * time.Millisecond).Round(time.Second).String()
 }
 
@@ -254,28 +256,28 @@ type kind struct {
 // rendered and whether synthesis may read it. Types absent here are rejected with
 // ErrUnsupportedMessageType.
 var kinds = map[string]kind{
-	"text":                 {renderText, IneligibleNone},
-	"post":                 {renderPost, IneligibleNone},
-	"image":                {renderImage, IneligibleAttachmentOnly},
-	"file":                 {renderFile("[file]"), IneligibleAttachmentOnly},
-	"folder":               {renderFile("[folder]"), IneligibleAttachmentOnly},
-	"audio":                {renderAudio, IneligibleAttachmentOnly},
-	"media":                {renderMedia, IneligibleAttachmentOnly},
-	"video":                {renderMedia, IneligibleAttachmentOnly},
-	"sticker":              {renderSticker, IneligibleAttachmentOnly},
-	"interactive":          {renderCard, IneligibleInteractiveCard},
-	"hongbao":              {renderHongbao, IneligibleNonConversational},
-	"share_calendar_event": {renderCalendar("[shared calendar event]"), IneligibleNone},
-	"calendar":             {renderCalendar("[calendar invitation]"), IneligibleNone},
-	"general_calendar":     {renderCalendar("[calendar]"), IneligibleNone},
-	"share_chat":           {renderShareChat, IneligibleReferenceOnly},
-	"share_user":           {renderShareUser, IneligibleReferenceOnly},
-	"system":               {renderSystem, IneligibleSystem},
-	"location":             {renderLocation, IneligibleReferenceOnly},
-	"video_chat":           {renderVideoChat, IneligibleNone},
-	"todo":                 {renderTodo, IneligibleNone},
-	"vote":                 {renderVote, IneligibleNone},
-	"merge_forward":        {renderMergeForward, IneligibleForwardContainer},
+	"text":                 {renderText, schemas.IneligibleNone},
+	"post":                 {renderPost, schemas.IneligibleNone},
+	"image":                {renderImage, schemas.IneligibleAttachmentOnly},
+	"file":                 {renderFile("[file]"), schemas.IneligibleAttachmentOnly},
+	"folder":               {renderFile("[folder]"), schemas.IneligibleAttachmentOnly},
+	"audio":                {renderAudio, schemas.IneligibleAttachmentOnly},
+	"media":                {renderMedia, schemas.IneligibleAttachmentOnly},
+	"video":                {renderMedia, schemas.IneligibleAttachmentOnly},
+	"sticker":              {renderSticker, schemas.IneligibleAttachmentOnly},
+	"interactive":          {renderCard, schemas.IneligibleInteractiveCard},
+	"hongbao":              {renderHongbao, schemas.IneligibleNonConversational},
+	"share_calendar_event": {renderCalendar("[shared calendar event]"), schemas.IneligibleNone},
+	"calendar":             {renderCalendar("[calendar invitation]"), schemas.IneligibleNone},
+	"general_calendar":     {renderCalendar("[calendar]"), schemas.IneligibleNone},
+	"share_chat":           {renderShareChat, schemas.IneligibleReferenceOnly},
+	"share_user":           {renderShareUser, schemas.IneligibleReferenceOnly},
+	"system":               {renderSystem, schemas.IneligibleSystem},
+	"location":             {renderLocation, schemas.IneligibleReferenceOnly},
+	"video_chat":           {renderVideoChat, schemas.IneligibleNone},
+	"todo":                 {renderTodo, schemas.IneligibleNone},
+	"vote":                 {renderVote, schemas.IneligibleNone},
+	"merge_forward":        {renderMergeForward, schemas.IneligibleForwardContainer},
 }
 
 // SupportedMessageTypes lists the message types Normalize accepts, sorted.
@@ -453,10 +455,10 @@ func (r *renderer) postElem(e *postElem) {
 		}
 	case "img":
 		r.placeholder("[image]")
-		r.listRef(MetaImageKeys, e.ImageKey)
+		r.listRef(schemas.MetaImageKeys, e.ImageKey)
 	case "media":
 		r.placeholder("[video]")
-		r.listRef(MetaMediaFileKeys, e.FileKey)
+		r.listRef(schemas.MetaMediaFileKeys, e.FileKey)
 	case "emotion":
 		if t := cleanString(e.EmojiType, maxNameBytes); t != "" {
 			r.literal("[" + t + "]")
@@ -489,7 +491,7 @@ func renderImage(r *renderer, content string) error {
 		return err
 	}
 	r.placeholder("[image]")
-	r.scalarRef(MetaImageKey, c.ImageKey)
+	r.scalarRef(schemas.MetaImageKey, c.ImageKey)
 	return nil
 }
 
@@ -503,7 +505,7 @@ func renderFile(marker string) func(*renderer, string) error {
 			return err
 		}
 		r.placeholder(marker)
-		r.scalarRef(MetaFileKey, c.FileKey)
+		r.scalarRef(schemas.MetaFileKey, c.FileKey)
 		r.literal(r.fileName(c.FileName))
 		return nil
 	}
@@ -518,7 +520,7 @@ func renderAudio(r *renderer, content string) error {
 		return err
 	}
 	r.placeholder("[audio]")
-	r.scalarRef(MetaFileKey, c.FileKey)
+	r.scalarRef(schemas.MetaFileKey, c.FileKey)
 	r.literal(r.duration(c.Duration))
 	return nil
 }
@@ -534,8 +536,8 @@ func renderMedia(r *renderer, content string) error {
 		return err
 	}
 	r.placeholder("[video]")
-	r.scalarRef(MetaFileKey, c.FileKey)
-	r.scalarRef(MetaImageKey, c.ImageKey)
+	r.scalarRef(schemas.MetaFileKey, c.FileKey)
+	r.scalarRef(schemas.MetaImageKey, c.ImageKey)
 	r.literal(r.fileName(c.FileName))
 	r.out.Space()
 	r.literal(r.duration(c.Duration))
@@ -550,7 +552,7 @@ func renderSticker(r *renderer, content string) error {
 		return err
 	}
 	r.placeholder("[sticker]")
-	r.scalarRef(MetaFileKey, c.FileKey)
+	r.scalarRef(schemas.MetaFileKey, c.FileKey)
 	return nil
 }
 
@@ -630,8 +632,8 @@ func renderCalendar(marker string) func(*renderer, string) error {
 		case start != "":
 			r.literal(" (" + start + ")")
 		}
-		r.scalarRef(MetaCalendarID, c.OpenCalendarID)
-		r.scalarRef(MetaCalendarEventID, c.OpenEventID)
+		r.scalarRef(schemas.MetaCalendarID, c.OpenCalendarID)
+		r.scalarRef(schemas.MetaCalendarEventID, c.OpenEventID)
 		return nil
 	}
 }
@@ -646,7 +648,7 @@ func renderShareChat(r *renderer, content string) error {
 	r.placeholder("[shared chat]")
 	if validID(c.ChatID) {
 		r.literal(c.ChatID)
-		r.scalarRef(MetaShareChatID, c.ChatID)
+		r.scalarRef(schemas.MetaShareChatID, c.ChatID)
 	}
 	return nil
 }
@@ -661,7 +663,7 @@ func renderShareUser(r *renderer, content string) error {
 	r.placeholder("[shared user]")
 	if validID(c.UserID) {
 		r.literal(c.UserID)
-		r.scalarRef(MetaShareUserID, c.UserID)
+		r.scalarRef(schemas.MetaShareUserID, c.UserID)
 	}
 	return nil
 }
@@ -826,7 +828,7 @@ func renderTodo(r *renderer, content string) error {
 		r.out.Newline()
 		r.literal("due " + due)
 	}
-	r.scalarRef(MetaTaskID, c.TaskID)
+	r.scalarRef(schemas.MetaTaskID, c.TaskID)
 	return nil
 }
 
@@ -869,7 +871,7 @@ func renderMergeForward(r *renderer, content string) error {
 	}
 	for _, id := range c.CreateMessageIDs {
 		if strings.HasPrefix(id, "om_") && validID(id) {
-			r.listRef(MetaForwardedMessageIDs, id)
+			r.listRef(schemas.MetaForwardedMessageIDs, id)
 		}
 	}
 	return nil

@@ -5,13 +5,15 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/larkline/larkline/schemas"
 )
 
 type sampleCase struct {
 	file        string
 	messageType string
 	wantText    string
-	wantReason  string // IneligibleNone means eligible
+	wantReason  string // schemas.IneligibleNone means eligible
 	wantMeta    map[string]any
 	absentMeta  []string
 }
@@ -48,27 +50,27 @@ var contentSampleCases = []sampleCase{
 	},
 	{
 		file: "content_image_docs.json", messageType: "image",
-		wantText: "[image]", wantReason: IneligibleAttachmentOnly,
+		wantText: "[image]", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"image_key": "img_4adb3cc3-902b-4187-b0f1-842f67fd017g"},
 	},
 	{
 		file: "content_file_docs.json", messageType: "file",
-		wantText: "[file] test.txt", wantReason: IneligibleAttachmentOnly,
+		wantText: "[file] test.txt", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"file_key": sampleFileKey, "file_name": "test.txt"},
 	},
 	{
 		file: "content_folder_docs.json", messageType: "folder",
-		wantText: "[folder] folder", wantReason: IneligibleAttachmentOnly,
+		wantText: "[folder] folder", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"file_key": sampleFileKey, "file_name": "folder"},
 	},
 	{
 		file: "content_audio_docs.json", messageType: "audio",
-		wantText: "[audio] 2s", wantReason: IneligibleAttachmentOnly,
+		wantText: "[audio] 2s", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"file_key": sampleFileKey, "duration_ms": int64(2000)},
 	},
 	{
 		file: "content_media_docs.json", messageType: "media",
-		wantText: "[video] 测试视频.mp4 2s", wantReason: IneligibleAttachmentOnly,
+		wantText: "[video] 测试视频.mp4 2s", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{
 			"file_key": sampleFileKey, "image_key": "img_xxxxxx",
 			"file_name": "测试视频.mp4", "duration_ms": int64(2000),
@@ -76,22 +78,22 @@ var contentSampleCases = []sampleCase{
 	},
 	{
 		file: "content_media_docs.json", messageType: "video",
-		wantText: "[video] 测试视频.mp4 2s", wantReason: IneligibleAttachmentOnly,
+		wantText: "[video] 测试视频.mp4 2s", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"file_key": sampleFileKey, "message_type": "video"},
 	},
 	{
 		file: "content_sticker_docs.json", messageType: "sticker",
-		wantText: "[sticker]", wantReason: IneligibleAttachmentOnly,
+		wantText: "[sticker]", wantReason: schemas.IneligibleAttachmentOnly,
 		wantMeta: map[string]any{"file_key": sampleFileKey},
 	},
 	{
 		file: "content_interactive_docs.json", messageType: "interactive",
-		wantText: "[card] 卡片标题", wantReason: IneligibleInteractiveCard,
+		wantText: "[card] 卡片标题", wantReason: schemas.IneligibleInteractiveCard,
 		absentMeta: []string{"image_key", "image_keys"},
 	},
 	{
 		file: "content_hongbao_docs.json", messageType: "hongbao",
-		wantText: "[红包]", wantReason: IneligibleNonConversational,
+		wantText: "[红包]", wantReason: schemas.IneligibleNonConversational,
 	},
 	{
 		file: "content_share_calendar_event_docs.json", messageType: "share_calendar_event",
@@ -113,25 +115,25 @@ var contentSampleCases = []sampleCase{
 	},
 	{
 		file: "content_share_chat_docs.json", messageType: "share_chat",
-		wantText: "[shared chat] oc_0dd200d32fdaxxxxxxxx32f76", wantReason: IneligibleReferenceOnly,
+		wantText: "[shared chat] oc_0dd200d32fdaxxxxxxxx32f76", wantReason: schemas.IneligibleReferenceOnly,
 		wantMeta: map[string]any{"share_chat_id": "oc_0dd200d32fdaxxxxxxxx32f76"},
 	},
 	{
 		file: "content_share_user_docs.json", messageType: "share_user",
-		wantText: "[shared user] ou_0dd200d32xxxxx6d2c2ef1ddb32f76", wantReason: IneligibleReferenceOnly,
+		wantText: "[shared user] ou_0dd200d32xxxxx6d2c2ef1ddb32f76", wantReason: schemas.IneligibleReferenceOnly,
 		wantMeta: map[string]any{"share_user_id": "ou_0dd200d32xxxxx6d2c2ef1ddb32f76"},
 	},
 	{
 		file: "content_system_invite_docs.json", messageType: "system",
-		wantText: "botName invited 小明, 小王, 小红 to this chat.", wantReason: IneligibleSystem,
+		wantText: "botName invited 小明, 小王, 小红 to this chat.", wantReason: schemas.IneligibleSystem,
 	},
 	{
 		file: "content_system_divider_docs.json", messageType: "system",
-		wantText: "新会话", wantReason: IneligibleSystem,
+		wantText: "新会话", wantReason: schemas.IneligibleSystem,
 	},
 	{
 		file: "content_location_docs.json", messageType: "location",
-		wantText: "[location] xx省xx市", wantReason: IneligibleReferenceOnly,
+		wantText: "[location] xx省xx市", wantReason: schemas.IneligibleReferenceOnly,
 		absentMeta: []string{"longitude", "latitude"},
 	},
 	{
@@ -153,12 +155,12 @@ var contentSampleCases = []sampleCase{
 	},
 	{
 		file: "content_merge_forward_docs.json", messageType: "merge_forward",
-		wantText: "[merged forward]", wantReason: IneligibleForwardContainer,
+		wantText: "[merged forward]", wantReason: schemas.IneligibleForwardContainer,
 		absentMeta: []string{"forwarded_message_ids"},
 	},
 	{
 		file: "content_merge_forward_legacy_ids_cli.json", messageType: "merge_forward",
-		wantText: "[merged forward]", wantReason: IneligibleForwardContainer,
+		wantText: "[merged forward]", wantReason: schemas.IneligibleForwardContainer,
 		wantMeta: map[string]any{"forwarded_message_ids": []string{"om_2", "om_1"}},
 	},
 }
@@ -172,7 +174,7 @@ func runSampleCase(t *testing.T, n *Normalizer, tc sampleCase, content string) {
 	if m.IneligibleReason != tc.wantReason {
 		t.Errorf("IneligibleReason = %q, want %q", m.IneligibleReason, tc.wantReason)
 	}
-	if m.SynthesisEligible != (tc.wantReason == IneligibleNone) {
+	if m.SynthesisEligible != (tc.wantReason == schemas.IneligibleNone) {
 		t.Errorf("SynthesisEligible = %v with reason %q", m.SynthesisEligible, m.IneligibleReason)
 	}
 	if m.MessageType != tc.messageType || m.Metadata["message_type"] != tc.messageType {

@@ -156,7 +156,7 @@ func TestRecordParityWithEventPath(t *testing.T) {
 			if err := json.Unmarshal([]byte(hRec.MetadataJSON), &hMeta); err != nil {
 				t.Fatal(err)
 			}
-			delete(evMeta, normalize.MetaChatType) // only events say the chat type
+			delete(evMeta, schemas.MetaChatType) // only events say the chat type
 			if !maps.EqualFunc(evMeta, hMeta, func(a, b any) bool { x, _ := json.Marshal(a); y, _ := json.Marshal(b); return string(x) == string(y) }) {
 				t.Fatalf("metadata differs:\nevent   %v\nhistory %v", evMeta, hMeta)
 			}

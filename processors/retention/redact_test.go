@@ -31,8 +31,8 @@ func TestRedactMatchesRecall(t *testing.T) {
 			if err := json.Unmarshal(ev.Metadata, &md); err != nil {
 				t.Fatal(err)
 			}
-			recall := normalize.Redact(normalize.Message{MessageType: md[normalize.MetaMessageType].(string), Metadata: md}, time.Time{})
-			recall.Metadata[normalize.MetaRetention] = true // retention marks its redactions (decisions D12)
+			recall := normalize.Redact(normalize.Message{MessageType: md[schemas.MetaMessageType].(string), Metadata: md}, time.Time{})
+			recall.Metadata[schemas.MetaRetention] = true // retention marks its redactions (decisions D12)
 			wantMeta, _ := json.Marshal(recall.Metadata)
 
 			red := redact(row, observed)
@@ -121,12 +121,12 @@ func TestRedactOddRows(t *testing.T) {
 }
 
 func TestKeptMetadataKeys(t *testing.T) {
-	for _, k := range []string{normalize.MetaChatID, normalize.MetaMessageType, normalize.MetaThreadID, normalize.MetaDeleted, normalize.MetaRetention} {
+	for _, k := range []string{schemas.MetaChatID, schemas.MetaMessageType, schemas.MetaThreadID, schemas.MetaDeleted, schemas.MetaRetention} {
 		if !slices.Contains(keptMetadataKeys, k) {
 			t.Errorf("kept keys %v lack %s", keptMetadataKeys, k)
 		}
 	}
-	for _, k := range []string{normalize.MetaImageKey, normalize.MetaFileName, normalize.MetaFileKey, normalize.MetaMentionOpenIDs} {
+	for _, k := range []string{schemas.MetaImageKey, schemas.MetaFileName, schemas.MetaFileKey, schemas.MetaMentionOpenIDs} {
 		if slices.Contains(keptMetadataKeys, k) {
 			t.Errorf("kept keys %v include attachment or mention key %s", keptMetadataKeys, k)
 		}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -74,8 +73,9 @@ type redaction struct {
 	record *schemas.EvidenceRecord
 }
 
-// redact computes the redacted version of r, exactly as normalize.Redact computes a
-// recall: the same content hash for the message type, the same metadata keys.
+// redact computes the redacted version of r by the evidence contract's redaction rule
+// (schemas.RedactMetadata, schemas.RedactedContentHash), the one a recall follows too:
+// the same content hash for the message type, the same metadata keys.
 func redact(r evidenceRow, observed time.Time) redaction {
 	md := map[string]any{}
 	if len(r.Metadata) > 0 {
@@ -85,20 +85,21 @@ func redact(r evidenceRow, observed time.Time) redaction {
 			md = map[string]any{}
 		}
 	}
-	mt, _ := md[normalize.MetaMessageType].(string)
+	mt, _ := md[schemas.MetaMessageType].(string)
 	if !isToken(mt, schemas.MaxTokenLen) {
 		mt = unknownMessageType
 	}
-	red := normalize.Redact(normalize.Message{MessageType: mt, Metadata: md}, time.Time{})
+	redMeta := schemas.RedactMetadata(md)
+	redHash := schemas.RedactedContentHash(mt)
 	// Marked as retention's, so that the redaction is not taken for a recall, which
 	// would withdraw the AI drafts citing the message (migration 0005, decisions D12).
-	red.Metadata[normalize.MetaRetention] = true
-	meta, err := json.Marshal(red.Metadata)
+	redMeta[schemas.MetaRetention] = true
+	meta, err := json.Marshal(redMeta)
 	if err != nil {
 		// Only kept structural values of an already stored JSON object: cannot fail.
 		meta = []byte(`{"deleted":true,"retention":true}`)
 	}
-	out := redaction{hash: red.ContentHash, metadata: meta}
+	out := redaction{hash: redHash, metadata: meta}
 
 	k := parseRef(r.SourceKey)
 	if !k.ok {
@@ -115,7 +116,7 @@ func redact(r evidenceRow, observed time.Time) redaction {
 		SourceUpdatedAt:   r.SourceUpdatedAt.UTC(),
 		ObservedAt:        observed.UTC(),
 		MessageType:       mt,
-		ContentHash:       red.ContentHash,
+		ContentHash:       redHash,
 		Deleted:           true,
 		SynthesisEligible: false,
 		IneligibleReason:  schemas.IneligibleDeleted,
@@ -127,13 +128,13 @@ func redact(r evidenceRow, observed time.Time) redaction {
 	if isToken(r.ActorID, ids.MaxIDLen) {
 		rec.ActorID = r.ActorID
 	}
-	if s, _ := md[normalize.MetaThreadID].(string); isToken(s, ids.MaxIDLen) {
+	if s, _ := md[schemas.MetaThreadID].(string); isToken(s, ids.MaxIDLen) {
 		rec.ThreadID = s
 	}
-	if s, _ := md[normalize.MetaRootID].(string); s != "" {
+	if s, _ := md[schemas.MetaRootID].(string); s != "" {
 		rec.RootID, _ = ids.ParseMessageID(s)
 	}
-	if s, _ := md[normalize.MetaParentID].(string); s != "" {
+	if s, _ := md[schemas.MetaParentID].(string); s != "" {
 		rec.ParentID, _ = ids.ParseMessageID(s)
 	}
 	if rec.Validate() == nil {
@@ -152,17 +153,17 @@ func alreadyRedacted(r evidenceRow, red redaction) bool {
 	return jsonEqual(withoutRetentionMarker(r.Metadata), withoutRetentionMarker(red.metadata))
 }
 
-// withoutRetentionMarker returns a JSON object without normalize.MetaRetention (b
+// withoutRetentionMarker returns a JSON object without schemas.MetaRetention (b
 // itself when it does not decode as an object).
 func withoutRetentionMarker(b []byte) []byte {
 	var m map[string]any
 	if json.Unmarshal(b, &m) != nil || m == nil {
 		return b
 	}
-	if _, ok := m[normalize.MetaRetention]; !ok {
+	if _, ok := m[schemas.MetaRetention]; !ok {
 		return b
 	}
-	delete(m, normalize.MetaRetention)
+	delete(m, schemas.MetaRetention)
 	out, err := json.Marshal(m)
 	if err != nil {
 		return b
@@ -195,30 +196,12 @@ func isToken(s string, max int) bool {
 	return true
 }
 
-// keptMetadataKeys are the metadata keys a redaction keeps, found by asking
-// normalize.Redact itself (its list is not exported): every documented key goes in,
-// what comes out is kept. The SQL pre-filter uses them to skip rows already redacted;
-// alreadyRedacted stays the authority, so a key missing here only costs a re-read.
+// keptMetadataKeys are the metadata keys a redaction keeps (the evidence contract's
+// rule) plus the ones redact adds, sorted. The SQL pre-filter uses them to skip rows
+// already redacted; alreadyRedacted stays the authority, so a key missing here only
+// costs a re-read.
 var keptMetadataKeys = func() []string {
-	probe := map[string]any{}
-	for _, k := range []string{
-		normalize.MetaChatID, normalize.MetaChatType, normalize.MetaThreadID, normalize.MetaRootID,
-		normalize.MetaParentID, normalize.MetaUpperMessageID, normalize.MetaMessageType,
-		normalize.MetaSenderType, normalize.MetaSenderAppID, normalize.MetaEdited, normalize.MetaDeleted,
-		normalize.MetaTruncated, normalize.MetaTextBytes, normalize.MetaImageKey, normalize.MetaImageKeys,
-		normalize.MetaFileKey, normalize.MetaFileName, normalize.MetaMediaFileKeys, normalize.MetaDurationMS,
-		normalize.MetaShareChatID, normalize.MetaShareUserID, normalize.MetaTaskID, normalize.MetaCalendarID,
-		normalize.MetaCalendarEventID, normalize.MetaForwardedMessageIDs, normalize.MetaMentionOpenIDs,
-		normalize.MetaMentionAll, normalize.MetaRefsTruncated,
-	} {
-		probe[k] = "x"
-	}
-	red := normalize.Redact(normalize.Message{MessageType: "text", Metadata: probe}, time.Time{})
-	keys := make([]string, 0, len(red.Metadata)+1)
-	for k := range red.Metadata {
-		keys = append(keys, k)
-	}
-	keys = append(keys, normalize.MetaRetention) // added by redact, after normalize.Redact
+	keys := append(schemas.RedactionKeptKeys(), schemas.MetaDeleted, schemas.MetaRetention)
 	slices.Sort(keys)
 	return keys
 }()

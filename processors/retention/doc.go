@@ -13,12 +13,12 @@
 // # Modes
 //
 //   - ModeRedact keeps the row (and its entry bindings) as a redacted version, the
-//     same one a recall produces (connectors/lark/normalize.Redact): content "",
+//     same one a recall produces (schemas.RedactMetadata, schemas.RedactedContentHash): content "",
 //     deleted = true, synthesis_eligible = false, metadata reduced to structure and
 //     identity (chat, thread, reply, message and sender type; attachment keys, file
 //     names and mentions are dropped), and the content_hash of a redaction of that
 //     message type, so a redaction is recognisable by its hash wherever it appears.
-//     Unlike a recall, its metadata carries "retention": true (normalize.MetaRetention):
+//     Unlike a recall, its metadata carries "retention": true (schemas.MetaRetention):
 //     a recall withdraws the AI drafts citing the message (migration 0005), a
 //     retention redaction must not (decisions D12).
 //     Beyond a recall it also clears actor_display_name (a cached profile value);

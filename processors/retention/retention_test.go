@@ -105,11 +105,11 @@ func checkRedacted(t *testing.T, m *message, got store.Evidence, now time.Time) 
 	if err := json.Unmarshal(m.original.Metadata, &md); err != nil {
 		t.Fatal(err)
 	}
-	mt, _ := md[normalize.MetaMessageType].(string)
+	mt, _ := md[schemas.MetaMessageType].(string)
 	want := normalize.Redact(normalize.Message{MessageType: mt, Metadata: md}, time.Time{})
 	if m.kind != "recalled" {
 		// Retention marks its own redactions; a recalled row keeps the recall's (decisions D12).
-		want.Metadata[normalize.MetaRetention] = true
+		want.Metadata[schemas.MetaRetention] = true
 	}
 	wantMeta, _ := json.Marshal(want.Metadata)
 	switch {
@@ -124,7 +124,7 @@ func checkRedacted(t *testing.T, m *message, got store.Evidence, now time.Time) 
 	case !got.OccurredAt.Equal(m.original.OccurredAt) || got.ActorID != m.original.ActorID:
 		t.Errorf("evidence %d lost its time or actor id", m.id)
 	}
-	for _, k := range []string{normalize.MetaImageKey, normalize.MetaFileKey, normalize.MetaFileName, normalize.MetaMentionOpenIDs} {
+	for _, k := range []string{schemas.MetaImageKey, schemas.MetaFileKey, schemas.MetaFileName, schemas.MetaMentionOpenIDs} {
 		if strings.Contains(string(got.Metadata), `"`+k+`"`) {
 			t.Errorf("evidence %d metadata keeps %s: %s", m.id, k, got.Metadata)
 		}
