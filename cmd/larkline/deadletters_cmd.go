@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/larkline/larkline/internal/deadletters"
+	"github.com/larkline/larkline/connectors/deadletters"
 )
 
 // runDeadLetters is `larkline deadletters list|redrive` (issue #19).

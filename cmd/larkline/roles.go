@@ -21,11 +21,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/larkline/larkline/connectors/deadletters"
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
-	"github.com/larkline/larkline/internal/deadletters"
 	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lagexport"

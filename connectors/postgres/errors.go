@@ -34,8 +34,8 @@ const (
 
 // Sentinel errors of Run and Close.
 var (
-	// ErrAlreadyRun: Run was called a second time (a Sink runs once).
-	ErrAlreadyRun = errors.New("postgres sink: Run called twice")
+	// ErrAlreadyRunning: Run was called a second time (a Sink runs once).
+	ErrAlreadyRunning = errors.New("postgres sink: Run called twice")
 	// ErrClosed: Run was called after Close.
 	ErrClosed = errors.New("postgres sink: closed")
 	// ErrFatal wraps an error that stopped the sink because retrying cannot help

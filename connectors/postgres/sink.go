@@ -119,7 +119,7 @@ func (s *Sink) Run(ctx context.Context) error {
 		return ErrClosed
 	case s.started:
 		s.mu.Unlock()
-		return ErrAlreadyRun
+		return ErrAlreadyRunning
 	}
 	s.started = true
 	cl, err := kgo.NewClient(s.kopts...)

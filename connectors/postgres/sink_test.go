@@ -312,8 +312,8 @@ func TestSinkVersions(t *testing.T) {
 		})
 	}
 	// The sink has been consuming all along: its Run has started.
-	if err := r.s.Run(context.Background()); !errors.Is(err, ErrAlreadyRun) {
-		t.Fatalf("second Run = %v, want ErrAlreadyRun", err)
+	if err := r.s.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
+		t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
 	}
 }
 

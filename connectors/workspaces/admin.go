@@ -65,13 +65,13 @@ type Admin struct {
 // NewAdmin returns an Admin over st.
 func NewAdmin(st AdminStore, opts AdminOptions) (*Admin, error) {
 	if st == nil {
-		return nil, fmt.Errorf("%w: admin: nil store", ErrOptions)
+		return nil, fmt.Errorf("%w: admin: nil store", ErrInvalidOptions)
 	}
 	if opts.ClockSkew == 0 {
 		opts.ClockSkew = DefaultClockSkew
 	}
 	if opts.ClockSkew < 0 {
-		return nil, fmt.Errorf("%w: admin: clock skew %s is negative", ErrOptions, opts.ClockSkew)
+		return nil, fmt.Errorf("%w: admin: clock skew %s is negative", ErrInvalidOptions, opts.ClockSkew)
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

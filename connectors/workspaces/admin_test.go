@@ -254,10 +254,10 @@ func TestAdminChangesAreVisibleAndNotified(t *testing.T) {
 
 func TestNewAdminOptions(t *testing.T) {
 	t.Parallel()
-	if _, err := NewAdmin(nil, AdminOptions{}); !errors.Is(err, ErrOptions) {
+	if _, err := NewAdmin(nil, AdminOptions{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("nil store: %v", err)
 	}
-	if _, err := NewAdmin(&store.Store{}, AdminOptions{ClockSkew: -time.Second}); !errors.Is(err, ErrOptions) {
+	if _, err := NewAdmin(&store.Store{}, AdminOptions{ClockSkew: -time.Second}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("negative skew: %v", err)
 	}
 }

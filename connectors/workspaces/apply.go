@@ -56,7 +56,7 @@ type PGApplier struct {
 // NewApplier returns the Postgres Applier over st's pool. The schema must be migrated.
 func NewApplier(st *store.Store) (*PGApplier, error) {
 	if st == nil || st.Pool() == nil {
-		return nil, fmt.Errorf("%w: nil store", ErrOptions)
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidOptions)
 	}
 	return &PGApplier{pool: st.Pool()}, nil
 }

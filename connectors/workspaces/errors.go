@@ -33,8 +33,8 @@ var (
 	// ErrChatCheckUnavailable: Lark could not say whether the chat is a group chat,
 	// so the bind was not made; retry later.
 	ErrChatCheckUnavailable = errors.New("the chat type could not be checked with Lark")
-	// ErrOptions: a constructor's options are invalid; the wrapping message names them.
-	ErrOptions = errors.New("invalid workspaces options")
+	// ErrInvalidOptions: a constructor's options are invalid; the wrapping message names them.
+	ErrInvalidOptions = errors.New("invalid workspaces options")
 	// ErrClosed: the publisher was closed.
 	ErrClosed = errors.New("workspaces: closed")
 )
@@ -73,7 +73,7 @@ func fieldErr(field, problem string, cause error) error {
 func IsRetryable(err error) bool {
 	if err == nil || errors.Is(err, ErrInvalid) || errors.Is(err, ErrWorkspaceNotFound) ||
 		errors.Is(err, ErrBindingNotFound) || errors.Is(err, ErrStaleVersion) ||
-		errors.Is(err, ErrOptions) || errors.Is(err, ErrClosed) {
+		errors.Is(err, ErrInvalidOptions) || errors.Is(err, ErrClosed) {
 		return false
 	}
 	if errors.Is(err, ErrChatCheckUnavailable) {

@@ -147,7 +147,7 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: workspace feed consumer: %w", ErrOptions, errors.Join(problems...))
+		return nil, fmt.Errorf("%w: workspace feed consumer: %w", ErrInvalidOptions, errors.Join(problems...))
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

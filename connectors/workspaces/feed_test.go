@@ -547,11 +547,11 @@ func TestNewConsumerOptions(t *testing.T) {
 			t.Parallel()
 			o := valid
 			tc.mutate(&o)
-			if c, err := NewConsumer(o); !errors.Is(err, ErrOptions) {
+			if c, err := NewConsumer(o); !errors.Is(err, ErrInvalidOptions) {
 				if c != nil {
 					c.Close()
 				}
-				t.Fatalf("NewConsumer = %v, want ErrOptions", err)
+				t.Fatalf("NewConsumer = %v, want ErrInvalidOptions", err)
 			}
 		})
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -104,20 +105,20 @@ type Handler struct {
 // an empty one gives a handler that refuses every request.
 func NewHandler(a *Admin, opts HandlerOptions) (*Handler, error) {
 	if a == nil {
-		return nil, fmt.Errorf("%w: admin handler: nil Admin", ErrOptions)
+		return nil, fmt.Errorf("%w: admin handler: nil Admin", ErrInvalidOptions)
 	}
 	h := &Handler{admin: a, maxBody: opts.MaxBodyBytes, log: opts.Logger}
 	if h.maxBody == 0 {
 		h.maxBody = DefaultMaxBodyBytes
 	}
 	if h.maxBody < 0 {
-		return nil, fmt.Errorf("%w: admin handler: max body bytes %d is negative", ErrOptions, h.maxBody)
+		return nil, fmt.Errorf("%w: admin handler: max body bytes %d is negative", ErrInvalidOptions, h.maxBody)
 	}
 	if opts.AdminTokenSHA256 != "" {
 		d, err := hex.DecodeString(opts.AdminTokenSHA256)
 		if err != nil || len(d) != sha256.Size {
 			// Say nothing of the value: it is a secret's digest.
-			return nil, fmt.Errorf("%w: admin handler: admin token SHA-256 must be 64 hex digits", ErrOptions)
+			return nil, fmt.Errorf("%w: admin handler: admin token SHA-256 must be 64 hex digits", ErrInvalidOptions)
 		}
 		h.digest = d
 	}
@@ -187,8 +188,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if route == "" {
 		route = "unmatched"
 	}
-	sw := &statusWriter{ResponseWriter: w}
-	defer func() { h.m.requests.WithLabelValues(route, strconv.Itoa(sw.statusCode())).Inc() }()
+	sw := &httpapi.StatusRecorder{ResponseWriter: w}
+	defer func() { h.m.requests.WithLabelValues(route, strconv.Itoa(sw.Status())).Inc() }()
 	if code, msg, ok := h.authenticate(r); !ok {
 		if code == CodeMissingToken {
 			sw.Header().Set("WWW-Authenticate", `Bearer realm="larkline-admin"`)
@@ -554,33 +555,3 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	_, _ = w.Write(append(b, '\n'))
 }
-
-// statusWriter records the status code written.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	if s.status == 0 {
-		s.status = code
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	if s.status == 0 {
-		s.status = http.StatusOK
-	}
-	return s.ResponseWriter.Write(b)
-}
-
-func (s *statusWriter) statusCode() int {
-	if s.status == 0 {
-		return http.StatusOK
-	}
-	return s.status
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

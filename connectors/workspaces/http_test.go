@@ -161,11 +161,11 @@ func TestNewHandlerRejectsAMalformedDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range []string{"abc", strings.Repeat("z", 64), strings.Repeat("a", 62)} {
-		if _, err := NewHandler(a, HandlerOptions{AdminTokenSHA256: d}); !errors.Is(err, ErrOptions) || strings.Contains(err.Error(), d) {
-			t.Errorf("digest %q: %v, want ErrOptions not quoting the digest", d, err)
+		if _, err := NewHandler(a, HandlerOptions{AdminTokenSHA256: d}); !errors.Is(err, ErrInvalidOptions) || strings.Contains(err.Error(), d) {
+			t.Errorf("digest %q: %v, want ErrInvalidOptions not quoting the digest", d, err)
 		}
 	}
-	if _, err := NewHandler(nil, HandlerOptions{}); !errors.Is(err, ErrOptions) {
+	if _, err := NewHandler(nil, HandlerOptions{}); !errors.Is(err, ErrInvalidOptions) {
 		t.Errorf("nil admin: %v", err)
 	}
 }

@@ -36,7 +36,7 @@ func register[C prometheus.Collector](reg *prometheus.Registry, c C) (C, error) 
 				return existing, nil
 			}
 		}
-		return c, fmt.Errorf("%w: registering metrics: %w", ErrOptions, err)
+		return c, fmt.Errorf("%w: registering metrics: %w", ErrInvalidOptions, err)
 	}
 	return c, nil
 }

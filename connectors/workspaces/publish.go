@@ -80,7 +80,7 @@ func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 		problems = append(problems, err)
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: workspace publisher: %w", ErrOptions, errors.Join(problems...))
+		return nil, fmt.Errorf("%w: workspace publisher: %w", ErrInvalidOptions, errors.Join(problems...))
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -163,11 +163,11 @@ func TestNewPublisherRequiresAcksAll(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			if p, err := NewPublisher(tc.o); !errors.Is(err, ErrOptions) {
+			if p, err := NewPublisher(tc.o); !errors.Is(err, ErrInvalidOptions) {
 				if p != nil {
 					p.Close()
 				}
-				t.Fatalf("NewPublisher = %v, want ErrOptions", err)
+				t.Fatalf("NewPublisher = %v, want ErrInvalidOptions", err)
 			}
 		})
 	}

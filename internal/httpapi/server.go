@@ -192,14 +192,14 @@ func (s *Server) Mount(m Mounter) error {
 // ServeHTTP serves the API and the web page, recording the request metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	rec := &statusRecorder{ResponseWriter: w}
+	rec := &StatusRecorder{ResponseWriter: w}
 	s.mux.ServeHTTP(rec, r)
 	route := r.Pattern // set by the mux on r when a pattern matched
 	if route == "" {
 		route = routeUnmatched
 	}
-	code := rec.status()
-	if rec.code == 0 && r.Context().Err() != nil {
+	code := rec.Status()
+	if !rec.Written() && r.Context().Err() != nil {
 		code = statusClientClosed // nothing was answered: the client went away
 	}
 	s.metrics.observe(route, code, time.Since(start))
@@ -208,33 +208,3 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // statusClientClosed labels requests whose client went away before an answer was
 // written (nginx's convention); it is never sent.
 const statusClientClosed = 499
-
-// statusRecorder remembers the status code written through it.
-type statusRecorder struct {
-	http.ResponseWriter
-	code int
-}
-
-func (r *statusRecorder) WriteHeader(code int) {
-	if r.code == 0 {
-		r.code = code
-	}
-	r.ResponseWriter.WriteHeader(code)
-}
-
-func (r *statusRecorder) Write(b []byte) (int, error) {
-	if r.code == 0 {
-		r.code = http.StatusOK
-	}
-	return r.ResponseWriter.Write(b)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
-
-func (r *statusRecorder) status() int {
-	if r.code == 0 {
-		return http.StatusOK
-	}
-	return r.code
-}

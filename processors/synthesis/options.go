@@ -93,8 +93,8 @@ var (
 	ErrInvalidOptions = errors.New("synthesis: invalid options")
 	// ErrClosed is returned by Run after Close.
 	ErrClosed = errors.New("synthesis: worker closed")
-	// ErrAlreadyRun is returned by a second call of Run.
-	ErrAlreadyRun = errors.New("synthesis: Run called twice")
+	// ErrAlreadyRunning is returned by a second call of Run.
+	ErrAlreadyRunning = errors.New("synthesis: Run called twice")
 	// ErrFatal is wrapped by the errors that stop Run: a Kafka client that cannot be
 	// created, or that closed underneath the worker.
 	ErrFatal = errors.New("synthesis: fatal error")

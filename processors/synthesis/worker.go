@@ -108,7 +108,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		return ErrClosed
 	case w.started:
 		w.mu.Unlock()
-		return ErrAlreadyRun
+		return ErrAlreadyRunning
 	}
 	w.started = true
 	cl, err := kgo.NewClient(w.kopts...)

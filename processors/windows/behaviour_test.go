@@ -306,8 +306,8 @@ func TestOptionsValidation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			o := base()
 			tt.mutate(&o)
-			if _, err := New(o); !errors.Is(err, ErrOptions) {
-				t.Fatalf("want ErrOptions, got %v", err)
+			if _, err := New(o); !errors.Is(err, ErrInvalidOptions) {
+				t.Fatalf("want ErrInvalidOptions, got %v", err)
 			}
 		})
 	}

@@ -122,8 +122,8 @@ type scanTotals struct {
 	nextDue    int64
 }
 
-// ErrOptions wraps every option problem reported by New.
-var ErrOptions = errors.New("windows: invalid options")
+// ErrInvalidOptions wraps every option problem reported by New.
+var ErrInvalidOptions = errors.New("windows: invalid options")
 
 // New validates the options and builds the processor; nothing connects until Run.
 func New(o Options) (*Processor, error) {
@@ -160,7 +160,7 @@ func New(o Options) (*Processor, error) {
 		bad("client options are required (the publisher reads the table changelog)")
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrOptions, errors.Join(problems...))
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(problems...))
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
