@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
@@ -35,7 +36,7 @@ const (
 // Sentinel errors of Run and Close.
 var (
 	// ErrAlreadyRunning: Run was called a second time (a Sink runs once).
-	ErrAlreadyRunning = errors.New("postgres sink: Run called twice")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrClosed: Run was called after Close.
 	ErrClosed = errors.New("postgres sink: closed")
 	// ErrFatal wraps an error that stopped the sink because retrying cannot help

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -56,12 +57,11 @@ type Sink struct {
 
 	hooks hooks
 
-	mu      sync.Mutex
-	cl      *kgo.Client // created by Run
-	started bool
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu     sync.Mutex
+	cl     *kgo.Client // created by Run
+	life   lifecycle.State
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 // New validates o and prepares a sink. Nothing connects until Run.
@@ -83,6 +83,7 @@ func New(o Options) (*Sink, error) {
 		return nil, fmt.Errorf("%w: registering metrics: %w", ErrInvalidOptions, err)
 	}
 	s := &Sink{
+		life:       lifecycle.New("postgres sink", lifecycle.Once, ErrClosed),
 		o:          o,
 		log:        logging.OrDiscard(o.Logger).With("component", "evidence_sink", "group", o.Group),
 		m:          m,
@@ -113,15 +114,10 @@ func New(o Options) (*Sink, error) {
 // on. Run may be called once.
 func (s *Sink) Run(ctx context.Context) error {
 	s.mu.Lock()
-	switch {
-	case s.closed:
+	if err := s.life.Begin(); err != nil {
 		s.mu.Unlock()
-		return ErrClosed
-	case s.started:
-		s.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	s.started = true
 	cl, err := kgo.NewClient(s.kopts...)
 	if err != nil {
 		s.mu.Unlock()
@@ -156,11 +152,10 @@ func (s *Sink) Run(ctx context.Context) error {
 // does not close the store. Safe to call more than once and without Run.
 func (s *Sink) Close() {
 	s.mu.Lock()
-	if s.closed {
+	if !s.life.Close() {
 		s.mu.Unlock()
 		return
 	}
-	s.closed = true
 	cancel, done, cl := s.cancel, s.done, s.cl
 	s.mu.Unlock()
 	if cancel != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
@@ -35,8 +36,10 @@ var (
 	ErrChatCheckUnavailable = errors.New("the chat type could not be checked with Lark")
 	// ErrInvalidOptions: a constructor's options are invalid; the wrapping message names them.
 	ErrInvalidOptions = errors.New("invalid workspaces options")
-	// ErrClosed: the publisher was closed.
+	// ErrClosed: the publisher or the feed consumer was closed.
 	ErrClosed = errors.New("workspaces: closed")
+	// ErrAlreadyRunning: the feed consumer's Run was called a second time (it runs once).
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 )
 
 // FieldError is a rejected input field. It wraps ErrInvalid and, when set, Err (for

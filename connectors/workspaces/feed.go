@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -17,6 +16,7 @@ import (
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -88,7 +88,8 @@ type Consumer struct {
 	cl        *kgo.Client
 	log       *slog.Logger
 	m         *feedMetrics
-	running   atomic.Bool
+	mu        sync.Mutex
+	life      lifecycle.State
 	closeOnce sync.Once
 }
 
@@ -164,6 +165,7 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 		return nil, fmt.Errorf("workspace feed consumer: create kafka client: %w", err)
 	}
 	return &Consumer{
+		life: lifecycle.New("workspace feed consumer", lifecycle.Once, ErrClosed),
 		opts: opts,
 		cl:   cl,
 		log:  opts.Logger.With("component", "workspace_feed", "topic", opts.Topic, "group", opts.Group),
@@ -176,8 +178,11 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 // that retrying cannot fix and that would lose a record if skipped (then it returns
 // the error without committing that record). Run may be called once.
 func (c *Consumer) Run(ctx context.Context) error {
-	if !c.running.CompareAndSwap(false, true) {
-		return errors.New("workspace feed consumer: Run called twice")
+	c.mu.Lock()
+	err := c.life.Begin()
+	c.mu.Unlock()
+	if err != nil {
+		return err
 	}
 	idle := c.opts.MinBackoff
 	for {
@@ -221,6 +226,9 @@ func (c *Consumer) Run(ctx context.Context) error {
 // that is still running when Close is called may not be committed; those records are
 // applied again, to the same effect, by the next owner.
 func (c *Consumer) Close() {
+	c.mu.Lock()
+	c.life.Close()
+	c.mu.Unlock()
 	c.closeOnce.Do(c.cl.CloseAllowingRebalance)
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 )
 
 // Snapshot is the result of the latest sample.
@@ -44,12 +45,11 @@ type Exporter struct {
 	eval *kafka.Evaluator // owned by the poll loop (Run) only
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	snap    Snapshot
-	started bool
-	closed  bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	mu     sync.Mutex
+	snap   Snapshot
+	life   lifecycle.State
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	failures    prometheus.Counter
 	lastSuccess prometheus.Gauge
@@ -93,6 +93,7 @@ func New(o Options) (*Exporter, error) {
 		return nil, fmt.Errorf("lag exporter: creating kafka client: %w", err)
 	}
 	e := &Exporter{
+		life: lifecycle.New("lag exporter", lifecycle.Once, ErrClosed),
 		o:    o,
 		cl:   cl,
 		eval: eval,
@@ -121,15 +122,10 @@ func New(o Options) (*Exporter, error) {
 // the next one is tried at the next tick. Run may be called once.
 func (e *Exporter) Run(ctx context.Context) error {
 	e.mu.Lock()
-	switch {
-	case e.closed:
+	if err := e.life.Begin(); err != nil {
 		e.mu.Unlock()
-		return ErrClosed
-	case e.started:
-		e.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	e.started = true
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	e.cancel = cancel
@@ -155,11 +151,10 @@ func (e *Exporter) Run(ctx context.Context) error {
 // Kafka client. It is idempotent.
 func (e *Exporter) Close() {
 	e.mu.Lock()
-	if e.closed {
+	if !e.life.Close() {
 		e.mu.Unlock()
 		return
 	}
-	e.closed = true
 	cancel, done := e.cancel, e.done
 	e.mu.Unlock()
 	if cancel != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 )
 
 // Defaults and bounds of Options.
@@ -35,7 +36,7 @@ var ErrInvalidOptions = errors.New("lag exporter: invalid options")
 var ErrClosed = errors.New("lag exporter: closed")
 
 // ErrAlreadyRunning is returned by a second Run on the same Exporter.
-var ErrAlreadyRunning = errors.New("lag exporter: already running")
+var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 
 // Options configure an Exporter. Kafka.Brokers and Groups are required; every other
 // zero field takes the documented default.

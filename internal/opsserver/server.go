@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/logging"
 )
 
@@ -44,7 +45,7 @@ var (
 	// pattern, a nil handler or check, or a name or pattern already taken.
 	ErrInvalidHandler = errors.New("invalid handler registration")
 	// ErrAlreadyRunning is returned by Run when it is called a second time.
-	ErrAlreadyRunning = errors.New("ops server already running")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrClosed is returned by Run after Close.
 	ErrClosed = errors.New("ops server closed")
 	// ErrShutdownTimeout is returned (wrapped) by Run when in-flight requests did not
@@ -89,8 +90,7 @@ type Server struct {
 
 	mu       sync.Mutex
 	checks   map[string]func(context.Context) error
-	running  bool
-	closed   bool
+	life     lifecycle.State
 	draining bool
 }
 
@@ -138,6 +138,7 @@ func New(opts Options) (*Server, error) {
 	}
 
 	s := &Server{
+		life:   lifecycle.New("ops server", lifecycle.Once, ErrClosed),
 		opts:   opts,
 		log:    logging.OrDiscard(opts.Logger),
 		mux:    http.NewServeMux(),
@@ -247,15 +248,10 @@ func (s *Server) AddReadiness(name string, check func(ctx context.Context) error
 // drain and an error when serving fails. It may be called once.
 func (s *Server) Run(ctx context.Context) error {
 	s.mu.Lock()
-	switch {
-	case s.closed:
+	if err := s.life.Begin(); err != nil {
 		s.mu.Unlock()
-		return ErrClosed
-	case s.running:
-		s.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	s.running = true
 	s.mu.Unlock()
 
 	s.srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
@@ -294,8 +290,8 @@ func (s *Server) Run(ctx context.Context) error {
 // without draining. Use it when Run was never started or to abandon a drain.
 func (s *Server) Close() error {
 	s.mu.Lock()
-	s.closed = true
-	running := s.running
+	s.life.Close()
+	running := s.life.Running()
 	s.mu.Unlock()
 	err := s.srv.Close() // closes listeners Serve was given and all connections
 	if !running {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 )
 
 // advisoryLockKey is the Postgres advisory lock every (non-dry) run holds: the bytes
@@ -58,9 +59,8 @@ type Job struct {
 	close    context.CancelFunc
 	inflight sync.WaitGroup
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
+	mu   sync.Mutex
+	life lifecycle.State
 }
 
 // New validates o, creates the producer (it connects on first use) and registers the
@@ -85,6 +85,7 @@ func New(o Options) (*Job, error) {
 	}
 	closing, cancel := context.WithCancel(context.Background())
 	return &Job{
+		life:    lifecycle.New("retention job", lifecycle.Once, ErrClosed),
 		o:       o,
 		cl:      cl,
 		db:      o.Pool,
@@ -101,15 +102,10 @@ func New(o Options) (*Job, error) {
 // (ErrBusy) is skipped. Run may be called once.
 func (j *Job) Run(ctx context.Context) error {
 	j.mu.Lock()
-	switch {
-	case j.closed:
+	if err := j.life.Begin(); err != nil {
 		j.mu.Unlock()
-		return ErrClosed
-	case j.started:
-		j.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	j.started = true
 	j.mu.Unlock()
 
 	j.log.Info("retention job started", "mode", string(j.o.Mode), "retention", j.o.Retention, "interval", j.o.Interval)
@@ -144,11 +140,10 @@ func (j *Job) Run(ctx context.Context) error {
 // producer. It is idempotent.
 func (j *Job) Close() {
 	j.mu.Lock()
-	if j.closed {
+	if !j.life.Close() {
 		j.mu.Unlock()
 		return
 	}
-	j.closed = true
 	j.mu.Unlock()
 	j.close()
 	j.inflight.Wait()
@@ -164,7 +159,7 @@ func (j *Job) Close() {
 // done so far, even when an error is returned.
 func (j *Job) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
 	j.mu.Lock()
-	if j.closed {
+	if j.life.Closed() {
 		j.mu.Unlock()
 		return Report{DryRun: dryRun, Mode: j.o.Mode}, ErrClosed
 	}

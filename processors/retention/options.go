@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
@@ -53,7 +54,7 @@ var (
 	// ErrClosed is returned by Run and RunOnce after Close.
 	ErrClosed = errors.New("retention: closed")
 	// ErrAlreadyRunning is returned by a second Run on the same Job.
-	ErrAlreadyRunning = errors.New("retention: already running")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrBusy is returned by a (non-dry) RunOnce while another run, in this process or
 	// another, holds the retention lock. Nothing was done; try again later.
 	ErrBusy = errors.New("retention: another run is in progress")

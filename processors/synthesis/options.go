@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/schemas"
@@ -94,7 +95,7 @@ var (
 	// ErrClosed is returned by Run after Close.
 	ErrClosed = errors.New("synthesis: worker closed")
 	// ErrAlreadyRunning is returned by a second call of Run.
-	ErrAlreadyRunning = errors.New("synthesis: Run called twice")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrFatal is wrapped by the errors that stop Run: a Kafka client that cannot be
 	// created, or that closed underneath the worker.
 	ErrFatal = errors.New("synthesis: fatal error")

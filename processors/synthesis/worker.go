@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -33,8 +34,7 @@ type Worker struct {
 	kopts  []kgo.Opt
 
 	mu       sync.Mutex
-	started  bool
-	closed   bool
+	life     lifecycle.State
 	cancel   context.CancelFunc
 	done     chan struct{}
 	cl       *kgo.Client
@@ -73,6 +73,7 @@ func New(o Options) (*Worker, error) {
 	}
 	gate.m = m
 	w := &Worker{
+		life:      lifecycle.New("synthesis worker", lifecycle.Once, ErrClosed),
 		o:         o,
 		log:       log,
 		m:         m,
@@ -102,15 +103,10 @@ func New(o Options) (*Worker, error) {
 // its group. It returns nil after a clean stop, or an error wrapping ErrFatal.
 func (w *Worker) Run(ctx context.Context) error {
 	w.mu.Lock()
-	switch {
-	case w.closed:
+	if err := w.life.Begin(); err != nil {
 		w.mu.Unlock()
-		return ErrClosed
-	case w.started:
-		w.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	w.started = true
 	cl, err := kgo.NewClient(w.kopts...)
 	if err != nil {
 		w.mu.Unlock()
@@ -156,11 +152,10 @@ func (w *Worker) Run(ctx context.Context) error {
 // once and without Run.
 func (w *Worker) Close() {
 	w.mu.Lock()
-	if w.closed {
+	if !w.life.Close() {
 		w.mu.Unlock()
 		return
 	}
-	w.closed = true
 	cancel, done := w.cancel, w.done
 	w.mu.Unlock()
 	if cancel != nil {

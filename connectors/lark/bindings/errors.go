@@ -3,6 +3,7 @@ package bindings
 import (
 	"errors"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 )
 
@@ -14,7 +15,7 @@ var (
 	ErrClosed = errors.New("binding resolver closed")
 	// ErrAlreadyRunning is returned by Run when another Run of the same resolver is
 	// active.
-	ErrAlreadyRunning = errors.New("binding resolver already running")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 )
 
 // IsRetryable reports whether a Resolve error may pass when the same call is made

@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
@@ -86,8 +87,7 @@ type Resolver struct {
 	entries   map[ids.ChatID]*entry
 	lru       *list.List // of *entry, most recently used at the front
 	listening bool
-	running   bool
-	closed    bool
+	life      lifecycle.State
 }
 
 // entry is one cached chat. While loading is non-nil a query is in flight; bindings
@@ -151,6 +151,7 @@ func New(opts Options) (*Resolver, error) {
 		return nil, err
 	}
 	return &Resolver{
+		life:         lifecycle.New("binding resolver", lifecycle.OneAtATime, ErrClosed),
 		src:          opts.Source,
 		pol:          policy{lookback: opts.Lookback, types: types},
 		size:         opts.CacheSize,
@@ -185,7 +186,7 @@ func (r *Resolver) Resolve(ctx context.Context, chat ids.ChatID, occurredAt time
 // bindings returns the chat's bindings from the cache or the source.
 func (r *Resolver) bindings(ctx context.Context, chat ids.ChatID) ([]store.WorkspaceBinding, error) {
 	r.mu.Lock()
-	if r.closed {
+	if r.life.Closed() {
 		r.mu.Unlock()
 		return nil, ErrClosed
 	}
@@ -341,19 +342,14 @@ func (l listener) BindingChanged(chat ids.ChatID) { l.r.invalidate(chat) }
 // meanwhile cached entries live only FallbackTTL. Run may be called once at a time.
 func (r *Resolver) Run(ctx context.Context) error {
 	r.mu.Lock()
-	switch {
-	case r.closed:
+	if err := r.life.Begin(); err != nil {
 		r.mu.Unlock()
-		return ErrClosed
-	case r.running:
-		r.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	r.running = true
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.running = false
+		r.life.End()
 		r.mu.Unlock()
 		r.setListening(false)
 	}()
@@ -385,7 +381,7 @@ func (r *Resolver) Run(ctx context.Context) error {
 func (r *Resolver) Close() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.closed = true
+	r.life.Close()
 	clear(r.entries)
 	r.lru.Init()
 	r.m.entries.Set(0)

@@ -560,7 +560,7 @@ func TestRunTwiceIsRefused(t *testing.T) {
 	waitFor(t, "first Run started", func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.running
+		return r.life.Running()
 	})
 	if err := r.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 )
@@ -91,8 +92,7 @@ type Contacts struct {
 	mu      sync.Mutex
 	cache   *lru[string, contact]
 	pending map[string]struct{} // queued or being looked up
-	running bool
-	closed  bool
+	life    lifecycle.State
 }
 
 type contact struct {
@@ -174,7 +174,8 @@ func NewContacts(opts ContactsOptions) (*Contacts, error) {
 		return nil, err
 	}
 	return &Contacts{
-		dir: opts.Directory, ttl: opts.TTL, negTTL: opts.NegativeTTL, batch: opts.BatchSize,
+		life: lifecycle.New("lark contacts", lifecycle.OneAtATime, ErrClosed),
+		dir:  opts.Directory, ttl: opts.TTL, negTTL: opts.NegativeTTL, batch: opts.BatchSize,
 		batchWait: opts.BatchWait, interval: time.Duration(float64(time.Second) / opts.RequestsPerSecond),
 		timeout: opts.Timeout, maxBackoff: opts.MaxBackoff, now: opts.Clock,
 		log: log.With("component", "lark.contacts"), m: m,
@@ -228,7 +229,7 @@ func (c *Contacts) Observe(openID, name string) {
 
 // enqueueLocked queues openID once; c.mu must be held.
 func (c *Contacts) enqueueLocked(openID string) {
-	if c.closed {
+	if c.life.Closed() {
 		return
 	}
 	if _, ok := c.pending[openID]; ok {
@@ -248,19 +249,14 @@ func (c *Contacts) enqueueLocked(openID string) {
 // when it gives one).
 func (c *Contacts) Run(ctx context.Context) error {
 	c.mu.Lock()
-	switch {
-	case c.closed:
+	if err := c.life.Begin(); err != nil {
 		c.mu.Unlock()
-		return ErrClosed
-	case c.running:
-		c.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	c.running = true
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		c.running = false
+		c.life.End()
 		c.mu.Unlock()
 	}()
 
@@ -361,7 +357,7 @@ func (c *Contacts) lookup(ctx context.Context, ids []string) error {
 func (c *Contacts) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.closed = true
+	c.life.Close()
 	return nil
 }
 

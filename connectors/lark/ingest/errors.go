@@ -8,6 +8,8 @@ import (
 	"time"
 
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
+
+	"github.com/larkline/larkline/internal/lifecycle"
 )
 
 // Sentinel errors.
@@ -19,7 +21,7 @@ var (
 	// handler once it has been closed.
 	ErrClosed = errors.New("lark ingest closed")
 	// ErrAlreadyRunning is returned by Run when another Run of the same value is active.
-	ErrAlreadyRunning = errors.New("already running")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrShuttingDown is answered to events that reach a long connection while it
 	// drains: the event is not acknowledged, so Lark delivers it again.
 	ErrShuttingDown = errors.New("lark long connection shutting down")

@@ -21,6 +21,7 @@ import (
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 )
 
@@ -119,8 +120,7 @@ type LongConn struct {
 	m              *longConnMetrics
 
 	mu      sync.Mutex
-	running bool
-	closed  bool
+	life    lifecycle.State
 	closeCh chan struct{}
 	current *generation
 	clients int // SDK clients abandoned (Start never returned)
@@ -196,6 +196,7 @@ func NewLongConn(opts LongConnOptions) (*LongConn, error) {
 	liveness := opts.PingInterval * time.Duration(opts.LivenessMisses)
 	installDialHook()
 	return &LongConn{
+		life:  lifecycle.New("lark long connection", lifecycle.OneAtATime, ErrClosed),
 		appID: opts.AppID, secret: opts.AppSecret, domain: opts.Domain, ing: opts.Ingester,
 		liveness:       liveness,
 		checkEvery:     min(max(liveness/6, minLivenessCheckPeriod), maxLivenessCheckPeriod),
@@ -221,19 +222,14 @@ func (l *LongConn) Connected() bool {
 // a capped exponential backoff.
 func (l *LongConn) Run(ctx context.Context) error {
 	l.mu.Lock()
-	switch {
-	case l.closed:
+	if err := l.life.Begin(); err != nil {
 		l.mu.Unlock()
-		return ErrClosed
-	case l.running:
-		l.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	l.running = true
 	l.mu.Unlock()
 	defer func() {
 		l.mu.Lock()
-		l.running = false
+		l.life.End()
 		l.current = nil
 		l.mu.Unlock()
 		l.m.connected.WithLabelValues().Set(0)
@@ -441,10 +437,9 @@ func ackError(res Result) error {
 func (l *LongConn) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed {
+	if !l.life.Close() {
 		return nil
 	}
-	l.closed = true
 	close(l.closeCh)
 	if l.current != nil {
 		l.current.close()

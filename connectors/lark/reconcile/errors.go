@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 )
 
@@ -21,7 +22,7 @@ var (
 	ErrClosed = errors.New("reconciler closed")
 	// ErrAlreadyRunning is returned by Run while another Run of the same
 	// Reconciler is active.
-	ErrAlreadyRunning = errors.New("reconciler already running")
+	ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
 	// ErrUnknownWorkspace is returned by Refresh for a workspace the store does not
 	// know.
 	ErrUnknownWorkspace = errors.New("unknown workspace")

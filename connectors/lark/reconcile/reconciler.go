@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -34,8 +35,7 @@ type Reconciler struct {
 	// evidenceEnd: per chat key, one past the highest evidence offset this process
 	// produced for the chat (one int64 per chat reconciled since start).
 	evidenceEnd map[string]int64
-	running     bool
-	closed      bool
+	life        lifecycle.State
 	// lastPass is the report of the last finished pass (zero before the first).
 	lastPass PassReport
 }
@@ -56,6 +56,7 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	closeCtx, closeCancel := context.WithCancel(context.Background())
 	return &Reconciler{
+		life: lifecycle.New("reconciler", lifecycle.OneAtATime, ErrClosed),
 		opts: o, log: log.With("component", "lark.reconcile"), m: m,
 		threads:     newThreadRegistry(o.MaxThreadsPerChat),
 		sem:         make(chan struct{}, o.MaxConcurrentChats),
@@ -70,7 +71,7 @@ func New(opts Options) (*Reconciler, error) {
 func (r *Reconciler) enter() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.life.Closed() {
 		return ErrClosed
 	}
 	r.wg.Add(1)
@@ -88,15 +89,14 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 	defer r.wg.Done()
 	r.mu.Lock()
-	if r.running {
+	if err := r.life.Begin(); err != nil {
 		r.mu.Unlock()
-		return ErrAlreadyRunning
+		return err
 	}
-	r.running = true
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		r.running = false
+		r.life.End()
 		r.mu.Unlock()
 	}()
 
@@ -355,7 +355,7 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 // than once.
 func (r *Reconciler) Close() error {
 	r.mu.Lock()
-	r.closed = true
+	r.life.Close()
 	r.mu.Unlock()
 	r.closeCancel()
 	r.wg.Wait()
