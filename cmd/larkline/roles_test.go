@@ -24,6 +24,7 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -85,20 +86,7 @@ func startTestRoles(t *testing.T, cfg *config.Config, roles ...string) (*running
 // openTestStore opens a migrated store on cfg's database.
 func openTestStore(t *testing.T, cfg *config.Config) *store.Store {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: cfg.Postgres.DSN.Value(), MaxConns: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return teststore.New(t, teststore.DSN(cfg.Postgres.DSN.Value()))
 }
 
 // waitFor polls cond every 50 ms until it holds or d passes.

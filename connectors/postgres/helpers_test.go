@@ -25,6 +25,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -81,20 +82,8 @@ func newEnv(t testing.TB, partitions int32) *env {
 // database and returns the pool and a store on it.
 func migratedStore(t testing.TB, dsn string, maxConns int32) (*pgxpool.Pool, *store.Store) {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: dsn, MaxConns: maxConns})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pool, st
+	db := teststore.Open(t, teststore.DSN(dsn), teststore.MaxConns(maxConns))
+	return db.Pool, db.Store
 }
 
 // uniqueGroup returns a consumer group id no other test uses.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -34,21 +35,8 @@ func newStore(t testing.TB) *store.Store {
 // newStoreDSN is newStore that also returns the database's DSN.
 func newStoreDSN(t testing.TB) (*store.Store, string) {
 	t.Helper()
-	ctx := context.Background()
-	dsn := testenv.PostgresDSN(t)
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: dsn, MaxConns: 8})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st, dsn
+	db := teststore.Open(t, teststore.MaxConns(8))
+	return db.Store, db.DSN
 }
 
 // notifications records what store.ListenBindings reports.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -25,20 +26,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // newRealStore returns a store on a fresh, migrated database of its own.
 func newRealStore(t testing.TB) *store.Store {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 4})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return teststore.New(t)
 }
 
 func mustWorkspace(t testing.TB, st *store.Store, ws ids.WorkspaceID) {

@@ -19,6 +19,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -48,19 +49,9 @@ func testContext(t testing.TB, d time.Duration) context.Context {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
-	ctx := testContext(t, time.Minute)
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := teststore.Open(t, teststore.MaxConns(6))
+	pool, st := db.Pool, db.Store
+	var err error
 	compact := "compact"
 	cfg := map[string]*string{"cleanup.policy": &compact}
 	e := &env{

@@ -21,6 +21,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/processors/synthesis/rules"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/schemas"
@@ -55,22 +56,11 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 12})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := teststore.New(t, teststore.MaxConns(12))
 	e := &env{t: t, st: st, brokers: testenv.KafkaBrokers(t), topic: testenv.NewTopic(t, 1, nil),
 		dlq: testenv.NewTopic(t, 1, nil), ws: "ws-incident", chat: "oc_incident"}
 	e.group = "synthesis-" + e.topic
+	var err error
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{ClosedWindow: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -18,20 +19,7 @@ func TestMain(m *testing.M) { testenv.Main(m) }
 // newStore returns a store on a fresh, migrated database of the real Postgres.
 func newStore(t *testing.T) *store.Store {
 	t.Helper()
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 6})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st
+	return teststore.New(t, teststore.MaxConns(6))
 }
 
 func upsertWorkspace(t *testing.T, st *store.Store, id ids.WorkspaceID, created time.Time) {

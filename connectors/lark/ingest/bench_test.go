@@ -20,6 +20,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 )
 
 // benchEvents is the number of callbacks one benchmark operation sends.
@@ -153,18 +154,7 @@ func reportLatencies(b *testing.B, lat []time.Duration) {
 func newBenchStack(b *testing.B) string {
 	b.Helper()
 	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(b), MaxConns: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		b.Fatal(err)
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		b.Fatal(err)
-	}
+	st := teststore.New(b)
 	if _, err := st.UpsertWorkspace(ctx, store.Workspace{ID: tWS, Type: "incident", Status: store.WorkspaceFiring, CreatedAt: time.Now().Add(-time.Hour)}, 1); err != nil {
 		b.Fatal(err)
 	}

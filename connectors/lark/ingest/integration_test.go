@@ -29,6 +29,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -79,17 +80,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	ctx := context.Background()
 	s := &stack{t: t, reg: prometheus.NewRegistry()}
 
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	if s.st, err = store.New(pool); err != nil {
-		t.Fatal(err)
-	}
+	s.st = teststore.New(t, teststore.MaxConns(6))
 	for _, w := range o.scenario.Workspaces() {
 		ws := store.Workspace{ID: w.ID, Type: w.Type, Status: store.WorkspaceStatus(w.Status), CreatedAt: w.CreatedAt}
 		if _, err := s.st.UpsertWorkspace(ctx, ws, 1); err != nil {
@@ -102,6 +93,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		}
 	}
 	// Both TTLs are long: only NOTIFY makes a binding change visible.
+	var err error
 	s.resolver, err = bindings.New(bindings.Options{Source: s.st, WorkspaceTypes: []string{"incident"},
 		CacheTTL: time.Hour, FallbackTTL: time.Hour, Registry: s.reg})
 	if err != nil {

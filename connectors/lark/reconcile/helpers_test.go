@@ -29,6 +29,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -214,18 +215,8 @@ func newEnvAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *env {
 	e := &env{brokers: testenv.KafkaBrokers(t)}
 	e.evTopic = testenv.NewTopic(t, 3, nil)
 	e.cpTopic = testenv.NewTopic(t, 3, nil)
-	ctx := context.Background()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: testenv.PostgresDSN(t), MaxConns: 8})
-	if err != nil {
-		t.Fatalf("open pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := store.Migrate(ctx, pool); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	if e.st, err = store.New(pool); err != nil {
-		t.Fatal(err)
-	}
+	e.st = teststore.New(t, teststore.MaxConns(8))
+	var err error
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.evTopic, Checkpoint: e.cpTopic}); err != nil {
 		t.Fatal(err)
 	}
