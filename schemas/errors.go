@@ -36,6 +36,12 @@ var (
 	// ErrRegistry: a schema registry request failed. See RegistryError and
 	// IsRetryable.
 	ErrRegistry = errors.New("schema registry request failed")
+	// ErrSchemaRejected: the registry refused to register the schema under its
+	// subject: HTTP 409 (incompatible with the subject's earlier versions under the
+	// subject's compatibility rule, e.g. BACKWARD) or 422 (not a valid schema). It
+	// wraps ErrRegistry and is not retryable: nothing is produced until the schema or
+	// the subject's compatibility setting is changed.
+	ErrSchemaRejected = errors.New("schema registry refused the schema")
 )
 
 // DecodeError is returned by Decode for bytes it cannot turn into a record. It says
@@ -119,6 +125,13 @@ type RegistryError struct {
 	Message string
 	// Err is the transport or decoding cause, if any.
 	Err error
+	// register is set for a registration (POST /subjects/{subject}/versions).
+	register bool
+}
+
+// Rejected reports whether the registry refused a registration (409 or 422).
+func (e *RegistryError) Rejected() bool {
+	return e.register && (e.StatusCode == 409 || e.StatusCode == 422)
 }
 
 func (e *RegistryError) Error() string {
@@ -135,14 +148,22 @@ func (e *RegistryError) Error() string {
 	if e.Err != nil {
 		s += ": " + e.Err.Error()
 	}
+	if e.register && e.StatusCode == 409 {
+		s += " (the schema is incompatible with the subject's earlier versions under its compatibility setting; " +
+			"nothing was produced)"
+	}
 	return s
 }
 
 func (e *RegistryError) Unwrap() []error {
-	if e.Err != nil {
-		return []error{ErrRegistry, e.Err}
+	out := []error{ErrRegistry}
+	if e.Rejected() {
+		out = append(out, ErrSchemaRejected)
 	}
-	return []error{ErrRegistry}
+	if e.Err != nil {
+		out = append(out, e.Err)
+	}
+	return out
 }
 
 // Retryable reports whether repeating the request may succeed.

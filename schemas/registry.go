@@ -147,6 +147,9 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (uint32
 		ID *int64 `json:"id"`
 	}
 	if _, err := r.do(ctx, op, http.MethodPost, "/subjects/"+url.PathEscape(subject)+"/versions", body, &resp); err != nil {
+		if re := (*RegistryError)(nil); errors.As(err, &re) {
+			re.register = true // a 409 or 422 is the registry refusing the schema
+		}
 		return 0, err
 	}
 	if resp.ID == nil || *resp.ID < 0 || *resp.ID > math.MaxUint32 {

@@ -1,0 +1,210 @@
+package provision
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Schema registry: a real Confluent-compatible registry (Apicurio Registry) for the
+// tests of the Confluent wire format. There is no fake kind: a test that asks for
+// the registry fails when none can be had, whatever LARKLINE_TEST_REQUIRE_REAL says
+// (the in-process fake of package schemas' unit tests is not offered here).
+const (
+	// EnvRegistryURL names an existing Confluent-compatible registry (its API base,
+	// e.g. http://127.0.0.1:8081 or .../apis/ccompat/v7).
+	EnvRegistryURL = "LARKLINE_TEST_SCHEMA_REGISTRY_URL"
+	// EnvRegistryKind declares what EnvRegistryURL is (default external).
+	EnvRegistryKind = "LARKLINE_TEST_SCHEMA_REGISTRY_KIND"
+	// EnvRegistry forces a kind: external|jvm.
+	EnvRegistry = "LARKLINE_TEST_SCHEMA_REGISTRY"
+	// EnvRegistryJars is the build cache used by registry-jvm.sh.
+	EnvRegistryJars = "LARKLINE_REGISTRY_JARS"
+
+	registryScript       = "deploy/kafka/registry/registry-jvm.sh"
+	registryCompatPath   = "/apis/ccompat/v7"
+	registryReadyTimeout = 60 * time.Second
+)
+
+var registrySpec = spec{
+	name:        "registry",
+	envForce:    EnvRegistry,
+	envProvided: EnvRegistryURL,
+	envKind:     EnvRegistryKind,
+	order:       []Kind{KindJVM},
+	hint: "install Java 17+ (and Maven once, to build it) for the jvm registry, " +
+		"or set " + EnvRegistryURL,
+}
+
+// StartRegistry selects and starts (or adopts) a schema registry as described
+// above and waits until it answers GET /subjects. The Service's Endpoint is the
+// Confluent-compatible API base URL.
+func StartRegistry(ctx context.Context, o Options) (*Service, error) {
+	p, err := registrySpec.plan(o)
+	if err != nil {
+		return nil, err
+	}
+	return registrySpec.start(ctx, o, p, map[Kind]starter{
+		KindJVM: func(ctx context.Context, o Options) (*Service, error) {
+			rp, err := StartRegistryProcess(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return newService(registrySpec, KindJVM, rp.URL, rp.Close), nil
+		},
+	}, registryReady)
+}
+
+// registryReady waits until GET <endpoint>/subjects answers 200.
+func registryReady(ctx context.Context, s *Service) error {
+	return waitRegistry(ctx, s.Endpoint, registryReadyTimeout)
+}
+
+func waitRegistry(ctx context.Context, base string, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	client := &http.Client{Timeout: 5 * time.Second}
+	url := strings.TrimRight(base, "/") + "/subjects"
+	for {
+		err := func() error {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := client.Do(req)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("GET %s: HTTP %d", url, resp.StatusCode)
+			}
+			return nil
+		}()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("schema registry at %s did not answer within %s: %w", base, limit, err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// RegistryProcess is a registry run by registry-jvm.sh on a fixed loopback port
+// with its schemas in its own directory. Stop and Start restart it in place: the
+// same URL, the same schemas and ids. It is safe for concurrent use.
+type RegistryProcess struct {
+	// URL is the Confluent-compatible API base, http://127.0.0.1:<port>/apis/ccompat/v7.
+	URL string
+
+	bash, script, dir string
+	port              int
+	env               []string
+	reap              *reaper
+
+	mu        sync.Mutex
+	closed    bool
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// StartRegistryProcess builds the registry if needed (registry-jvm.sh fetch) and
+// starts it in a fresh temporary directory on a free port.
+func StartRegistryProcess(ctx context.Context, o Options) (*RegistryProcess, error) {
+	if err := javaAvailable(); err != nil {
+		return nil, err
+	}
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		return nil, unavailable("bash not found: %v", err)
+	}
+	root, err := repoRoot(o)
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(root, registryScript)
+	if _, err := os.Stat(script); err != nil {
+		return nil, unavailable("%v", err)
+	}
+	env := os.Environ()
+	if jars := o.getenv(EnvRegistryJars); jars != "" {
+		env = append(env, EnvRegistryJars+"="+jars)
+	}
+	if err := jarsFetchable(ctx, bash, script, env); err != nil {
+		return nil, err
+	}
+	ports, err := freePorts(1)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "larkline-registry-")
+	if err != nil {
+		return nil, fmt.Errorf("creating the registry directory: %w", err)
+	}
+	reap, err := startReaper(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
+	rp := &RegistryProcess{
+		URL:  "http://127.0.0.1:" + strconv.Itoa(ports[0]) + registryCompatPath,
+		bash: bash, script: script, dir: dir, port: ports[0], env: env, reap: reap,
+	}
+	if err := rp.Start(ctx); err != nil {
+		return nil, errors.Join(err, rp.Close(context.WithoutCancel(ctx)))
+	}
+	o.logger().Info("provision: registry-jvm.sh", "url", rp.URL)
+	return rp, nil
+}
+
+// Start starts the registry (again) and waits until it answers.
+func (rp *RegistryProcess) Start(ctx context.Context) error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	if rp.closed {
+		return errors.New("provision: registry already closed")
+	}
+	cmd := exec.CommandContext(ctx, rp.bash, rp.script, "start", rp.dir, strconv.Itoa(rp.port))
+	cmd.Env = rp.env
+	if _, err := runLogged(cmd); err != nil {
+		return fmt.Errorf("starting the registry: %w", err)
+	}
+	return waitRegistry(ctx, rp.URL, registryReadyTimeout)
+}
+
+// Stop stops the registry and keeps its directory (and so its schemas) for Start.
+func (rp *RegistryProcess) Stop(ctx context.Context) error {
+	rp.mu.Lock()
+	defer rp.mu.Unlock()
+	return rp.stopLocked(ctx)
+}
+
+func (rp *RegistryProcess) stopLocked(ctx context.Context) error {
+	cmd := exec.CommandContext(ctx, rp.bash, rp.script, "stop", rp.dir)
+	cmd.Env = rp.env
+	_, err := runLogged(cmd)
+	return err
+}
+
+// Close stops the registry and removes its directory. Later calls return the
+// first call's result.
+func (rp *RegistryProcess) Close(ctx context.Context) error {
+	rp.closeOnce.Do(func() {
+		rp.mu.Lock()
+		defer rp.mu.Unlock()
+		rp.closed = true
+		rp.closeErr = stopChain(rp.stopLocked, removeDir(rp.dir), cancelReaper(rp.reap))(ctx)
+	})
+	return rp.closeErr
+}
