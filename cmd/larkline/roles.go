@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	lark "github.com/larksuite/oapi-sdk-go/v3"
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/deadletters"
 	"github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
@@ -62,7 +62,7 @@ type runtime struct {
 	larkStack *larkStack
 	// client and chats: the one SDK client and chat type check (larkClient,
 	// chatGuard), shared by every role that calls Lark.
-	client *lark.Client
+	client *larkapi.Client
 	chats  *chats.Guard
 
 	poolOnce sync.Once

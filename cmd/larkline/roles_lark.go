@@ -4,13 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	lark "github.com/larksuite/oapi-sdk-go/v3"
-	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
@@ -18,10 +17,10 @@ import (
 )
 
 // larkStack is what the ingest and reconcile roles share in one process: one SDK
-// client (one tenant token), one normalizer, one binding resolver, one contacts cache
+// API client (one tenant token), one normalizer, one binding resolver, one contacts cache
 // and one evidence producer.
 type larkStack struct {
-	client   *lark.Client
+	client   *larkapi.Client
 	norm     *normalize.Normalizer
 	resolver *bindings.Resolver
 	contacts *ingest.Contacts
@@ -42,7 +41,10 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	}
 	c := rt.cfg.Lark
 	l := rt.cfg.Services.Workspace.Timeline.Lark
-	client := rt.larkClient()
+	client, err := rt.larkClient()
+	if err != nil {
+		return nil, nil, err
+	}
 	norm, err := normalize.New(normalize.Options{SelfAppID: c.AppID, SelfBotOpenID: c.BotOpenID, MaxTextBytes: l.MaxMessageTextBytes})
 	if err != nil {
 		return nil, nil, err
@@ -54,11 +56,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	dir, err := ingest.NewLarkDirectory(client)
-	if err != nil {
-		return nil, nil, err
-	}
-	contacts, err := ingest.NewContacts(ingest.ContactsOptions{Directory: dir, RequestsPerSecond: c.API.RequestsPerSecond / 4,
+	contacts, err := ingest.NewContacts(ingest.ContactsOptions{Directory: client, RequestsPerSecond: c.API.RequestsPerSecond / 4,
 		Logger: rt.log, Registry: rt.reg})
 	if err != nil {
 		return nil, nil, err
@@ -73,17 +71,20 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	return s, comps, nil
 }
 
-// larkClient is the process's one SDK client (one tenant token).
-func (rt *runtime) larkClient() *lark.Client {
+// larkClient is the process's one Lark Open API client (one tenant token).
+func (rt *runtime) larkClient() (*larkapi.Client, error) {
 	if rt.client == nil {
 		c := rt.cfg.Lark
 		// The SDK logs through larkline's logger and its sanitizer (issue #19): not
 		// its own default logger on stdout, and never bodies, only codes.
-		rt.client = lark.NewClient(c.AppID, c.AppSecret.Value(), lark.WithOpenBaseUrl(c.OpenBaseURL),
-			lark.WithLogger(ingest.SDKLogger(rt.log.With("component", "lark.client"))),
-			lark.WithLogLevel(larkcore.LogLevelWarn))
+		cl, err := larkapi.New(larkapi.NewSDK(larkapi.SDKOptions{AppID: c.AppID, AppSecret: c.AppSecret.Value(),
+			OpenBaseURL: c.OpenBaseURL, Logger: rt.log.With("component", "lark.client")}))
+		if err != nil {
+			return nil, err
+		}
+		rt.client = cl
 	}
-	return rt.client
+	return rt.client, nil
 }
 
 // chatGuard is the process's one chat type check (the chat info API, cached),
@@ -96,7 +97,7 @@ func (rt *runtime) chatGuard() (*chats.Guard, error) {
 	if err := rt.cfg.Require("lark.appID", "lark.appSecret"); err != nil {
 		return nil, fmt.Errorf("the chat type check (p2p chats are refused) calls Lark: %w", err)
 	}
-	src, err := chats.NewLarkSource(rt.larkClient())
+	src, err := rt.larkClient()
 	if err != nil {
 		return nil, err
 	}
@@ -118,13 +119,9 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	msgs, err := ingest.NewLarkMessages(s.client)
-	if err != nil {
-		return nil, err
-	}
 	ing, err := ingest.New(ingest.Options{
 		Normalizer: s.norm, Resolver: s.resolver, Producer: s.producer, Codec: rt.codecs.Evidence,
-		Topic: rt.cfg.Kafka.Topics.Evidence, Names: s.contacts, Messages: msgs,
+		Topic: rt.cfg.Kafka.Topics.Evidence, Names: s.contacts, Messages: s.client,
 		Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {
@@ -170,10 +167,7 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 	if err != nil {
 		return nil, nil, err
 	}
-	hist, err := reconcile.NewLarkHistory(s.client)
-	if err != nil {
-		return nil, nil, err
-	}
+	hist := s.client
 	guard, err := rt.chatGuard()
 	if err != nil {
 		return nil, nil, err

@@ -18,8 +18,6 @@ import (
 	"testing"
 	"time"
 
-	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
-
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
@@ -242,7 +240,11 @@ func TestLarkClientLogsThroughTheSanitizer(t *testing.T) {
 	rt := &runtime{cfg: cfg, log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_, err = rt.larkClient().Im.V1.Chat.Get(ctx, larkim.NewGetChatReqBuilder().ChatId("oc_sanitizer").Build())
+	cl, err := rt.larkClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cl.GetChat(ctx, "oc_sanitizer")
 	if err == nil {
 		t.Fatal("a wrong app secret was accepted")
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -22,14 +22,14 @@ type modes struct {
 	m  map[ids.ChatID]string
 }
 
-func (s *modes) GetChat(_ context.Context, chat ids.ChatID) (larkchats.Info, error) {
+func (s *modes) GetChat(_ context.Context, chat ids.ChatID) (larkapi.ChatInfo, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	mode, ok := s.m[chat]
 	if !ok {
-		return larkchats.Info{}, &ingest.APIError{Op: "im chat get", Status: http.StatusInternalServerError, Code: 500, Msg: "down"}
+		return larkapi.ChatInfo{}, &larkapi.APIError{Op: "im chat get", Status: http.StatusInternalServerError, Code: 500, Msg: "down"}
 	}
-	return larkchats.Info{Mode: mode}, nil
+	return larkapi.ChatInfo{Mode: mode}, nil
 }
 
 func newGuard(t *testing.T, reg *prometheus.Registry) *larkchats.Guard {

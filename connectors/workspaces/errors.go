@@ -3,7 +3,7 @@ package workspaces
 import (
 	"errors"
 
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
@@ -80,7 +80,7 @@ func IsRetryable(err error) bool {
 		return false
 	}
 	if errors.Is(err, ErrChatCheckUnavailable) {
-		return ingest.IsRetryable(err)
+		return larkapi.IsRetryable(err)
 	}
 	return store.IsRetryable(err) || kafka.IsRetryable(err) || schemas.IsRetryable(err)
 }

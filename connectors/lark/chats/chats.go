@@ -8,20 +8,11 @@ import (
 	"sync"
 	"time"
 
-	lark "github.com/larksuite/oapi-sdk-go/v3"
-	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/schemas/ids"
-)
-
-// Chat modes of the chat info API's chat_mode.
-const (
-	ModeGroup = "group"
-	ModeTopic = "topic"
-	ModeP2P   = "p2p"
 )
 
 // Paths that check chats (the path label of larkline_lark_chat_refusals_total).
@@ -69,62 +60,13 @@ func Reason(err error) string {
 	return ""
 }
 
-// Info is what the chat info API says about a chat.
-type Info struct {
-	// Mode is chat_mode: ModeGroup, ModeTopic, ModeP2P, or what else Lark sent
-	// (empty when it sent none).
-	Mode string
-}
-
-// Source answers the chat info API, one request per call, without retrying.
+// Source answers the chat info API, one request per call, without retrying
+// (*larkapi.Client in production).
 type Source interface {
-	GetChat(ctx context.Context, chat ids.ChatID) (Info, error)
+	GetChat(ctx context.Context, chat ids.ChatID) (larkapi.ChatInfo, error)
 }
 
-// LarkSource is the Source of the official SDK (client.Im.Chat.Get).
-type LarkSource struct{ client *lark.Client }
-
-// NewLarkSource wraps an SDK client made with the app's credentials.
-func NewLarkSource(client *lark.Client) (*LarkSource, error) {
-	if client == nil {
-		return nil, fmt.Errorf("%w: nil lark client", ErrInvalidOptions)
-	}
-	return &LarkSource{client: client}, nil
-}
-
-const opGetChat = "im chat get"
-
-// GetChat sends one chat info request. A failure is an *ingest.APIError (or wraps
-// one), so ingest.IsRetryable applies.
-func (s *LarkSource) GetChat(ctx context.Context, chat ids.ChatID) (Info, error) {
-	resp, err := s.client.Im.Chat.Get(ctx, larkim.NewGetChatReqBuilder().ChatId(string(chat)).Build())
-	if err != nil {
-		return Info{}, &ingest.APIError{Op: opGetChat, Err: err}
-	}
-	if !resp.Success() {
-		e := &ingest.APIError{Op: opGetChat, Code: resp.Code, Msg: resp.Msg}
-		if raw := resp.ApiResp; raw != nil {
-			e.Status = raw.StatusCode
-		}
-		if len(e.Msg) > 200 {
-			e.Msg = e.Msg[:200]
-		}
-		return Info{}, e
-	}
-	var info Info
-	if d := resp.Data; d != nil {
-		switch {
-		case d.ChatMode != nil:
-			info.Mode = *d.ChatMode
-		case d.ChatType != nil && *d.ChatType == ModeP2P:
-			// chat_type is private|public for groups; an older answer may say p2p there
-			info.Mode = ModeP2P
-		}
-	}
-	return info, nil
-}
-
-var _ Source = (*LarkSource)(nil)
+var _ Source = (*larkapi.Client)(nil)
 
 // Options configure a Guard.
 type Options struct {
@@ -228,9 +170,9 @@ func (g *Guard) Check(ctx context.Context, chat ids.ChatID, path string) error {
 	}
 	var refusal error
 	switch mode {
-	case ModeGroup, ModeTopic:
+	case larkapi.ModeGroup, larkapi.ModeTopic:
 		return nil
-	case ModeP2P:
+	case larkapi.ModeP2P:
 		refusal = fmt.Errorf("chat %s: %w", chat, ErrP2PChat)
 	default:
 		refusal = fmt.Errorf("chat %s (chat_mode %.20q): %w", chat, mode, ErrUnsupportedChat)
@@ -261,7 +203,7 @@ func (g *Guard) mode(ctx context.Context, chat ids.ChatID) (string, error) {
 		return "", fmt.Errorf("look up the type of chat %s: %w", chat, err)
 	}
 	g.lookups.WithLabelValues("ok").Inc()
-	if info.Mode != ModeGroup && info.Mode != ModeTopic {
+	if info.Mode != larkapi.ModeGroup && info.Mode != larkapi.ModeTopic {
 		g.log.Warn("chat is not a group chat: larkline neither reads nor binds it", "chat_id", chat, "chat_mode", fmt.Sprintf("%.20s", info.Mode))
 	}
 	g.mu.Lock()

@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -25,14 +25,14 @@ type fakeSource struct {
 	calls int
 }
 
-func (f *fakeSource) GetChat(_ context.Context, chat ids.ChatID) (chats.Info, error) {
+func (f *fakeSource) GetChat(_ context.Context, chat ids.ChatID) (larkapi.ChatInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
 	if f.err != nil {
-		return chats.Info{}, f.err
+		return larkapi.ChatInfo{}, f.err
 	}
-	return chats.Info{Mode: f.modes[chat]}, nil
+	return larkapi.ChatInfo{Mode: f.modes[chat]}, nil
 }
 
 func TestGuardRefusesNonGroupChatsAndCaches(t *testing.T) {
@@ -83,7 +83,7 @@ func TestGuardRefusesNonGroupChatsAndCaches(t *testing.T) {
 		t.Errorf("after the TTL: %v, want the new answer", err)
 	}
 	// a failure is returned, not cached and not a refusal
-	src.err = &ingest.APIError{Op: "im chat get", Status: 500, Code: 500, Msg: "boom"}
+	src.err = &larkapi.APIError{Op: "im chat get", Status: 500, Code: 500, Msg: "boom"}
 	err = g.Check(ctx, "oc_new", chats.PathAdmin)
 	if err == nil || errors.Is(err, chats.ErrRefused) {
 		t.Errorf("lookup failure: %v, want an error that is not a refusal", err)
@@ -121,12 +121,9 @@ func TestNewValidates(t *testing.T) {
 			t.Errorf("New(%+v) = %v, want ErrInvalidOptions", o, err)
 		}
 	}
-	if _, err := chats.NewLarkSource(nil); !errors.Is(err, chats.ErrInvalidOptions) {
-		t.Errorf("NewLarkSource(nil) = %v", err)
-	}
 }
 
-// TestLarkSourceAgainstLarktest: the SDK source reads chat_mode from larktest.
+// TestLarkSourceAgainstLarktest: larkapi.Client.GetChat reads chat_mode from larktest.
 func TestLarkSourceAgainstLarktest(t *testing.T) {
 	sc, err := larktest.NewScenario(larktest.App{AppID: "cli_chatsguard0001", BotOpenID: "ou_bot"})
 	if err != nil {
@@ -153,22 +150,22 @@ func TestLarkSourceAgainstLarktest(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = srv.Close() })
-	src, err := chats.NewLarkSource(lark.NewClient(srv.AppID(), "s3cret", lark.WithOpenBaseUrl(srv.URL()), lark.WithLogLevel(larkcore.LogLevelError)))
+	src, err := larkapi.New(lark.NewClient(srv.AppID(), "s3cret", lark.WithOpenBaseUrl(srv.URL()), lark.WithLogLevel(larkcore.LogLevelError)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for chat, want := range map[ids.ChatID]string{"oc_group": chats.ModeGroup, "oc_p2p": chats.ModeP2P} {
+	for chat, want := range map[ids.ChatID]string{"oc_group": larkapi.ModeGroup, "oc_p2p": larkapi.ModeP2P} {
 		info, err := src.GetChat(context.Background(), chat)
 		if err != nil || info.Mode != want {
 			t.Errorf("%s: %+v, %v; want mode %q", chat, info, err, want)
 		}
 	}
 	_, err = src.GetChat(context.Background(), "oc_stranger")
-	var ae *ingest.APIError
+	var ae *larkapi.APIError
 	if !errors.As(err, &ae) || ae.Code != larktest.CodeBotNotInChat {
 		t.Errorf("stranger: %v, want code %d", err, larktest.CodeBotNotInChat)
 	}
-	if ingest.IsRetryable(err) {
+	if larkapi.IsRetryable(err) {
 		t.Errorf("bot not in chat is not retryable")
 	}
 }

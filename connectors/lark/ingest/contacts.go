@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
@@ -33,7 +34,7 @@ const (
 // Directory resolves display names in batches; *LarkDirectory satisfies it.
 type Directory interface {
 	// Names returns the names of the users among openIDs (at most
-	// MaxDirectoryBatch) the directory knows; unknown ids are absent.
+	// larkapi.MaxDirectoryBatch) the directory knows; unknown ids are absent.
 	Names(ctx context.Context, openIDs []string) (map[string]string, error)
 }
 
@@ -52,7 +53,7 @@ type ContactsOptions struct {
 	// QueueSize bounds the ids waiting for a lookup; beyond it new ids are dropped
 	// and counted (they are queued again the next time they are seen).
 	QueueSize int
-	// BatchSize is the ids per request, at most MaxDirectoryBatch (the default).
+	// BatchSize is the ids per request, at most larkapi.MaxDirectoryBatch (the default).
 	BatchSize int
 	// BatchWait is how long a started batch waits for more ids.
 	BatchWait time.Duration
@@ -120,7 +121,7 @@ func NewContacts(opts ContactsOptions) (*Contacts, error) {
 	}{
 		{"Size", &opts.Size, DefaultContactsSize, 10_000_000},
 		{"QueueSize", &opts.QueueSize, DefaultContactsQueue, 1_000_000},
-		{"BatchSize", &opts.BatchSize, MaxDirectoryBatch, MaxDirectoryBatch},
+		{"BatchSize", &opts.BatchSize, larkapi.MaxDirectoryBatch, larkapi.MaxDirectoryBatch},
 	}
 	for _, i := range ints {
 		switch {
@@ -280,13 +281,13 @@ func (c *Contacts) Run(ctx context.Context) error {
 			return nil
 		}
 		wait := backoff
-		if ae := (*APIError)(nil); errors.As(err, &ae) && ae.RetryAfter > wait {
+		if ae := (*larkapi.APIError)(nil); errors.As(err, &ae) && ae.RetryAfter > wait {
 			wait = ae.RetryAfter
 		}
 		wait = min(wait, c.maxBackoff)
 		next = time.Now().Add(wait)
 		backoff = min(2*backoff, c.maxBackoff)
-		c.log.Warn("contact lookup failed", "ids", len(ids), "retryable", IsRetryable(err), "retry_after", wait, "err", err)
+		c.log.Warn("contact lookup failed", "ids", len(ids), "retryable", larkapi.IsRetryable(err), "retry_after", wait, "err", err)
 	}
 }
 
@@ -326,7 +327,7 @@ func (c *Contacts) lookup(ctx context.Context, ids []string) error {
 		delete(c.pending, id)
 	}
 	if err != nil {
-		if IsRetryable(err) {
+		if larkapi.IsRetryable(err) {
 			c.m.requests.WithLabelValues("retryable_error").Inc()
 		} else {
 			c.m.requests.WithLabelValues("error").Inc()

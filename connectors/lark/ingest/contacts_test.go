@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -140,7 +141,7 @@ func TestContactsQueueIsBounded(t *testing.T) {
 }
 
 func TestContactsFailedLookupIsRetriedWhenSeenAgain(t *testing.T) {
-	dir := &fakeDirectory{names: map[string]string{"ou_a": "Ann"}, err: &APIError{Op: "x", Status: 429, Code: codeRateLimited, RetryAfter: 10 * time.Millisecond}}
+	dir := &fakeDirectory{names: map[string]string{"ou_a": "Ann"}, err: &larkapi.APIError{Op: "x", Status: 429, Code: larkapi.CodeRateLimited, RetryAfter: 10 * time.Millisecond}}
 	c := newContacts(t, dir, nil)
 	runContacts(t, c)
 	c.Name("ou_a")
@@ -182,7 +183,7 @@ func TestContactsOptionsAndLifecycle(t *testing.T) {
 	dir := &fakeDirectory{}
 	bad := []ContactsOptions{
 		{},
-		{Directory: dir, BatchSize: MaxDirectoryBatch + 1},
+		{Directory: dir, BatchSize: larkapi.MaxDirectoryBatch + 1},
 		{Directory: dir, Size: -1},
 		{Directory: dir, TTL: -time.Second},
 		{Directory: dir, RequestsPerSecond: -1},

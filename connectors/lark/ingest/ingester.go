@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/schemas"
@@ -58,7 +59,7 @@ type Names interface {
 }
 
 // MessageLookup fetches one message from Lark's history; *LarkMessages satisfies
-// it. It answers ErrMessageNotFound (wrapped) for a message Lark does not serve.
+// it. It answers larkapi.ErrMessageNotFound (wrapped) for a message Lark does not serve.
 type MessageLookup interface {
 	GetMessage(ctx context.Context, id ids.MessageID) (*larkim.Message, error)
 }
@@ -322,10 +323,10 @@ func (g *Ingester) recalledMessage(ctx context.Context, msgID ids.MessageID, cha
 	defer cancel()
 	item, err := g.messages.GetMessage(lctx, msgID)
 	switch {
-	case errors.Is(err, ErrMessageNotFound):
+	case errors.Is(err, larkapi.ErrMessageNotFound):
 		g.m.recalls.WithLabelValues("api", "not_found").Inc()
 		return normalize.Message{}, ignored(ReasonRecallUnknownMessage), false
-	case err != nil && (IsRetryable(err) || ctx.Err() != nil):
+	case err != nil && (larkapi.IsRetryable(err) || ctx.Err() != nil):
 		g.m.recalls.WithLabelValues("api", "error").Inc()
 		return normalize.Message{}, failed(ReasonLarkAPIUnavailable, fmt.Errorf("recall of message %s: %w", msgID, err)), false
 	case err != nil:

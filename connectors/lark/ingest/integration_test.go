@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
@@ -133,7 +133,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	t.Cleanup(func() { _ = s.lark.Close() })
 	s.sdk = lark.NewClient(appID, itSecret, lark.WithOpenBaseUrl(s.lark.URL()), lark.WithReqTimeout(2*time.Second))
 
-	dir, err := NewLarkDirectory(s.sdk)
+	dir, err := larkapi.New(s.sdk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +142,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 		t.Fatal(err)
 	}
 	s.background(s.contacts.Run)
-	msgs, err := NewLarkMessages(s.sdk)
+	msgs, err := larkapi.New(s.sdk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -755,7 +755,7 @@ func TestContactsThroughSDK(t *testing.T) {
 	if err := srv.FailNext(larktest.PathUsersBatch, 1, larktest.FaultRateLimit(1)); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := NewLarkDirectory(lark.NewClient(appID, itSecret, lark.WithOpenBaseUrl(srv.URL()), lark.WithReqTimeout(2*time.Second)))
+	dir, err := larkapi.New(lark.NewClient(appID, itSecret, lark.WithOpenBaseUrl(srv.URL()), lark.WithReqTimeout(2*time.Second)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -812,31 +812,6 @@ func TestContactsThroughSDK(t *testing.T) {
 	}
 	if calls > 4 {
 		t.Errorf("%d batch calls for 4 ids; lookups are not batched", calls)
-	}
-}
-
-func TestLarkAPIErrorsAreClassified(t *testing.T) {
-	tests := []struct {
-		err  error
-		want bool
-	}{
-		{&APIError{Op: "x", Err: errors.New("dial tcp: connection refused")}, true},
-		{&APIError{Op: "x", Status: 429, Code: codeRateLimited}, true},
-		{&APIError{Op: "x", Status: 400, Code: codeRateLimited}, true},
-		{&APIError{Op: "x", Status: 500, Code: 500}, true},
-		{&APIError{Op: "x", Status: 400, Code: codeTenantTokenBad}, true},
-		{&APIError{Op: "x", Status: 400, Code: 230027}, false},
-		{&APIError{Op: "x", Err: context.Canceled}, false},
-		{fmt.Errorf("wrapped: %w", &APIError{Op: "x", Status: 503}), true},
-		{context.DeadlineExceeded, true},
-		{context.Canceled, false},
-		{errors.New("something else"), false},
-		{nil, false},
-	}
-	for i, tt := range tests {
-		if got := IsRetryable(tt.err); got != tt.want {
-			t.Errorf("%d: IsRetryable(%v) = %v, want %v", i, tt.err, got, tt.want)
-		}
 	}
 }
 

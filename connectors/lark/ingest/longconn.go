@@ -21,6 +21,7 @@ import (
 	larkws "github.com/larksuite/oapi-sdk-go/v3/ws"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 )
@@ -116,7 +117,7 @@ type LongConn struct {
 	drainTimeout   time.Duration
 	maxClients     int
 	log            *slog.Logger
-	sdkLog         sdkLogger
+	sdkLog         larkcore.Logger
 	m              *longConnMetrics
 
 	mu      sync.Mutex
@@ -203,7 +204,7 @@ func NewLongConn(opts LongConnOptions) (*LongConn, error) {
 		connectTimeout: opts.ConnectTimeout, backoffMin: opts.BackoffMin, backoffMax: opts.BackoffMax,
 		drainTimeout: opts.DrainTimeout, maxClients: opts.MaxSDKClients,
 		log:    log.With("component", "lark.longconn"),
-		sdkLog: sdkLogger{log.With("component", "lark.longconn.sdk")},
+		sdkLog: larkapi.SDKLogger(log.With("component", "lark.longconn.sdk")),
 		m:      m, closeCh: make(chan struct{}),
 	}, nil
 }

@@ -17,6 +17,8 @@ import (
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
 	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
+
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 )
 
 // Defaults of WebhookOptions.
@@ -129,7 +131,7 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 		seen: newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
 	}
 	d := dispatcher.NewEventDispatcher(opts.VerificationToken, opts.EncryptKey)
-	d.InitConfig(larkevent.WithLogger(sdkLogger{log.With("component", "lark.webhook")}), larkevent.WithLogLevel(larkcore.LogLevelInfo))
+	d.InitConfig(larkevent.WithLogger(larkapi.SDKLogger(log.With("component", "lark.webhook"))), larkevent.WithLogLevel(larkcore.LogLevelInfo))
 	d.OnP2MessageReceiveV1(func(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
 		return deliver(ctx, h.ing.receive(ctx, ev))
 	})

@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -214,8 +214,8 @@ func (c *chatRun) run(ctx context.Context) error {
 		if err := c.gate(ctx); err != nil {
 			return err
 		}
-		page, err := r.list(ctx, ListQuery{
-			ContainerType: ContainerChat, ContainerID: string(j.chat),
+		page, err := r.list(ctx, larkapi.ListQuery{
+			ContainerType: larkapi.ContainerChat, ContainerID: string(j.chat),
 			Start: start, End: c.plan.end, PageToken: token,
 		})
 		if err != nil {
@@ -223,7 +223,7 @@ func (c *chatRun) run(ctx context.Context) error {
 		}
 		c.used++
 		c.rep.Pages++
-		r.m.pages.WithLabelValues(ContainerChat).Inc()
+		r.m.pages.WithLabelValues(larkapi.ContainerChat).Inc()
 
 		items, last, final := c.chatItems(page)
 		// Threads whose roots are on this page are read before the page commits.
@@ -270,7 +270,7 @@ func (c *chatRun) run(ctx context.Context) error {
 			continue
 		}
 		if page.PageToken == token {
-			return fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (chat %s, request %s)", ErrMalformedPage, j.chat, page.RequestID))
+			return fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (chat %s, request %s)", larkapi.ErrMalformedPage, j.chat, page.RequestID))
 		}
 		token = page.PageToken
 	}
@@ -307,7 +307,7 @@ func (c *chatRun) gate(ctx context.Context) error {
 // chatItems keeps the page's items inside the range and returns the checkpoint
 // position after the page (the last in-range item; zero when there is none) and
 // whether the page ends the range.
-func (c *chatRun) chatItems(page ListPage) (items []*larkim.Message, last store.CheckpointPosition, final bool) {
+func (c *chatRun) chatItems(page larkapi.ListPage) (items []*larkim.Message, last store.CheckpointPosition, final bool) {
 	final = !page.HasMore
 	for _, it := range page.Items {
 		if it == nil {
@@ -360,9 +360,9 @@ func (c *chatRun) readThreadFrom(ctx context.Context, thread string, from time.T
 		if err := c.gate(ctx); err != nil {
 			return nil, false, err
 		}
-		page, err := c.r.list(ctx, ListQuery{ContainerType: ContainerThread, ContainerID: thread, Descending: true, PageToken: token})
+		page, err := c.r.list(ctx, larkapi.ListQuery{ContainerType: larkapi.ContainerThread, ContainerID: thread, Descending: true, PageToken: token})
 		if err != nil {
-			var ae *ingest.APIError
+			var ae *larkapi.APIError
 			if errors.As(err, &ae) && ae.Err == nil && !IsRetryable(err) {
 				c.r.threads.forget(c.job.chat, thread)
 				c.r.m.failures.WithLabelValues(reasonThreadRefused).Inc()
@@ -373,7 +373,7 @@ func (c *chatRun) readThreadFrom(ctx context.Context, thread string, from time.T
 		}
 		c.used++
 		c.rep.ThreadPages++
-		c.r.m.pages.WithLabelValues(ContainerThread).Inc()
+		c.r.m.pages.WithLabelValues(larkapi.ContainerThread).Inc()
 		older := false
 		for _, it := range page.Items {
 			if it == nil {
@@ -399,7 +399,7 @@ func (c *chatRun) readThreadFrom(ctx context.Context, thread string, from time.T
 			return out, true, nil
 		}
 		if page.PageToken == token {
-			return nil, false, fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (thread %s, request %s)", ErrMalformedPage, thread, page.RequestID))
+			return nil, false, fail(reasonLarkMalformed, fmt.Errorf("%w: page_token repeated (thread %s, request %s)", larkapi.ErrMalformedPage, thread, page.RequestID))
 		}
 		token = page.PageToken
 	}

@@ -3,11 +3,10 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"net/http"
 
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
@@ -30,12 +29,6 @@ var (
 	// ingestion is not enabled for (design §6): a manual refresh may override the
 	// status and the age of a workspace, never that switch.
 	ErrNotEnabled = errors.New("lark ingestion not enabled for the workspace type")
-	// ErrInvalidQuery is returned by a History for a query it must not send (a
-	// time range on a thread container, a page size outside 1..50).
-	ErrInvalidQuery = errors.New("invalid message history query")
-	// ErrMalformedPage is returned when Lark answers a history page that cannot be
-	// followed: has_more without a page_token, or the same page_token again.
-	ErrMalformedPage = errors.New("malformed message history page")
 	// ErrPageBudget is the Stopped reason of a chat run that used its page budget
 	// before it reached the end of its range; the next run continues from the
 	// checkpoint.
@@ -52,12 +45,9 @@ var (
 	ErrShuttingDown = errors.New("reconciler shutting down")
 )
 
-// Lark Open API codes this package acts on (lark-api-notes.md §6).
-const codeRateLimited = 99991400
-
 // IsRetryable reports whether an error returned by this package may pass when the
 // same call is made later. It is the one retry decision of the reconciler's three
-// I/O boundaries: the Lark Open API (ingest.IsRetryable: no answer, HTTP 5xx, HTTP
+// I/O boundaries: the Lark Open API (larkapi.IsRetryable: no answer, HTTP 5xx, HTTP
 // 429 or code 99991400, invalid-token codes), Kafka (kafka.IsRetryable) and
 // Postgres (store.IsRetryable). ErrClosed, ErrUnknownWorkspace, ErrNotEnabled,
 // invalid input, a malformed page and a caller's cancellation are not retryable.
@@ -69,21 +59,15 @@ func IsRetryable(err error) bool {
 		errors.Is(err, ErrInvalidOptions),
 		errors.Is(err, ErrUnknownWorkspace),
 		errors.Is(err, ErrNotEnabled),
-		errors.Is(err, ErrInvalidQuery),
-		errors.Is(err, ErrMalformedPage):
+		errors.Is(err, larkapi.ErrInvalidQuery),
+		errors.Is(err, larkapi.ErrMalformedPage):
 		return false
 	}
-	var ae *ingest.APIError
+	var ae *larkapi.APIError
 	if errors.As(err, &ae) {
-		return ingest.IsRetryable(err)
+		return larkapi.IsRetryable(err)
 	}
 	return kafka.IsRetryable(err) || store.IsRetryable(err)
-}
-
-// isRateLimited reports whether a Lark answer is a frequency limit: HTTP 429, or
-// code 99991400 (which some older APIs send with HTTP 400).
-func isRateLimited(ae *ingest.APIError) bool {
-	return ae.Err == nil && (ae.Status == http.StatusTooManyRequests || ae.Code == codeRateLimited)
 }
 
 // API call outcomes (the outcome label of larkline_lark_api_calls_total).
@@ -106,12 +90,12 @@ func apiOutcome(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return outcomeCanceled
-	case errors.Is(err, ErrMalformedPage):
+	case errors.Is(err, larkapi.ErrMalformedPage):
 		return outcomeMalformed
-	case errors.Is(err, ErrInvalidQuery):
+	case errors.Is(err, larkapi.ErrInvalidQuery):
 		return outcomeInvalid
 	}
-	var ae *ingest.APIError
+	var ae *larkapi.APIError
 	if !errors.As(err, &ae) {
 		return outcomeTransport
 	}
@@ -123,7 +107,7 @@ func apiOutcome(err error) string {
 		return outcomeTransport
 	}
 	switch {
-	case isRateLimited(ae):
+	case larkapi.IsRateLimited(ae):
 		return outcomeRateLimited
 	case ae.Status >= 500:
 		return outcomeServerError

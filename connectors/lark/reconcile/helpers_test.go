@@ -24,6 +24,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
@@ -85,7 +86,7 @@ func (l *larkEnv) refuseThread(thread string, n int) {
 
 func (l *larkEnv) refused(r *http.Request) bool {
 	q := r.URL.Query()
-	if q.Get("container_id_type") != ContainerThread {
+	if q.Get("container_id_type") != larkapi.ContainerThread {
 		return false
 	}
 	l.mu.Lock()
@@ -268,12 +269,12 @@ func (e *env) resolver(t testing.TB) *bindings.Resolver {
 // nothing retries unless a test injects faults (and then it injects Sleep too).
 func (e *env) options(t testing.TB) Options {
 	t.Helper()
-	h, err := NewLarkHistory(e.lark.client)
+	h, err := larkapi.New(e.lark.client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.registry = prometheus.NewRegistry()
-	src, err := chats.NewLarkSource(e.lark.client)
+	src, err := larkapi.New(e.lark.client)
 	if err != nil {
 		t.Fatal(err)
 	}

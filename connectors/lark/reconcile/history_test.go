@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
-// TestLarkHistory drives the SDK adapter against larktest: paging, the wire
+// TestLarkHistory drives larkapi.Client.ListMessages against larktest: paging, the wire
 // format of the query, and how each kind of Lark answer comes back.
 func TestLarkHistory(t *testing.T) {
 	const chat = ids.ChatID("oc_hist")
@@ -20,14 +20,14 @@ func TestLarkHistory(t *testing.T) {
 	for i := range 7 {
 		l.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("hist", i), Chat: chat, At: base.Add(1200*time.Millisecond + time.Duration(i)*time.Minute)}, "m")
 	}
-	h, err := NewLarkHistory(l.client)
+	h, err := larkapi.New(l.client)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := ctxTimeout(t)
 
 	t.Run("pages until has_more is false", func(t *testing.T) {
-		q := ListQuery{ContainerType: ContainerChat, ContainerID: string(chat), Start: base.Add(1500 * time.Millisecond), End: base.Add(time.Hour), PageSize: 3}
+		q := larkapi.ListQuery{ContainerType: larkapi.ContainerChat, ContainerID: string(chat), Start: base.Add(1500 * time.Millisecond), End: base.Add(time.Hour), PageSize: 3}
 		var got []string
 		for pages := 0; ; pages++ {
 			if pages > 5 {
@@ -54,7 +54,7 @@ func TestLarkHistory(t *testing.T) {
 		calls := l.calls()
 		first := calls[len(calls)-3]
 		if first.start == nil || *first.start != sec(base)+1 || first.end == nil || *first.end != sec(base.Add(time.Hour)) ||
-			first.sort != sortAsc || first.pageSize != 3 || first.container != ContainerChat {
+			first.sort != "ByCreateTimeAsc" || first.pageSize != 3 || first.container != larkapi.ContainerChat {
 			t.Fatalf("query on the wire: %+v", first)
 		}
 	})
@@ -77,7 +77,7 @@ func TestLarkHistory(t *testing.T) {
 			if err := l.srv.FailNext(larktest.PathListMessages, 1, tt.fault); err != nil {
 				t.Fatal(err)
 			}
-			_, err := h.ListMessages(ctx, ListQuery{ContainerType: ContainerChat, ContainerID: string(chat), PageSize: 5})
+			_, err := h.ListMessages(ctx, larkapi.ListQuery{ContainerType: larkapi.ContainerChat, ContainerID: string(chat), PageSize: 5})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -87,7 +87,7 @@ func TestLarkHistory(t *testing.T) {
 			if got := IsRetryable(err); got != tt.retryable {
 				t.Errorf("retryable %v, want %v (%v)", got, tt.retryable, err)
 			}
-			var ae *ingest.APIError
+			var ae *larkapi.APIError
 			if errors.As(err, &ae) && ae.RetryAfter != tt.after {
 				t.Errorf("RetryAfter %s, want %s", ae.RetryAfter, tt.after)
 			}
@@ -96,15 +96,15 @@ func TestLarkHistory(t *testing.T) {
 
 	t.Run("queries Lark would refuse are not sent", func(t *testing.T) {
 		before := len(l.calls())
-		for _, q := range []ListQuery{
-			{ContainerType: ContainerThread, ContainerID: "omt_x", Start: base, PageSize: 5},
-			{ContainerType: ContainerChat, ContainerID: string(chat), PageSize: 0},
-			{ContainerType: ContainerChat, ContainerID: string(chat), PageSize: 51},
+		for _, q := range []larkapi.ListQuery{
+			{ContainerType: larkapi.ContainerThread, ContainerID: "omt_x", Start: base, PageSize: 5},
+			{ContainerType: larkapi.ContainerChat, ContainerID: string(chat), PageSize: 0},
+			{ContainerType: larkapi.ContainerChat, ContainerID: string(chat), PageSize: 51},
 			{ContainerType: "p2p", ContainerID: string(chat), PageSize: 5},
-			{ContainerType: ContainerChat, ContainerID: string(chat), Start: base, End: base.Add(-time.Hour), PageSize: 5},
+			{ContainerType: larkapi.ContainerChat, ContainerID: string(chat), Start: base, End: base.Add(-time.Hour), PageSize: 5},
 		} {
-			if _, err := h.ListMessages(context.Background(), q); !errors.Is(err, ErrInvalidQuery) || IsRetryable(err) {
-				t.Errorf("%+v: %v, want ErrInvalidQuery", q, err)
+			if _, err := h.ListMessages(context.Background(), q); !errors.Is(err, larkapi.ErrInvalidQuery) || IsRetryable(err) {
+				t.Errorf("%+v: %v, want larkapi.ErrInvalidQuery", q, err)
 			}
 		}
 		if n := len(l.calls()) - before; n != 0 {
@@ -112,7 +112,7 @@ func TestLarkHistory(t *testing.T) {
 		}
 	})
 
-	if _, err := NewLarkHistory(nil); !errors.Is(err, ErrInvalidOptions) {
-		t.Fatalf("NewLarkHistory(nil) = %v", err)
+	if _, err := larkapi.New(nil); !errors.Is(err, larkapi.ErrInvalidOptions) {
+		t.Fatalf("larkapi.New(nil) = %v", err)
 	}
 }

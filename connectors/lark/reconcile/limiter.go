@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 )
 
 // LimiterOptions configure a Limiter.
@@ -115,7 +117,7 @@ func (l *Limiter) Pause(until time.Time) {
 // backoff returns the wait before retry attempt+1 of a call that failed with a
 // retryable answer: exponential from minB, capped at maxB, with equal jitter (a
 // uniform value in [d/2, d]), and never shorter than retryAfter (Lark's
-// x-ogw-ratelimit-reset, itself capped at maxRetryAfter).
+// x-ogw-ratelimit-reset, itself capped at larkapi.MaxRetryAfter).
 func backoff(attempt int, minB, maxB, retryAfter time.Duration, jitter func() float64) time.Duration {
 	d := maxB
 	if attempt < 30 {
@@ -125,7 +127,7 @@ func backoff(attempt int, minB, maxB, retryAfter time.Duration, jitter func() fl
 	}
 	half := d / 2
 	d = half + time.Duration(jitter()*float64(d-half))
-	retryAfter = min(retryAfter, maxRetryAfter)
+	retryAfter = min(retryAfter, larkapi.MaxRetryAfter)
 	return max(d, retryAfter)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
@@ -73,12 +74,10 @@ const (
 	// to finish their current page before cancelling them.
 	DefaultDrainTimeout = 30 * time.Second
 
-	// MaxPageSize is Lark's largest page_size (lark-api-notes.md §4.1).
-	MaxPageSize = 50
+	// MaxPageSize is Lark's largest page_size (larkapi.MaxPageSize).
+	MaxPageSize = larkapi.MaxPageSize
 	// MaxRequestsPerSecond is Lark's per-app limit of the history API.
 	MaxRequestsPerSecond = 50
-	// maxRetryAfter bounds how long one x-ogw-ratelimit-reset is honoured.
-	maxRetryAfter = 5 * time.Minute
 )
 
 // ReconcileVersion names this reconciliation algorithm in every checkpoint it
@@ -366,7 +365,7 @@ var (
 	_ Store       = (*store.Store)(nil)
 	_ Eligibility = (*bindings.Resolver)(nil)
 	_ ChatGuard   = (*chats.Guard)(nil)
-	_ History     = (*LarkHistory)(nil)
+	_ History     = (*larkapi.Client)(nil)
 	_ Producer    = (*kgo.Client)(nil)
 	_ Names       = (*ingest.Contacts)(nil)
 )

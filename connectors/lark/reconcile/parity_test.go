@@ -13,6 +13,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/schemas"
@@ -63,7 +64,7 @@ func TestRecordParityWithEventPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewLarkHistory(l.client)
+	h, err := larkapi.New(l.client)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +113,11 @@ func TestRecordParityWithEventPath(t *testing.T) {
 			}
 
 			id := ev.Event.Message.MessageId
-			container, cid := ContainerChat, string(chat)
+			container, cid := larkapi.ContainerChat, string(chat)
 			if tid := ev.Event.Message.ThreadId; tid != nil && *tid != "" {
-				container, cid = ContainerThread, *tid
+				container, cid = larkapi.ContainerThread, *tid
 			}
-			page, err := h.ListMessages(context.Background(), ListQuery{ContainerType: container, ContainerID: cid, PageSize: MaxPageSize})
+			page, err := h.ListMessages(context.Background(), larkapi.ListQuery{ContainerType: container, ContainerID: cid, PageSize: MaxPageSize})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
@@ -31,7 +32,7 @@ func oneChat(t testing.TB, rep PassReport) ChatReport {
 
 func chatCalls(calls []listCall) (chat, thread []listCall) {
 	for _, c := range calls {
-		if c.container == ContainerChat {
+		if c.container == larkapi.ContainerChat {
 			chat = append(chat, c)
 		} else {
 			thread = append(thread, c)
@@ -111,14 +112,14 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 		t.Fatalf("%d chat and %d thread requests, want 5 and 1", len(chatQ), len(threadQ))
 	}
 	for i, q := range chatQ {
-		if q.start == nil || *q.start != sec(created) || q.end == nil || *q.end != sec(c.End) || q.sort != sortAsc || q.pageSize != 5 {
+		if q.start == nil || *q.start != sec(created) || q.end == nil || *q.end != sec(c.End) || q.sort != "ByCreateTimeAsc" || q.pageSize != 5 {
 			t.Fatalf("chat request %d: %+v (start must be the workspace's creation second)", i, q)
 		}
 		if (i == 0) != (q.token == "") {
 			t.Fatalf("chat request %d has page token %q", i, q.token)
 		}
 	}
-	if q := threadQ[0]; q.id != "omt_bf1" || q.start != nil || q.end != nil || q.sort != sortDesc {
+	if q := threadQ[0]; q.id != "omt_bf1" || q.start != nil || q.end != nil || q.sort != "ByCreateTimeDesc" {
 		t.Fatalf("thread request %+v: thread containers take no range and are read newest first", q)
 	}
 
@@ -133,7 +134,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 	if n := len(e.readTopic(t, e.cpTopic)); n != 5 {
 		t.Fatalf("%d checkpoints published, want one per page (5)", n)
 	}
-	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(EndpointListMessages, outcomeOK)); v != 6 {
+	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeOK)); v != 6 {
 		t.Fatalf("api calls ok = %v, want 6", v)
 	}
 
@@ -564,10 +565,10 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 	if long != 2 {
 		t.Fatalf("waits %v, want two of at least x-ogw-ratelimit-reset (7s)", ft.waits())
 	}
-	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(EndpointListMessages, outcomeRateLimited)); v != 2 {
+	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeRateLimited)); v != 2 {
 		t.Fatalf("rate-limited calls = %v", v)
 	}
-	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(EndpointListMessages, outcomeOK)); v != 3 {
+	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeOK)); v != 3 {
 		t.Fatalf("ok calls = %v, want 3 pages", v)
 	}
 	if n := len(byMessage(e.evidence(t))); n != 12 {

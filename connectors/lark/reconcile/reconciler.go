@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
@@ -366,11 +366,11 @@ func (r *Reconciler) Close() error {
 // retryable answers (IsRetryable) up to MaxRetries times with exponential backoff
 // and jitter. A rate-limit answer pauses the limiter for every caller for at
 // least x-ogw-ratelimit-reset; other retries wait in this caller only.
-func (r *Reconciler) list(ctx context.Context, q ListQuery) (ListPage, error) {
+func (r *Reconciler) list(ctx context.Context, q larkapi.ListQuery) (larkapi.ListPage, error) {
 	q.PageSize = r.opts.PageSize
 	for attempt := 0; ; attempt++ {
 		if err := r.opts.Limiter.Wait(ctx); err != nil {
-			return ListPage{}, fmt.Errorf("wait for the lark rate limit: %w", err)
+			return larkapi.ListPage{}, fmt.Errorf("wait for the lark rate limit: %w", err)
 		}
 		cctx, cancel := context.WithTimeout(ctx, r.opts.RequestTimeout)
 		page, err := r.opts.History.ListMessages(cctx, q)
@@ -379,18 +379,18 @@ func (r *Reconciler) list(ctx context.Context, q ListQuery) (ListPage, error) {
 		if err != nil && ctx.Err() != nil {
 			outcome = outcomeCanceled
 		}
-		r.m.apiCalls.WithLabelValues(EndpointListMessages, outcome).Inc()
+		r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcome).Inc()
 		if err == nil {
 			return page, nil
 		}
 		if ctx.Err() != nil {
-			return ListPage{}, fmt.Errorf("list %s %s: %w", q.ContainerType, q.ContainerID, context.Cause(ctx))
+			return larkapi.ListPage{}, fmt.Errorf("list %s %s: %w", q.ContainerType, q.ContainerID, context.Cause(ctx))
 		}
 		if !IsRetryable(err) || attempt >= r.opts.MaxRetries {
-			return ListPage{}, fmt.Errorf("list %s %s (attempt %d): %w", q.ContainerType, q.ContainerID, attempt+1, err)
+			return larkapi.ListPage{}, fmt.Errorf("list %s %s (attempt %d): %w", q.ContainerType, q.ContainerID, attempt+1, err)
 		}
 		var retryAfter time.Duration
-		if ae, ok := errors.AsType[*ingest.APIError](err); ok {
+		if ae, ok := errors.AsType[*larkapi.APIError](err); ok {
 			retryAfter = ae.RetryAfter
 		}
 		d := backoff(attempt, r.opts.MinBackoff, r.opts.MaxBackoff, retryAfter, r.opts.Jitter)
@@ -403,7 +403,7 @@ func (r *Reconciler) list(ctx context.Context, q ListQuery) (ListPage, error) {
 			continue
 		}
 		if err := r.opts.Sleep(ctx, d); err != nil {
-			return ListPage{}, fmt.Errorf("list %s %s: back off: %w", q.ContainerType, q.ContainerID, err)
+			return larkapi.ListPage{}, fmt.Errorf("list %s %s: back off: %w", q.ContainerType, q.ContainerID, err)
 		}
 	}
 }

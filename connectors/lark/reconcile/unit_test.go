@@ -13,7 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -132,7 +132,7 @@ func TestBackoff(t *testing.T) {
 		{"huge attempt stays capped", 200, 0, 0.5, 22500 * time.Millisecond},
 		{"rate limit reset honoured above the backoff", 0, 7 * time.Second, 0.5, 7 * time.Second},
 		{"rate limit reset honoured above the cap", 1, 45 * time.Second, 0.5, 45 * time.Second},
-		{"absurd reset is bounded", 1, 10 * time.Hour, 0.5, maxRetryAfter},
+		{"absurd reset is bounded", 1, 10 * time.Hour, 0.5, larkapi.MaxRetryAfter},
 		{"backoff above a short reset", 4, time.Second, 1, 8 * time.Second},
 	}
 	for _, tt := range tests {
@@ -336,19 +336,19 @@ func TestIsRetryableAndOutcome(t *testing.T) {
 		outcome   string
 	}{
 		{"nil", nil, false, outcomeOK},
-		{"rate limit 429", &ingest.APIError{Status: http.StatusTooManyRequests, Code: codeRateLimited}, true, outcomeRateLimited},
-		{"rate limit code with 400", &ingest.APIError{Status: http.StatusBadRequest, Code: codeRateLimited}, true, outcomeRateLimited},
-		{"server error", &ingest.APIError{Status: http.StatusInternalServerError, Code: 500}, true, outcomeServerError},
-		{"bot not in chat", &ingest.APIError{Status: http.StatusBadRequest, Code: 230002}, false, outcomeRefused},
-		{"invalid token is retried", &ingest.APIError{Status: http.StatusBadRequest, Code: 99991663}, true, outcomeRefused},
-		{"no answer", &ingest.APIError{Err: syscall.ECONNREFUSED}, true, outcomeTransport},
-		{"wrapped", fmt.Errorf("list: %w", &ingest.APIError{Status: 503}), true, outcomeServerError},
-		{"cancelled", &ingest.APIError{Err: context.Canceled}, false, outcomeCanceled},
+		{"rate limit 429", &larkapi.APIError{Status: http.StatusTooManyRequests, Code: larkapi.CodeRateLimited}, true, outcomeRateLimited},
+		{"rate limit code with 400", &larkapi.APIError{Status: http.StatusBadRequest, Code: larkapi.CodeRateLimited}, true, outcomeRateLimited},
+		{"server error", &larkapi.APIError{Status: http.StatusInternalServerError, Code: 500}, true, outcomeServerError},
+		{"bot not in chat", &larkapi.APIError{Status: http.StatusBadRequest, Code: 230002}, false, outcomeRefused},
+		{"invalid token is retried", &larkapi.APIError{Status: http.StatusBadRequest, Code: 99991663}, true, outcomeRefused},
+		{"no answer", &larkapi.APIError{Err: syscall.ECONNREFUSED}, true, outcomeTransport},
+		{"wrapped", fmt.Errorf("list: %w", &larkapi.APIError{Status: 503}), true, outcomeServerError},
+		{"cancelled", &larkapi.APIError{Err: context.Canceled}, false, outcomeCanceled},
 		{"kafka retryable", kerr.NotLeaderForPartition, true, outcomeTransport},
 		{"kafka fatal", kerr.MessageTooLarge, false, outcomeTransport},
 		{"store conflict", store.ErrConflict, false, outcomeTransport},
-		{"malformed page", ErrMalformedPage, false, outcomeMalformed},
-		{"invalid query", ErrInvalidQuery, false, outcomeInvalid},
+		{"malformed page", larkapi.ErrMalformedPage, false, outcomeMalformed},
+		{"invalid query", larkapi.ErrInvalidQuery, false, outcomeInvalid},
 		{"closed", ErrClosed, false, outcomeTransport},
 	}
 	for _, tt := range tests {
@@ -428,11 +428,11 @@ func TestFailureReasons(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&ingest.APIError{Status: http.StatusTooManyRequests, Code: codeRateLimited}, reasonLarkRateLimited},
-		{&ingest.APIError{Status: http.StatusBadGateway}, reasonLarkUnavailable},
-		{&ingest.APIError{Err: syscall.ECONNRESET}, reasonLarkUnavailable},
-		{&ingest.APIError{Status: http.StatusBadRequest, Code: 230002}, reasonLarkRefused},
-		{fmt.Errorf("page: %w", ErrMalformedPage), reasonLarkMalformed},
+		{&larkapi.APIError{Status: http.StatusTooManyRequests, Code: larkapi.CodeRateLimited}, reasonLarkRateLimited},
+		{&larkapi.APIError{Status: http.StatusBadGateway}, reasonLarkUnavailable},
+		{&larkapi.APIError{Err: syscall.ECONNRESET}, reasonLarkUnavailable},
+		{&larkapi.APIError{Status: http.StatusBadRequest, Code: 230002}, reasonLarkRefused},
+		{fmt.Errorf("page: %w", larkapi.ErrMalformedPage), reasonLarkMalformed},
 		{context.Canceled, reasonCanceled},
 	}
 	for _, tt := range tests {
