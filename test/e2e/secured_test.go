@@ -86,7 +86,7 @@ func docACLs(t testing.TB, principal, topicPrefix, groupPrefix string) []testenv
 					t.Fatalf("docs/operations.md: %q: pattern type %q", line, v)
 				}
 			case "--bootstrap-server", "--command-config":
-				next()
+				i++ // the administrator's connection: not part of the rule
 			default:
 				t.Fatalf("docs/operations.md: %q: option %s is not understood by this test", line, args[i])
 			}
@@ -219,7 +219,6 @@ type discard struct{}
 
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 
-
 // TestSecuredMissingACL grants a principal every documented ACL but one, in turn, and
 // checks that larkline refuses to start with an error naming exactly that permission
 // (operation and resource), promptly: `topics ensure` for what it needs, else `run`
@@ -311,7 +310,7 @@ func securedConfig(t *testing.T, prefix string, brokers []string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = lk.Close() })
-	p := &pipeline{t: t, prefix: prefix, window: testWindow, sc: sc, dir: t.TempDir()}
+	p := &pipeline{t: t, prefix: prefix, version: "v1", window: testWindow, sc: sc, dir: t.TempDir()}
 	cfg := p.config(pipelineOptions{Brokers: brokers, ProcessDSN: testenv.PostgresDSN(t)}, lk, "s", "v", "e")
 	cfg["windows"].(map[string]any)["stateDir"] = filepath.Join(p.dir, "state")
 	b, err := yaml.Marshal(cfg)
