@@ -55,6 +55,9 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer cl.Close()
+	if err := checkAccess(ctx, cl, topicsAccess(cfg)); err != nil {
+		return err
+	}
 	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
 	report, err := kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs)
 	if err != nil {
@@ -90,6 +93,11 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	names := larklineGroups(cfg)
 	if *groups != "" {
 		names = strings.Split(*groups, ",")
+	}
+	if *groups == "" {
+		if err := checkAccess(ctx, cl, lagAccess(cfg)); err != nil {
+			return err
+		}
 	}
 	lags, err := kafka.Lag(ctx, cl, names, kafka.LagOptions{})
 	if err != nil {

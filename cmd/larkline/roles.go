@@ -206,6 +206,13 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		_ = ops.Close()
 		return nil, err
 	}
+	// Refused permissions stop the process here, each named, rather than as retries
+	// deep inside a client (issue #21).
+	if err := checkAccess(ctx, probe, roleAccess(cfg, roles)); err != nil {
+		probe.Close()
+		_ = ops.Close()
+		return nil, err
+	}
 	if err := ops.AddReadiness("kafka", probe.Ping); err != nil {
 		probe.Close()
 		_ = ops.Close()

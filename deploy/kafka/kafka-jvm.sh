@@ -25,6 +25,10 @@
 #   LARKLINE_KAFKA_HEAP           broker -Xmx (default 768m)
 #   LARKLINE_KAFKA_START_TIMEOUT  seconds to wait for the listener (default 90)
 #   LARKLINE_KAFKA_STOP_TIMEOUT   seconds to wait for a clean stop (default 30)
+#   LARKLINE_KAFKA_EXTRA_PROPERTIES  a properties file appended to server.properties
+#                                 (later keys win): listeners, TLS, SASL and the
+#                                 authorizer of the secured test broker
+#                                 (internal/testenv/provision/secured.go)
 #   JAVA_HOME / JAVA              Java 17+ to use (default: java on PATH)
 #   MVN                           Maven to use for fetch (default: mvn on PATH)
 #
@@ -199,6 +203,13 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=false
 delete.topic.enable=true
 EOF
+	if [[ -n "${LARKLINE_KAFKA_EXTRA_PROPERTIES:-}" ]]; then
+		[[ -r "${LARKLINE_KAFKA_EXTRA_PROPERTIES}" ]] || die "LARKLINE_KAFKA_EXTRA_PROPERTIES=${LARKLINE_KAFKA_EXTRA_PROPERTIES}: not a readable file"
+		{
+			echo "# Appended from LARKLINE_KAFKA_EXTRA_PROPERTIES; later keys win."
+			cat "${LARKLINE_KAFKA_EXTRA_PROPERTIES}"
+		} >>"${dir}/server.properties"
+	fi
 	cat >"${dir}/log4j2.properties" <<'EOF'
 # Written by deploy/kafka/kafka-jvm.sh: warnings and errors only, to stderr (broker.log).
 status = warn

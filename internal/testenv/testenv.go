@@ -111,7 +111,7 @@ func shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	adminClose()
-	return errors.Join(kafkaService.close(ctx), postgresService.close(ctx), registryService.close(ctx))
+	return errors.Join(kafkaService.close(ctx), postgresService.close(ctx), registryService.close(ctx), securedClose(ctx))
 }
 
 // KafkaKind reports which kind of broker KafkaBrokers hands out: "external",

@@ -21,7 +21,11 @@ import (
 // kafkaClient is a plain client on the pipeline's brokers, closed at cleanup.
 func (p *pipeline) kafkaClient(opts ...kgo.Opt) *kgo.Client {
 	p.t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(p.brokers...), kgo.ClientID(p.prefix + "-test")}, opts...)...)
+	base := []kgo.Opt{kgo.SeedBrokers(p.brokers...), kgo.ClientID(p.prefix + "-test")}
+	if p.kafkaOpts != nil {
+		base = append(append([]kgo.Opt{}, p.kafkaOpts...), kgo.ClientID(p.prefix+"-test"))
+	}
+	cl, err := kgo.NewClient(append(base, opts...)...)
 	if err != nil {
 		p.t.Fatal(err)
 	}

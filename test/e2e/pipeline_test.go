@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
@@ -104,6 +105,12 @@ type pipelineOptions struct {
 	Layout []procSpec
 	// Timeout bounds the whole test's pipeline context (default 10 minutes).
 	Timeout time.Duration
+	// Prefix names the deployment's topics (<prefix>.<name>) and groups (<prefix>-<role>);
+	// default e2e-<random>.
+	Prefix string
+	// KafkaClient replaces the test's own Kafka client settings (seed brokers
+	// included): a secured broker's admin.
+	KafkaClient []kgo.Opt
 }
 
 // pipeline is one running larkline deployment.
@@ -124,6 +131,8 @@ type pipeline struct {
 	human   humanContent
 	window  time.Duration
 	brokers []string
+	// kafkaOpts, when set, are the test's own client settings (pipelineOptions.KafkaClient)
+	kafkaOpts []kgo.Opt
 	// ineligible workspaces get no evidence
 	ineligible []ids.WorkspaceID
 
@@ -180,6 +189,10 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	p := &pipeline{t: t, ctx: ctx, dir: t.TempDir(), sc: sc, procs: map[string]*proc{}, layout: o.Layout,
 		window: o.Window, brokers: o.Brokers, ineligible: o.Ineligible}
 	p.prefix = "e2e-" + randHex(4)
+	if o.Prefix != "" {
+		p.prefix = o.Prefix
+	}
+	p.kafkaOpts = o.KafkaClient
 	p.version = "v1"
 
 	secret := func() string { return randHex(16) }
