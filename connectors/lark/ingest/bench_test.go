@@ -230,9 +230,8 @@ func benchRequests(b *testing.B) []benchRequest {
 // It separates larkline's cost from the broker's in BenchmarkWebhookFullPath. One
 // operation is benchEvents sequential callbacks; µs/event is reported.
 func BenchmarkWebhookCPU(b *testing.B) {
-	u := newUnit(b, unitOptions{key: tKey, cacheTTL: time.Hour})
+	u := newUnit(b, unitOptions{key: tKey, cacheTTL: time.Hour, producer: discardProducer{}})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
-	u.ing.producer = discardProducer{}
 	reqs := benchRequests(b)
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -229,9 +229,8 @@ func TestLRU(t *testing.T) {
 func TestProduceWaitIsBoundedByTheEventTimeout(t *testing.T) {
 	p := &gatedProducer{gate: make(chan struct{}), entered: make(chan struct{}, 1), next: &recordingProducer{}}
 	t.Cleanup(func() { close(p.gate) })
-	u := newUnit(t, unitOptions{key: tKey})
+	u := newUnit(t, unitOptions{key: tKey, producer: p})
 	u.src.bind(tChat, tWS, "firing", time.Now().Add(-time.Hour))
-	u.ing.producer = p
 	u.ing.timeout = 200 * time.Millisecond
 	a := u.post(envJSON(t, u.builder.Text(msg("om_stuck", time.Now()), "hi")))
 	if a.status != 503 || a.body["reason"] != ReasonKafkaUnavailable {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
@@ -138,7 +140,9 @@ type unitOptions struct {
 	maxBody    int64
 	messages   MessageLookup
 	now        func() time.Time
-	cacheTTL   time.Duration // binding cache TTL; 0: 1ns (every event reads the source)
+	cacheTTL   time.Duration     // binding cache TTL; 0: 1ns (every event reads the source)
+	producer   evidence.Producer // nil: a recordingProducer (u.producer)
+	topic      string            // "": the default evidence topic
 }
 
 func newUnit(t testing.TB, o unitOptions) *unit {
@@ -155,8 +159,8 @@ func newUnit(t testing.TB, o unitOptions) *unit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.ing, err = New(Options{Normalizer: newNormalizer(t, o.maxContent), Resolver: res, Producer: u.producer,
-		Codec: u.codec, Messages: o.messages, Clock: o.now, Registry: u.reg})
+	u.ing, err = New(Options{Normalizer: newNormalizer(t, o.maxContent), Resolver: res, Producer: cmp.Or[evidence.Producer](o.producer, u.producer),
+		Codec: u.codec, Topic: o.topic, Messages: o.messages, Clock: o.now, Registry: u.reg})
 	if err != nil {
 		t.Fatal(err)
 	}

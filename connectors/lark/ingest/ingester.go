@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
@@ -37,27 +38,6 @@ const (
 	maxTimeout = 3 * time.Second
 )
 
-// Resolver finds the workspaces a message goes to; *bindings.Resolver satisfies it.
-type Resolver interface {
-	Resolve(ctx context.Context, chat ids.ChatID, occurredAt time.Time) (bindings.Resolution, error)
-}
-
-// Producer writes records and waits for Kafka's acknowledgement of each;
-// *kgo.Client satisfies it. The client must be built with kafka.NewClientOptions
-// (acks=all, idempotent, the shared partitioner).
-type Producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
-}
-
-// Names gives sender display names without blocking; *Contacts satisfies it.
-type Names interface {
-	// Name returns the cached display name of a user's open_id, queueing a lookup
-	// when it is unknown or stale. It never blocks on I/O.
-	Name(openID string) (string, bool)
-	// Observe offers a name Lark sent along (an @-mention's name).
-	Observe(openID, name string)
-}
-
 // MessageLookup fetches one message from Lark's history; *LarkMessages satisfies
 // it. It answers larkapi.ErrMessageNotFound (wrapped) for a message Lark does not serve.
 type MessageLookup interface {
@@ -69,15 +49,15 @@ type Options struct {
 	// Normalizer is the shared pure normalizer. Required.
 	Normalizer *normalize.Normalizer
 	// Resolver maps a chat to its eligible workspaces. Required.
-	Resolver Resolver
+	Resolver evidence.Eligibility
 	// Producer writes evidence. Required.
-	Producer Producer
+	Producer evidence.Producer
 	// Codec encodes evidence values. Required.
 	Codec *schemas.Codec[schemas.EvidenceRecord]
 	// Topic is the evidence topic (default schemas.DefaultEvidenceTopic).
 	Topic string
 	// Names fills ActorDisplayName from a cache; optional.
-	Names Names
+	Names evidence.Names
 	// Messages finds a recalled message the recent index does not hold; optional.
 	// Without it such a recall is ignored (reconciliation's refresh redacts it).
 	Messages MessageLookup
@@ -104,11 +84,8 @@ type Options struct {
 // produce all and wait for Kafka's acknowledgements. It is safe for concurrent use.
 type Ingester struct {
 	norm          *normalize.Normalizer
-	resolver      Resolver
-	producer      Producer
-	codec         *schemas.Codec[schemas.EvidenceRecord]
-	topic         string
-	names         Names
+	resolver      evidence.Eligibility
+	writer        *evidence.Writer
 	messages      MessageLookup
 	timeout       time.Duration
 	lookupTimeout time.Duration
@@ -171,13 +148,17 @@ func New(opts Options) (*Ingester, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	w, err := evidence.New(evidence.Options{Producer: opts.Producer, Codec: opts.Codec, Topic: opts.Topic, Names: opts.Names})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	m, err := newIngestMetrics(opts.Registry)
 	if err != nil {
 		return nil, err
 	}
 	return &Ingester{
-		norm: opts.Normalizer, resolver: opts.Resolver, producer: opts.Producer, codec: opts.Codec,
-		topic: opts.Topic, names: opts.Names, messages: opts.Messages, timeout: opts.Timeout,
+		norm: opts.Normalizer, resolver: opts.Resolver, writer: w,
+		messages: opts.Messages, timeout: opts.Timeout,
 		lookupTimeout: opts.RecallLookupTimeout, notify: opts.Notify, now: opts.Clock,
 		log: log.With("component", "lark.ingest"), m: m,
 		recent: newLRU[ids.MessageID, recentMessage](opts.RecentMessages),
@@ -361,14 +342,12 @@ func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message,
 	if len(res.Targets) == 0 {
 		return ignored(res.Reason()), nil
 	}
-	if g.names != nil {
-		for _, mn := range mentions {
-			if mn.OpenID != "" && mn.Name != "" {
-				g.names.Observe(mn.OpenID, mn.Name)
-			}
-		}
+	g.writer.ObserveMentions(mentions)
+	workspaces := make([]ids.WorkspaceID, len(res.Targets))
+	for i, t := range res.Targets {
+		workspaces[i] = t.Workspace
 	}
-	recs, err := g.records(ctx, msg, res.Targets)
+	recs, err := g.writer.Records(ctx, &msg, workspaces, g.now(), schemas.IngestEvent)
 	if err != nil {
 		if errors.Is(err, schemas.ErrInvalidRecord) {
 			r := rejected(ReasonInvalidRecord, err)
@@ -393,64 +372,23 @@ func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message,
 	return accepted(reason, len(recs)), nil
 }
 
-// records builds and encodes one evidence record per target.
-func (g *Ingester) records(ctx context.Context, msg normalize.Message, targets []bindings.Target) ([]*kgo.Record, error) {
-	var name string
-	if g.names != nil && msg.SenderType == normalize.SenderUser && msg.SenderOpenID != "" {
-		name, _ = g.names.Name(msg.SenderOpenID)
-	}
-	observed := g.now().UTC()
-	recs := make([]*kgo.Record, 0, len(targets))
-	for _, t := range targets {
-		rec, err := msg.Evidence(t.Workspace, name, observed, schemas.IngestEvent)
-		if err != nil {
-			return nil, err
-		}
-		value, err := g.codec.Encode(ctx, rec)
-		if err != nil {
-			return nil, fmt.Errorf("evidence of message %s for workspace %s: %w", msg.MessageID, t.Workspace, err)
-		}
-		// The record timestamp is the observed time: franz-go measures a delivery
-		// timeout from it, and Lark's create time may be hours old.
-		recs = append(recs, &kgo.Record{
-			Topic:     g.topic,
-			Key:       []byte(rec.Key()),
-			Value:     value,
-			Timestamp: observed,
-		})
-	}
-	return recs, nil
-}
-
-// produce writes every record and waits for every acknowledgement, or for ctx.
-// franz-go's idempotent producer does not give up a request already sent to the
-// broker when ctx ends (that would break its sequence numbers), so ProduceSync may
-// outlive ctx; the wait for it does not. Records abandoned that way are not
-// acknowledged to Lark, which delivers the event again (an identical version).
+// produce writes every record and waits for every acknowledgement, or for ctx
+// (evidence.Writer.Produce): records abandoned that way are not acknowledged to Lark,
+// which delivers the event again (an identical version).
 func (g *Ingester) produce(ctx context.Context, recs []*kgo.Record) error {
-	done := make(chan kgo.ProduceResults, 1)
-	go func() { done <- g.producer.ProduceSync(ctx, recs...) }()
-	var results kgo.ProduceResults
-	select {
-	case results = <-done:
-	case <-ctx.Done():
+	results, err := g.writer.Produce(ctx, recs)
+	if errors.Is(err, evidence.ErrAbandoned) {
 		g.m.records.WithLabelValues("abandoned").Add(float64(len(recs)))
-		return fmt.Errorf("%d evidence records not acknowledged in time: %w", len(recs), context.Cause(ctx))
+		return err
 	}
-	var errs []error
 	for _, r := range results {
 		if r.Err != nil {
 			g.m.records.WithLabelValues("failed").Inc()
-			errs = append(errs, r.Err)
 			continue
 		}
 		g.m.records.WithLabelValues("acked").Inc()
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	// One cause is enough (they share it); the count says how many failed.
-	return fmt.Errorf("%d of %d evidence records not acknowledged: %w", len(errs), len(recs), errs[0])
+	return err
 }
 
 func bindingsFailure(ctx context.Context, err error) Result {

@@ -582,9 +582,8 @@ func TestBrokerUnreachable(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	u := newUnit(t, unitOptions{key: tKey})
+	u := newUnit(t, unitOptions{key: tKey, producer: cl})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
-	u.ing.producer = cl
 	u.ing.timeout = 500 * time.Millisecond
 	a := u.post(envJSON(t, u.builder.Text(msg("om_nobroker", time.Now()), "hi")))
 	if a.status != http.StatusServiceUnavailable || a.body["reason"] != ReasonKafkaUnavailable {

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
@@ -188,7 +189,7 @@ func (f *fakeWS) ack(t *testing.T, frameID string) fakeAck {
 type gatedProducer struct {
 	gate    chan struct{}
 	entered chan struct{}
-	next    Producer
+	next    evidence.Producer
 }
 
 func (p *gatedProducer) ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults {
@@ -208,13 +209,16 @@ type wsHarness struct {
 	done chan error
 }
 
-func newWSHarness(t *testing.T, producer Producer, mod func(*LongConnOptions)) *wsHarness {
+func newWSHarness(t *testing.T, producer evidence.Producer, mod func(*LongConnOptions)) *wsHarness {
 	t.Helper()
-	h := &wsHarness{f: newFakeWS(t), u: newUnit(t, unitOptions{})}
+	return newWSHarnessTopic(t, producer, "", mod)
+}
+
+// newWSHarnessTopic is newWSHarness producing evidence to topic ("": the default).
+func newWSHarnessTopic(t *testing.T, producer evidence.Producer, topic string, mod func(*LongConnOptions)) *wsHarness {
+	t.Helper()
+	h := &wsHarness{f: newFakeWS(t), u: newUnit(t, unitOptions{producer: producer, topic: topic})}
 	h.u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
-	if producer != nil {
-		h.u.ing.producer = producer
-	}
 	opts := LongConnOptions{AppID: tApp, AppSecret: itSecret, Domain: h.f.srv.URL, Ingester: h.u.ing,
 		PingInterval: time.Second, LivenessMisses: 2, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		ConnectTimeout: 5 * time.Second, DrainTimeout: 5 * time.Second, Registry: h.u.reg}
@@ -258,8 +262,7 @@ func TestLongConnDeliversToKafkaAndAcks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	h := newWSHarness(t, cl, nil)
-	h.u.ing.topic = topic
+	h := newWSHarnessTopic(t, cl, topic, nil)
 	waitUntil(t, "connected", func() bool { return h.f.connCount() == 1 && h.lc.Connected() })
 
 	h.f.push(0, "frame-1", h.event(t, "om_ws1"))

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -19,7 +20,7 @@ import (
 // them, writes evidence records into the store as the evidence sink would: the
 // reconciler's "already stored?" check then sees what earlier runs produced.
 type sinkingProducer struct {
-	Producer
+	evidence.Producer
 	st    *store.Store
 	codec *schemas.Codec[schemas.EvidenceRecord]
 	topic string

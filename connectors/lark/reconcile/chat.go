@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
@@ -444,7 +445,7 @@ func (c *chatRun) commitFrom(ctx context.Context, items []*larkim.Message, from 
 			continue
 		}
 		c.seen[m.MessageID] = true
-		r.observeMentions(in)
+		r.writer.ObserveMentions(in.Mentions)
 		msgs = append(msgs, m)
 	}
 	c.rep.Messages += len(msgs)
@@ -591,7 +592,7 @@ func (r *Reconciler) publish(ctx context.Context, cp store.Checkpoint) {
 		if err != nil {
 			return fmt.Errorf("encode checkpoint: %w", err)
 		}
-		_, err = r.produce(ctx, []*kgo.Record{{Topic: r.opts.CheckpointTopic, Key: []byte(key), Value: value, Timestamp: rec.UpdatedAt}}, "checkpoint")
+		_, err = evidence.ProduceAll(ctx, r.opts.Producer, "checkpoint", []*kgo.Record{{Topic: r.opts.CheckpointTopic, Key: []byte(key), Value: value, Timestamp: rec.UpdatedAt}})
 		return err
 	}()
 	r.mu.Lock()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -59,32 +60,22 @@ func (r *Reconciler) changed(ctx context.Context, ws ids.WorkspaceID, msgs []nor
 	return out, nil
 }
 
-// produceEvidence encodes msgs as evidence of ws and waits until Kafka
-// acknowledged every record.
+// produceEvidence encodes msgs as evidence of ws (evidence.Writer, the builder the
+// event path uses too) and waits until Kafka answered every record.
 func (r *Reconciler) produceEvidence(ctx context.Context, ws ids.WorkspaceID, msgs []normalize.Message, path schemas.IngestPath) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	observed := r.opts.Clock().UTC()
+	observed := r.opts.Clock()
 	recs := make([]*kgo.Record, 0, len(msgs))
 	for i := range msgs {
-		var name string
-		if n := r.opts.Names; n != nil && msgs[i].SenderType == normalize.SenderUser && msgs[i].SenderOpenID != "" {
-			name, _ = n.Name(msgs[i].SenderOpenID)
-		}
-		rec, err := msgs[i].Evidence(ws, name, observed, path) // the builder the event path uses too
+		rs, err := r.writer.Records(ctx, &msgs[i], []ids.WorkspaceID{ws}, observed, path)
 		if err != nil {
 			return fail(reasonEncode, err)
 		}
-		value, err := r.opts.EvidenceCodec.Encode(ctx, rec)
-		if err != nil {
-			return fail(reasonEncode, fmt.Errorf("evidence of message %s for workspace %s: %w", rec.MessageID, ws, err))
-		}
-		// Stamped with the observed time: franz-go measures a delivery timeout
-		// from the record timestamp, and a backfilled message may be days old.
-		recs = append(recs, &kgo.Record{Topic: r.opts.EvidenceTopic, Key: []byte(rec.Key()), Value: value, Timestamp: observed})
+		recs = append(recs, rs...)
 	}
-	res, err := r.produce(ctx, recs, "evidence")
+	res, err := evidence.ProduceAll(ctx, r.opts.Producer, "evidence", recs)
 	r.noteEvidenceOffsets(ws, res) // acknowledged records count even when others failed
 	if err != nil {
 		return fail(reasonKafka, err)
@@ -120,38 +111,4 @@ func (r *Reconciler) evidenceEndOffset(key string) int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.evidenceEnd[key]
-}
-
-// produce writes recs, waits for every acknowledgement and returns the results.
-func (r *Reconciler) produce(ctx context.Context, recs []*kgo.Record, what string) (kgo.ProduceResults, error) {
-	var (
-		errs   []error
-		failed int
-	)
-	res := r.opts.Producer.ProduceSync(ctx, recs...)
-	for _, pr := range res {
-		if pr.Err != nil {
-			failed++
-			if len(errs) == 0 {
-				errs = append(errs, pr.Err)
-			}
-		}
-	}
-	if failed == 0 {
-		return res, nil
-	}
-	return res, fmt.Errorf("%d of %d %s records not acknowledged by Kafka: %w", failed, len(recs), what, errs[0])
-}
-
-// observeMentions offers the names Lark sent with mentions to the name cache, as
-// the event path does.
-func (r *Reconciler) observeMentions(in normalize.Input) {
-	if r.opts.Names == nil {
-		return
-	}
-	for _, mn := range in.Mentions {
-		if mn.OpenID != "" && mn.Name != "" {
-			r.opts.Names.Observe(mn.OpenID, mn.Name)
-		}
-	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
@@ -100,12 +101,6 @@ type Store interface {
 	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
 }
 
-// Eligibility decides whether a workspace may still be reconciled automatically;
-// *bindings.Resolver satisfies it (the event path's rule, design §6).
-type Eligibility interface {
-	Resolve(ctx context.Context, chat ids.ChatID, occurredAt time.Time) (bindings.Resolution, error)
-}
-
 // ChatGuard tells whether a chat may be read (design §6: group and topic-group
 // chats only): nil for a group chat, an error wrapping chats.ErrRefused for a single
 // (p2p) or unsupported chat, another error when Lark could not say. History items
@@ -113,20 +108,6 @@ type Eligibility interface {
 // satisfies it (cached per chat).
 type ChatGuard interface {
 	Check(ctx context.Context, chat ids.ChatID, path string) error
-}
-
-// Producer writes records and waits for Kafka's acknowledgement of each;
-// *kgo.Client built with kafka.NewClientOptions (acks=all, idempotent, the shared
-// partitioner) satisfies it.
-type Producer interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
-}
-
-// Names gives sender display names without blocking; *ingest.Contacts satisfies
-// it. Records then carry the same ActorDisplayName the event path would give.
-type Names interface {
-	Name(openID string) (string, bool)
-	Observe(openID, name string)
 }
 
 // Progress is reported after every page batch a chat run committed.
@@ -148,13 +129,13 @@ type Options struct {
 	// Store, Eligibility, Chats, History, Normalizer, Producer, EvidenceCodec and
 	// CheckpointCodec are required.
 	Store       Store
-	Eligibility Eligibility
+	Eligibility evidence.Eligibility
 	// Chats is asked about every chat before its run reads a page; a refused chat
 	// is not read at all.
 	Chats      ChatGuard
 	History    History
 	Normalizer *normalize.Normalizer
-	Producer   Producer
+	Producer   evidence.Producer
 	// EvidenceCodec and CheckpointCodec encode record values.
 	EvidenceCodec   *schemas.Codec[schemas.EvidenceRecord]
 	CheckpointCodec *schemas.Codec[schemas.CollectionCheckpoint]
@@ -163,7 +144,7 @@ type Options struct {
 	EvidenceTopic   string
 	CheckpointTopic string
 	// Names fills ActorDisplayName from a cache; optional.
-	Names Names
+	Names evidence.Names
 
 	IngestionLookback       time.Duration
 	ReconcileInterval       time.Duration
@@ -362,10 +343,10 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // The production implementations of the seams.
 var (
-	_ Store       = (*store.Store)(nil)
-	_ Eligibility = (*bindings.Resolver)(nil)
-	_ ChatGuard   = (*chats.Guard)(nil)
-	_ History     = (*larkapi.Client)(nil)
-	_ Producer    = (*kgo.Client)(nil)
-	_ Names       = (*ingest.Contacts)(nil)
+	_ Store                = (*store.Store)(nil)
+	_ evidence.Eligibility = (*bindings.Resolver)(nil)
+	_ ChatGuard            = (*chats.Guard)(nil)
+	_ History              = (*larkapi.Client)(nil)
+	_ evidence.Producer    = (*kgo.Client)(nil)
+	_ evidence.Names       = (*ingest.Contacts)(nil)
 )

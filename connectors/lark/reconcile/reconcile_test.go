@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
@@ -375,7 +376,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 // failingProducer fails every record of its fail-th ProduceSync call to topic,
 // and passes everything else to the real client.
 type failingProducer struct {
-	Producer
+	evidence.Producer
 	topic string
 	fail  int
 

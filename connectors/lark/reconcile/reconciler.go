@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
@@ -20,6 +21,7 @@ import (
 // of one workspace (Refresh). It is safe for concurrent use.
 type Reconciler struct {
 	opts    Options
+	writer  *evidence.Writer
 	log     *slog.Logger
 	m       *metrics
 	threads *threadRegistry
@@ -46,6 +48,10 @@ func New(opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, err
 	}
+	w, err := evidence.New(evidence.Options{Producer: o.Producer, Codec: o.EvidenceCodec, Topic: o.EvidenceTopic, Names: o.Names})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
+	}
 	m, err := newMetrics(o.Registry)
 	if err != nil {
 		return nil, err
@@ -57,7 +63,7 @@ func New(opts Options) (*Reconciler, error) {
 	closeCtx, closeCancel := context.WithCancel(context.Background())
 	return &Reconciler{
 		life: lifecycle.New("reconciler", lifecycle.OneAtATime, ErrClosed),
-		opts: o, log: log.With("component", "lark.reconcile"), m: m,
+		opts: o, writer: w, log: log.With("component", "lark.reconcile"), m: m,
 		threads:     newThreadRegistry(o.MaxThreadsPerChat),
 		sem:         make(chan struct{}, o.MaxConcurrentChats),
 		locks:       newKeyLocks(),

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
@@ -417,10 +418,10 @@ func TestThreadRegistry(t *testing.T) {
 // Seams that must never be called (options validation only).
 type (
 	nilStore       struct{ Store }
-	nilEligibility struct{ Eligibility }
+	nilEligibility struct{ evidence.Eligibility }
 	nilChats       struct{ ChatGuard }
 	nilHistory     struct{ History }
-	nilProducer    struct{ Producer }
+	nilProducer    struct{ evidence.Producer }
 )
 
 func TestFailureReasons(t *testing.T) {
