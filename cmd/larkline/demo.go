@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -45,6 +47,36 @@ type demoFlags struct {
 // (kfake) with a data directory, a private PostgreSQL, and larktest replaying an
 // incident chat through the real webhook path and the history API.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	f, err := parseDemoFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	// Progress and logs go to stderr; with --once stdout carries only the result. The
+	// pipeline's logger, the delivery goroutine and the progress loop all write it, so
+	// writes are serialised (a test's stderr is a bytes.Buffer).
+	stderr = &lockedWriter{w: stderr}
+	log, err := logging.New(stderr, f.logLevel, "text")
+	if err != nil {
+		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
+	}
+	d := &demo{f: f, log: log, stdout: stdout, stderr: stderr, started: time.Now()}
+	defer d.close()
+	if err := d.startServices(ctx); err != nil {
+		return err
+	}
+	if err := demoSetup(ctx, d.cfg, d.sc); err != nil {
+		return err
+	}
+	r, err := startRoles(ctx, d.cfg, log, demoRoles)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = r.stop() }()
+	return d.run(ctx, r)
+}
+
+// parseDemoFlags parses and checks larkline demo's flags.
+func parseDemoFlags(args []string, stderr io.Writer) (demoFlags, error) {
 	var f demoFlags
 	fs := flag.NewFlagSet("larkline demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -57,10 +89,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&f.timeout, "timeout", 110*time.Second, "with --once, give up (exit 1) after this long")
 	fs.StringVar(&f.logLevel, "log-level", "warn", "log level of the pipeline's logs on stderr: debug, info, warn or error")
 	if err := parseFlags(fs, args); err != nil {
-		return err
+		return f, err
 	}
 	if f.format != "markdown" && f.format != "json" {
-		return fmt.Errorf("%w: --format must be markdown or json", errUsage)
+		return f, fmt.Errorf("%w: --format must be markdown or json", errUsage)
 	}
 	var missing []string
 	for _, r := range demoRoles {
@@ -69,69 +101,104 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("the pipeline is not wired yet: roles %s are missing from this build", strings.Join(missing, ", "))
+		return f, fmt.Errorf("the pipeline is not wired yet: roles %s are missing from this build", strings.Join(missing, ", "))
 	}
-	// Progress and logs go to stderr; with --once stdout carries only the result. The
-	// pipeline's logger, the delivery goroutine and the progress loop all write it, so
-	// writes are serialised (a test's stderr is a bytes.Buffer).
-	stderr = &lockedWriter{w: stderr}
-	log, err := logging.New(stderr, f.logLevel, "text")
-	if err != nil {
-		return fmt.Errorf("%w: --log-level: %v", errUsage, err)
-	}
-	say := func(format string, a ...any) { fmt.Fprintf(stderr, "demo: "+format+"\n", a...) }
-	started := time.Now()
+	return f, nil
+}
 
-	dir := f.dataDir
+// demo is one run of larkline demo: its services, configuration and tokens, and
+// what close must undo (in reverse order).
+type demo struct {
+	f              demoFlags
+	log            *slog.Logger
+	stdout, stderr io.Writer
+	started        time.Time
+
+	cfg               *config.Config
+	sc                *larktest.Scenario
+	lk                *larktest.Server
+	token, adminToken string
+	undo              []func()
+}
+
+func (d *demo) say(format string, a ...any) { fmt.Fprintf(d.stderr, "demo: "+format+"\n", a...) }
+
+func (d *demo) close() {
+	for i := len(d.undo) - 1; i >= 0; i-- {
+		d.undo[i]()
+	}
+}
+
+// startServices makes the data directory, shifts the scenario so that every window
+// can close now, and starts Kafka (kfake), Postgres and the local Lark, filling the
+// demo configuration in as it goes.
+func (d *demo) startServices(ctx context.Context) error {
+	dir := d.f.dataDir
 	if dir == "" {
 		// under the system temp dir: the Postgres server runs as the postgres user
+		var err error
 		if dir, err = os.MkdirTemp("", "larkline-demo-"); err != nil {
 			return err
 		}
 		if err := os.Chmod(dir, 0o755); err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
+		d.undo = append(d.undo, func() { os.RemoveAll(dir) })
 	}
-
-	sc, err := loadScenario(f.scenario)
+	sc, err := loadScenario(d.f.scenario)
 	if err != nil {
 		return err
 	}
-	cfg := demoConfig()
-	l := cfg.Services.Workspace.Timeline.Lark
+	d.cfg = demoConfig()
+	l := d.cfg.Services.Workspace.Timeline.Lark
 	sc, shift, err := sc.ShiftBefore(time.Now().Add(-(l.SynthesisWindow + l.SynthesisWindowCloseGrace)), l.SynthesisWindow)
 	if err != nil {
 		return err
 	}
-	say("scenario shifted by %s so every window can close now (%d messages, %d workspaces)", shift.Round(time.Minute), len(sc.Messages()), len(sc.Workspaces()))
+	d.sc = sc
+	d.say("scenario shifted by %s so every window can close now (%d messages, %d workspaces)", shift.Round(time.Minute), len(sc.Messages()), len(sc.Workspaces()))
 
 	// Kafka: kfake, persisted in the data directory.
 	kf, err := kfake.NewCluster(kfake.NumBrokers(1)) // TRYX
 	if err != nil {
 		return fmt.Errorf("starting the in-process Kafka: %w", err)
 	}
-	defer kf.Close()
-	cfg.Kafka.Brokers = kf.ListenAddrs()
-	say("in-process Kafka (kfake) at %s, data in %s", strings.Join(cfg.Kafka.Brokers, ","), filepath.Join(dir, "kafka"))
+	d.undo = append(d.undo, kf.Close)
+	d.cfg.Kafka.Brokers = kf.ListenAddrs()
+	d.say("in-process Kafka (kfake) at %s, data in %s", strings.Join(d.cfg.Kafka.Brokers, ","), filepath.Join(dir, "kafka"))
 
 	// Postgres: a private cluster in the data directory.
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "postgres"), Logger: log})
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "postgres"), Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("starting the embedded Postgres: %w", err)
 	}
-	defer func() { _ = pg.Stop(context.WithoutCancel(ctx)) }()
-	cfg.Postgres.DSN = config.Secret(pg.DSN())
-	say("embedded Postgres (%s binaries) in %s", pg.Kind, filepath.Join(dir, "postgres"))
+	d.undo = append(d.undo, func() { _ = pg.Stop(context.WithoutCancel(ctx)) })
+	d.cfg.Postgres.DSN = config.Secret(pg.DSN())
+	d.say("embedded Postgres (%s binaries) in %s", pg.Kind, filepath.Join(dir, "postgres"))
 
-	// The local Lark.
-	secret := func() string { b := make([]byte, 16); _, _ = rand.Read(b); return hex.EncodeToString(b) }
-	app := sc.App()
-	cfg.Lark.AppID, cfg.Lark.BotOpenID = app.AppID, app.BotOpenID
-	cfg.Lark.AppSecret, cfg.Lark.VerificationToken, cfg.Lark.EncryptKey = config.Secret(secret()), config.Secret(secret()), config.Secret(secret())
+	if err := d.startLark(); err != nil {
+		return err
+	}
+	d.setTokens()
+	d.cfg.HTTP.Listen = d.f.http
+	d.cfg.Windows.StateDir = filepath.Join(dir, "windows")
+	if err := d.cfg.Validate(); err != nil {
+		return fmt.Errorf("demo configuration: %w", err)
+	}
+	return nil
+}
+
+func randomSecret() string { b := make([]byte, 16); _, _ = rand.Read(b); return hex.EncodeToString(b) }
+
+// startLark starts the local Lark with fresh app credentials.
+func (d *demo) startLark() error {
+	app := d.sc.App()
+	c := &d.cfg.Lark
+	c.AppID, c.BotOpenID = app.AppID, app.BotOpenID
+	c.AppSecret, c.VerificationToken, c.EncryptKey = config.Secret(randomSecret()), config.Secret(randomSecret()), config.Secret(randomSecret())
 	lk, err := larktest.New(larktest.Options{
-		AppSecret: cfg.Lark.AppSecret.Value(), VerificationToken: cfg.Lark.VerificationToken.Value(),
-		EncryptKey: cfg.Lark.EncryptKey.Value(), Scenario: sc,
+		AppSecret: c.AppSecret.Value(), VerificationToken: c.VerificationToken.Value(),
+		EncryptKey: c.EncryptKey.Value(), Scenario: d.sc,
 		RetrySchedule: []time.Duration{time.Second, 3 * time.Second, 10 * time.Second}, DuplicateDelay: 2 * time.Second,
 	})
 	if err != nil {
@@ -140,55 +207,49 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := lk.Start(); err != nil {
 		return err
 	}
-	defer lk.Close()
-	cfg.Lark.OpenBaseURL = lk.URL()
+	d.undo = append(d.undo, func() { lk.Close() })
+	d.lk = lk
+	c.OpenBaseURL = lk.URL()
+	return nil
+}
 
-	token := f.apiToken
-	if token == "" {
-		token = secret()
+// setTokens sets the API token (the flag's, or a random one) and a random admin token.
+func (d *demo) setTokens() {
+	d.token = d.f.apiToken
+	if d.token == "" {
+		d.token = randomSecret()
 	}
-	sum := sha256.Sum256([]byte(token))
-	cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}}}
-	adminToken := secret()
-	asum := sha256.Sum256([]byte(adminToken))
-	cfg.HTTP.AdminTokenSHA256 = hex.EncodeToString(asum[:])
-	cfg.HTTP.Listen = f.http
-	cfg.Windows.StateDir = filepath.Join(dir, "windows")
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("demo configuration: %w", err)
-	}
+	sum := sha256.Sum256([]byte(d.token))
+	d.cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}}}
+	d.adminToken = randomSecret()
+	asum := sha256.Sum256([]byte(d.adminToken))
+	d.cfg.HTTP.AdminTokenSHA256 = hex.EncodeToString(asum[:])
+}
 
-	if err := demoSetup(ctx, cfg, sc); err != nil {
-		return err
-	}
-	r, err := startRoles(ctx, cfg, log, demoRoles)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = r.stop() }()
+// run delivers the scenario's events to the running pipeline and reports progress
+// every second; with --once it returns when the pipeline is done (or the timeout
+// passed) after printing the result.
+func (d *demo) run(ctx context.Context, r *running) error {
 	addr := r.rt.ops.Addr().String()
-	say("pipeline running (%s)", strings.Join(demoRoles, ", "))
-
+	d.say("pipeline running (%s)", strings.Join(demoRoles, ", "))
 	delivered := make(chan error, 1)
 	go func() {
-		rep, err := lk.Deliver(ctx, "http://"+addr+cfg.Lark.WebhookPath)
+		rep, err := d.lk.Deliver(ctx, "http://"+addr+d.cfg.Lark.WebhookPath)
 		if err == nil {
-			say("webhook deliveries done: %d events", len(rep.Deliveries))
+			d.say("webhook deliveries done: %d events", len(rep.Deliveries))
 		}
 		delivered <- err
 	}()
-
 	var wsIDs []ids.WorkspaceID
-	for _, w := range sc.Workspaces() {
+	for _, w := range d.sc.Workspaces() {
 		wsIDs = append(wsIDs, w.ID)
 	}
-	if !f.once {
-		say("open http://%s/workspaces/%s#token=%s", addr, wsIDs[0], token)
-		say("API token: %s   admin token: %s", token, adminToken)
-		say("metrics: http://%s/metrics   health: http://%s/readyz", addr, addr)
-		say("Ctrl-C to stop")
+	if !d.f.once {
+		d.say("open http://%s/workspaces/%s#token=%s", addr, wsIDs[0], d.token)
+		d.say("API token: %s   admin token: %s", d.token, d.adminToken)
+		d.say("metrics: http://%s/metrics   health: http://%s/readyz", addr, addr)
+		d.say("Ctrl-C to stop")
 	}
-
 	pool, err := r.rt.pool(ctx)
 	if err != nil {
 		return err
@@ -202,13 +263,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// type): webhook deliveries done, a reconciliation pass started after the feed
 	// applied the bindings and after the scenario's last change, every consumer
 	// group caught up, every non-empty window terminal.
-	w := newDemoWaiter(cfg, sc, r.rt.reconciler, st, wsIDs)
+	w := newDemoWaiter(d.cfg, d.sc, r.rt.reconciler, st, wsIDs)
 	defer w.close()
-	deadline := time.Now().Add(f.timeout)
+	deadline := time.Now().Add(d.f.timeout)
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	complete := false
-	for !complete {
+	for {
 		select {
 		case <-ctx.Done():
 			return nil
@@ -222,34 +282,38 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case <-tick.C:
 		}
 		ds := w.check(ctx, delivered == nil)
-		say("%5.1fs  evidence %d  windows terminal %d/%d (failed %d)  entries %d  waiting for: %s",
-			time.Since(started).Seconds(), ds.progress.Evidence, ds.terminal(), ds.progress.Windows, ds.progress.Exhausted,
+		d.say("%5.1fs  evidence %d  windows terminal %d/%d (failed %d)  entries %d  waiting for: %s",
+			time.Since(d.started).Seconds(), ds.progress.Evidence, ds.terminal(), ds.progress.Windows, ds.progress.Exhausted,
 			ds.progress.VisibleEntries, orNone(ds.waiting))
-		if !f.once {
-			continue
-		}
-		complete = len(ds.waiting) == 0
-		if !complete && time.Now().After(deadline) {
-			res, err := collectDemoResult(ctx, pool, wsIDs)
-			if err != nil {
-				return err
-			}
-			res.WaitingFor = ds.waiting
-			if err := writeDemoResult(stdout, res, f.format); err != nil {
-				return err
-			}
-			return fmt.Errorf("not finished after %s: waiting for %s", f.timeout, strings.Join(ds.waiting, "; "))
+		switch {
+		case !d.f.once:
+		case len(ds.waiting) == 0:
+			return d.finish(ctx, pool, wsIDs, nil)
+		case time.Now().After(deadline):
+			return d.finish(ctx, pool, wsIDs, ds.waiting)
 		}
 	}
+}
+
+// finish prints the result of --once: complete when nothing is waiting, else the
+// timeout's error naming what still was. Failed windows make it an error too.
+func (d *demo) finish(ctx context.Context, pool *pgxpool.Pool, wsIDs []ids.WorkspaceID, waiting []string) error {
 	res, err := collectDemoResult(ctx, pool, wsIDs)
 	if err != nil {
 		return err
 	}
+	if len(waiting) > 0 {
+		res.WaitingFor = waiting
+		if err := writeDemoResult(d.stdout, res, d.f.format); err != nil {
+			return err
+		}
+		return fmt.Errorf("not finished after %s: waiting for %s", d.f.timeout, strings.Join(waiting, "; "))
+	}
 	res.Complete = true
-	if err := writeDemoResult(stdout, res, f.format); err != nil {
+	if err := writeDemoResult(d.stdout, res, d.f.format); err != nil {
 		return err
 	}
-	say("finished in %.1fs", time.Since(started).Seconds())
+	d.say("finished in %.1fs", time.Since(d.started).Seconds())
 	for _, w := range res.Workspaces {
 		for _, win := range w.Windows {
 			if win.Status == "failed" {
