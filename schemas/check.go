@@ -74,6 +74,8 @@ func (w *walker) skip(n int64) error {
 	return nil
 }
 
+// walk checks the bytes of one value of n against n's structure. Long on purpose: one
+// case per Avro type, each a few lines, sharing the bounds checks above them.
 func (w *walker) walk(n *node, depth int) error {
 	if depth > maxNesting {
 		return fmt.Errorf("nested deeper than %d", maxNesting)

@@ -270,6 +270,8 @@ func namespaceOf(full string) string {
 	return ""
 }
 
+// parse turns one parsed JSON schema into its node. Long on purpose: one case
+// per form of an Avro schema (name, union, record, enum, array, map, fixed, primitive).
 func (p *schemaParser) parse(raw any, ns string) (*node, error) {
 	switch v := raw.(type) {
 	case string:

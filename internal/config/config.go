@@ -410,6 +410,8 @@ func (s Secret) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Default returns the production defaults: every feature off but retention, the design's §18
 // values, and larkline's own defaults as documented in docs/configuration.md.
+// Long on purpose: the table of every default, one line per key, in the order of
+// docs/configuration.md.
 func Default() *Config {
 	return &Config{
 		Services: Services{Workspace: Workspace{Timeline: Timeline{Lark: LarkTimeline{

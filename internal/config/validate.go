@@ -322,6 +322,8 @@ func (c *Config) validateTimeline(ch *checker) {
 	ch.atLeast(rp+"interval", r.Interval, time.Minute)
 }
 
+// validateKafka checks the kafka.* keys. Long on purpose: one check per
+// key, in the order of docs/configuration.md, each reporting its own problem.
 func (c *Config) validateKafka(ch *checker) {
 	k := c.Kafka
 	if len(k.Brokers) == 0 {

@@ -115,6 +115,9 @@ func saramaConfig(o GokaOptions) (*sarama.Config, validated, error) {
 	return cfg, v, err
 }
 
+// saramaConfig builds the sarama configuration of o. Long on purpose: every
+// setting larkline relies on is set explicitly, one per line, because sarama's
+// defaults move between releases.
 func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 	version, err := parseProtocolVersion(o.Version)
 	if err != nil {

@@ -347,6 +347,8 @@ type (
 	}
 )
 
+// addLine parses one scenario line. Long on purpose: one case per line kind of
+// docs/scenario.md, each with its own field checks and line-numbered error.
 func (s *Scenario) addLine(line int, raw []byte) error {
 	var k kindLine
 	if err := json.Unmarshal(raw, &k); err != nil {

@@ -137,6 +137,9 @@ func (g gen) fresh(pool []string, recent map[string]int) string {
 	return g.pick(pool)
 }
 
+// build makes the scenario of seed. Long on purpose: the steps share the
+// generator's random stream, whose order fixes the output for a seed; splitting them
+// would make that order implicit.
 func build(seed uint64) (*lt.Scenario, error) {
 	g := gen{rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 	app := lt.App{AppID: "cli_" + g.hex(16), BotOpenID: "ou_" + g.hex(32), Name: "Ticket Manager"}

@@ -33,6 +33,8 @@ var people = []person{
 	{key: "sofia", name: "Sofia Rossi", from: 3, to: 230},
 }
 
+// beats is the generated incident's script. Long on purpose: it is the story,
+// one call per message in chat order, read top to bottom like the chat itself.
 func beats() ([]*plan, []editPlan, []recallPlan) {
 	ps := []*plan{
 		card(-0, 20, "alert", "🔴 Alert firing: checkout_5xx_ratio > 5% (eu-west-1)",
