@@ -7,6 +7,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/larkline/larkline/connectors/deadletters"
 )
 
@@ -51,29 +53,7 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer cl.Close()
 	if sub == "list" {
-		all, err := deadletters.Scan(ctx, cl, rt.codecs.DeadLetter, rt.cfg.Kafka.Topics.DeadLetter)
-		if err != nil {
-			return err
-		}
-		sel := deadletters.Select(all, f)
-		if *format == "json" {
-			if sel == nil {
-				sel = []deadletters.Entry{}
-			}
-			return printJSON(stdout, sel)
-		}
-		// Stage, reason, key (ids only) and time; never a value or an error text.
-		tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
-		fmt.Fprintln(tw, "FAILED_AT\tSTAGE\tREASON\tKEY\tSOURCE\tREDRIVEN")
-		for _, e := range sel {
-			red := e.Redriven
-			if red == "" {
-				red = "-"
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%d@%d\t%s\n", e.FailedAt.Format(time.RFC3339), e.Stage, e.Reason, e.Key,
-				e.SourceTopic, e.SourcePart, e.SourceOffset, red)
-		}
-		return tw.Flush()
+		return listDeadLetters(ctx, stdout, rt, cl, f, *format)
 	}
 	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: rt.cfg.Kafka.Topics.DeadLetter, Logger: rt.log}
 	if *stage == deadletters.StageEvidenceSink {
@@ -92,4 +72,31 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		err = perr
 	}
 	return err
+}
+
+// listDeadLetters prints the dead letters f selects: stage, reason, key (ids only)
+// and time, as a table or JSON; never a value or an error text.
+func listDeadLetters(ctx context.Context, stdout io.Writer, rt *runtime, cl *kgo.Client, f deadletters.Filter, format string) error {
+	all, err := deadletters.Scan(ctx, cl, rt.codecs.DeadLetter, rt.cfg.Kafka.Topics.DeadLetter)
+	if err != nil {
+		return err
+	}
+	sel := deadletters.Select(all, f)
+	if format == "json" {
+		if sel == nil {
+			sel = []deadletters.Entry{}
+		}
+		return printJSON(stdout, sel)
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAILED_AT\tSTAGE\tREASON\tKEY\tSOURCE\tREDRIVEN")
+	for _, e := range sel {
+		red := e.Redriven
+		if red == "" {
+			red = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%d@%d\t%s\n", e.FailedAt.Format(time.RFC3339), e.Stage, e.Reason, e.Key,
+			e.SourceTopic, e.SourcePart, e.SourceOffset, red)
+	}
+	return tw.Flush()
 }

@@ -82,30 +82,10 @@ func Scan(ctx context.Context, cl *kgo.Client, codec *schemas.Codec[schemas.Dead
 	if cl == nil || codec == nil || topic == "" {
 		return nil, fmt.Errorf("%w: Scan needs a client, a codec and a topic", ErrInvalid)
 	}
-	adm := kadm.NewClient(cl)
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	want, assign, err := scanBounds(ctx, cl, topic)
 	if err != nil {
-		return nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
+		return nil, err
 	}
-	if err := ends.Error(); err != nil {
-		return nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
-	}
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("deadletters: start offsets of %s: %w", topic, err)
-	}
-	want := map[int32]int64{}
-	assign := map[int32]kgo.Offset{}
-	ends.Each(func(o kadm.ListedOffset) {
-		start := int64(0)
-		if s, ok := starts.Lookup(topic, o.Partition); ok {
-			start = s.Offset
-		}
-		if o.Offset > start {
-			want[o.Partition] = o.Offset
-			assign[o.Partition] = kgo.NewOffset().At(start)
-		}
-	})
 	var (
 		entries []Entry
 		markers = map[dlRef]string{}
@@ -162,6 +142,36 @@ func Scan(ctx context.Context, cl *kgo.Client, codec *schemas.Codec[schemas.Dead
 		entries[i].Redriven = markers[dlRef{entries[i].Partition, entries[i].Offset}]
 	}
 	return entries, nil
+}
+
+// scanBounds reads the topic's start and end offsets: want maps each non-empty
+// partition to its end offset (the scan stops there), assign to where reading starts.
+func scanBounds(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, map[int32]kgo.Offset, error) {
+	adm := kadm.NewClient(cl)
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
+	}
+	if err := ends.Error(); err != nil {
+		return nil, nil, fmt.Errorf("deadletters: end offsets of %s: %w", topic, err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return nil, nil, fmt.Errorf("deadletters: start offsets of %s: %w", topic, err)
+	}
+	want := map[int32]int64{}
+	assign := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		start := int64(0)
+		if s, ok := starts.Lookup(topic, o.Partition); ok {
+			start = s.Offset
+		}
+		if o.Offset > start {
+			want[o.Partition] = o.Offset
+			assign[o.Partition] = kgo.NewOffset().At(start)
+		}
+	})
+	return want, assign, nil
 }
 
 func keys(m map[int32]kgo.Offset) []int32 {
