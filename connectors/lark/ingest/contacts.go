@@ -31,7 +31,7 @@ const (
 	DefaultContactsMaxBackoff  = time.Minute
 )
 
-// Directory resolves display names in batches; *LarkDirectory satisfies it.
+// Directory resolves display names in batches; *larkapi.Client satisfies it.
 type Directory interface {
 	// Names returns the names of the users among openIDs (at most
 	// larkapi.MaxDirectoryBatch) the directory knows; unknown ids are absent.

@@ -33,7 +33,7 @@
 //     can be watched and stopped: see its documentation for the liveness watchdog,
 //     the reconnect backoff, the drain on shutdown and the goroutines the SDK leaks.
 //   - Contacts: a bounded cache of sender names filled in the background by
-//     rate-limited batch lookups (LarkDirectory: contact/v3/users/batch, 50 ids per
+//     rate-limited batch lookups (larkapi.Client.Names: contact/v3/users/batch, 50 ids per
 //     call), consulted without blocking when a record is built.
 //
 // # Answers

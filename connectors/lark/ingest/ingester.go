@@ -38,7 +38,7 @@ const (
 	maxTimeout = 3 * time.Second
 )
 
-// MessageLookup fetches one message from Lark's history; *LarkMessages satisfies
+// MessageLookup fetches one message from Lark's history; *larkapi.Client satisfies
 // it. It answers larkapi.ErrMessageNotFound (wrapped) for a message Lark does not serve.
 type MessageLookup interface {
 	GetMessage(ctx context.Context, id ids.MessageID) (*larkim.Message, error)

@@ -14,7 +14,7 @@ import (
 
 // Sentinel errors.
 var (
-	// ErrInvalidOptions is returned (wrapped) by New, NewLimiter and NewLarkHistory
+	// ErrInvalidOptions is returned (wrapped) by New and NewLimiter
 	// when their options cannot work; the message names the field.
 	ErrInvalidOptions = errors.New("invalid reconcile options")
 	// ErrClosed is returned by Run, RunOnce and Refresh after Close.
