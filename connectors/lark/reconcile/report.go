@@ -32,6 +32,9 @@ type ChatReport struct {
 	// progress.
 	Stopped error
 	Skipped bool
+	// Fresh: an interval pass's incremental run left out because a run that started
+	// within ReconcileInterval read the chat to its end (a coverage run).
+	Fresh bool
 	// Err is a failure; the checkpoint stayed at the last committed page batch.
 	Err      error
 	Duration time.Duration
@@ -44,6 +47,8 @@ func (r *ChatReport) result() string {
 		return "failed"
 	case r.Skipped:
 		return "skipped"
+	case r.Fresh:
+		return "fresh"
 	case r.Complete:
 		return "complete"
 	case errors.Is(r.Stopped, ErrPageBudget):
