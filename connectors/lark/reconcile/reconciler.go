@@ -37,8 +37,8 @@ type Reconciler struct {
 	// complete: per chat key, when the newest run that read the chat to its end
 	// started (one time per chat reconciled since start; schedule.go's fresh).
 	complete map[string]time.Time
-	running     bool
-	closed      bool
+	running  bool
+	closed   bool
 	// lastPass is the report of the last finished pass (zero before the first).
 	lastPass PassReport
 }
