@@ -180,6 +180,10 @@ func (c *chatRun) run(ctx context.Context) error {
 		c.rep.Fresh = true // a coverage run read it moments ago; no history call
 		return nil
 	}
+	if j.coverage && c.cp != nil && !c.cp.Position.Time.Before(j.windowEnd) {
+		c.rep.Fresh = true // another run covered the window already
+		return nil
+	}
 	if err := c.gate(ctx); err != nil {
 		return err
 	}

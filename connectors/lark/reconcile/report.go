@@ -32,8 +32,10 @@ type ChatReport struct {
 	// progress.
 	Stopped error
 	Skipped bool
-	// Fresh: an interval pass's incremental run left out because a run that started
-	// within ReconcileInterval read the chat to its end (a coverage run).
+	// Fresh: a run left out without a history call: an interval pass's incremental
+	// run of a chat that a run started within ReconcileInterval read to its end (a
+	// coverage run), or a coverage run of a chat whose checkpoint already covers the
+	// window.
 	Fresh bool
 	// Err is a failure; the checkpoint stayed at the last committed page batch.
 	Err      error
