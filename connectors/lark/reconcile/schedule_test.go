@@ -456,5 +456,8 @@ func (s *fakeStore) ChatsWithEvidence(_ context.Context, chats []store.ChatRef, 
 			out = append(out, c)
 		}
 	}
+	// Newest first, the other way round from the interval pass: the two meet, and
+	// each must leave out what the other read after the window's end.
+	slices.Reverse(out)
 	return out, nil
 }
