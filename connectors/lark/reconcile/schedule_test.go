@@ -180,9 +180,17 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 	var covErr, schedErr error
 	wg.Add(2)
 	go func() { defer wg.Done(); cov, covErr = r.coveragePass(ctx, nil, end.Add(-window), end) }()
-	waitFor(t, func() bool { r.slots.mu.Lock(); defer r.slots.mu.Unlock(); return len(r.slots.waiting[classCoverage]) == 1 })
+	waitFor(t, func() bool {
+		r.slots.mu.Lock()
+		defer r.slots.mu.Unlock()
+		return len(r.slots.waiting[classCoverage]) == 1
+	})
 	go func() { defer wg.Done(); sched, schedErr = r.pass(ctx, nil) }()
-	waitFor(t, func() bool { r.slots.mu.Lock(); defer r.slots.mu.Unlock(); return len(r.slots.waiting[classScheduled]) == 1 })
+	waitFor(t, func() bool {
+		r.slots.mu.Lock()
+		defer r.slots.mu.Unlock()
+		return len(r.slots.waiting[classScheduled]) == 1
+	})
 	// Give the slots back one at a time, each once both passes wait for one.
 	for range opts.MaxConcurrentChats {
 		waitFor(t, func() bool {
