@@ -47,6 +47,9 @@ type job struct {
 	// scheduled: an interval pass's run, which skips an incremental read of a chat a
 	// coverage run read within ReconcileInterval (fresh).
 	scheduled bool
+	// continued: the continuation of a run that used its page budget moments ago: it
+	// starts at the checkpoint, without re-reading the overlap that run read.
+	continued bool
 }
 
 func (j job) key() string { return ids.ChatKey(j.ws.ID, j.chat) }
@@ -86,7 +89,7 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 	}()
 
 	var unlock func()
-	if j.manual || j.coverage {
+	if j.manual || j.coverage || j.continued {
 		u, err := r.locks.lock(ctx, j.key())
 		if err != nil {
 			rep.Err = fail(reasonCanceled, fmt.Errorf("wait for the running reconciliation of chat %s: %w", j.chat, err))
@@ -139,6 +142,9 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 		if errors.Is(err, ErrPageBudget) && c.plan.kind == KindRefresh {
 			c.endTruncatedRefresh(ctx)
 		}
+		if errors.Is(err, ErrPageBudget) && !j.manual && rep.CoveredUntil.Before(c.plan.end) {
+			r.queueContinuation(j)
+		}
 	default:
 		rep.Err = err
 		reason := failureReason(err)
@@ -170,7 +176,7 @@ func (c *chatRun) run(ctx context.Context) error {
 	c.now = r.opts.Clock()
 	c.plan = makePlan(planInput{
 		now: c.now, workspaceCreated: j.ws.CreatedAt, checkpoint: c.cp, manual: j.manual,
-		coverage: j.coverage,
+		coverage: j.coverage, continued: j.continued,
 		lookback: r.opts.IngestionLookback, retention: r.opts.Retention, settle: r.opts.Settle,
 		overlap: r.opts.ReconcileOverlap, refreshInterval: r.opts.EvidenceRefreshInterval,
 		refreshLookback: r.opts.EvidenceRefreshLookback,

@@ -46,6 +46,8 @@ type metrics struct {
 	coveragePasses prometheus.Counter
 	coverageChats  prometheus.Gauge
 	windowCoverage prometheus.Histogram
+	// continuations: runs that continued a truncated run at once.
+	continuations prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -120,11 +122,15 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Help:    "Seconds from a window's end until a coverage run's checkpoint of a chat with evidence in it reached that end (the window may close from then on, once its grace has passed).",
 			Buckets: []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 120, 300, 600},
 		}),
+		continuations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_continuations_total",
+			Help: "Runs started at once, from the checkpoint, to continue a run that used its page budget before the end of its range (a burst, a backfill), instead of at the next interval pass.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.refusedThreads, m.passes, m.lastPass, m.coveragePasses, m.coverageChats, m.windowCoverage} {
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.refusedThreads, m.passes, m.lastPass, m.coveragePasses, m.coverageChats, m.windowCoverage, m.continuations} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
 		}

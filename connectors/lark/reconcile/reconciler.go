@@ -37,8 +37,14 @@ type Reconciler struct {
 	// complete: per chat key, when the newest run that read the chat to its end
 	// started (one time per chat reconciled since start; schedule.go's fresh).
 	complete map[string]time.Time
-	running  bool
-	closed   bool
+	// continued: chats whose automatic run used its page budget short of its range's
+	// end, to be continued at once by Run (schedule.go); one entry per chat.
+	continued   []job
+	continuing  map[string]bool
+	following   bool          // Run follows the window clock (continuations are taken)
+	continueNew chan struct{} // a continuation was queued
+	running     bool
+	closed      bool
 	// lastPass is the report of the last finished pass (zero before the first).
 	lastPass PassReport
 }
@@ -66,6 +72,8 @@ func New(opts Options) (*Reconciler, error) {
 		pending:     map[string]bool{},
 		evidenceEnd: map[string]int64{},
 		complete:    map[string]time.Time{},
+		continuing:  map[string]bool{},
+		continueNew: make(chan struct{}, 1),
 		closeCtx:    closeCtx, closeCancel: closeCancel,
 	}, nil
 }
@@ -133,9 +141,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		"refresh_interval", r.opts.EvidenceRefreshInterval, "max_concurrent_chats", r.opts.MaxConcurrentChats,
 		"window", r.opts.Window, "coverage_delay", r.opts.CoverageDelay)
 	if r.opts.Window > 0 {
+		r.setFollowing(true)
+		defer r.setFollowing(false)
 		var followed sync.WaitGroup
-		followed.Add(1)
+		followed.Add(2)
 		go func() { defer followed.Done(); r.followWindows(jobCtx, stop) }()
+		go func() { defer followed.Done(); r.continueRuns(jobCtx, stop) }()
 		defer followed.Wait()
 	}
 	timer := time.NewTimer(0)

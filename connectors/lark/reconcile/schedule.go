@@ -238,3 +238,66 @@ func (r *Reconciler) fresh(key string, now time.Time) bool {
 	at, ok := r.complete[key]
 	return ok && now.Sub(at) < r.opts.ReconcileInterval
 }
+
+func (r *Reconciler) setFollowing(on bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.following = on
+}
+
+// queueContinuation asks Run to continue the chat of j at once: its run used the page
+// budget before the end of its range (a burst, a backfill). Without Run following
+// the window clock the next interval pass continues it, as before.
+func (r *Reconciler) queueContinuation(j job) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.following || r.continuing[j.key()] {
+		return
+	}
+	r.continuing[j.key()] = true
+	r.continued = append(r.continued, job{ws: j.ws, chat: j.chat, continued: true})
+	select {
+	case r.continueNew <- struct{}{}:
+	default:
+	}
+}
+
+// continueRuns runs the queued continuations, each as the interval pass's work (the
+// share of the slots that coverage leaves), until stop.
+func (r *Reconciler) continueRuns(ctx context.Context, stop <-chan struct{}) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		r.mu.Lock()
+		var next *job
+		if len(r.continued) > 0 {
+			j := r.continued[0]
+			r.continued = r.continued[1:]
+			next = &j
+		}
+		r.mu.Unlock()
+		if next == nil {
+			select {
+			case <-stop:
+				return
+			case <-r.continueNew:
+				continue
+			}
+		}
+		if err := r.slots.acquire(ctx, stop, classScheduled); err != nil {
+			return
+		}
+		j := *next
+		j.stop = stop
+		r.mu.Lock()
+		delete(r.continuing, j.key())
+		r.mu.Unlock()
+		r.m.continuations.Inc()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer r.slots.release()
+			r.runChat(ctx, j)
+		}()
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -282,6 +284,66 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 	}
 }
 
+// TestTruncatedRunContinues: a burst larger than a run's page budget is read by runs
+// that follow each other at once (from the checkpoint, not re-reading the overlap),
+// each within the budget, instead of one run per interval pass.
+func TestTruncatedRunContinues(t *testing.T) {
+	const msgs, pageSize, budget = 60, 5, 4
+	end := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
+	ft := &fakeTime{now: end.Add(6 * time.Second)}
+	f := newFakes(t, ft, end)
+	base := end.Add(-50 * time.Second)
+	f.addChat("oc_burst0001", true, base.Add(-20*time.Minute))
+	chat := ids.ChatID("oc_burst0001")
+	for i := range msgs {
+		f.hist.finite[chat] = append(f.hist.finite[chat], base.Add(time.Duration(i)*500*time.Millisecond))
+	}
+	opts := f.options(ft)
+	opts.Registry = prometheus.NewRegistry()
+	opts.RequestsPerSecond, opts.Burst = 50, 5
+	opts.PageSize, opts.MaxPagesPerRun, opts.MaxThreadsPerChat = pageSize, budget, 1
+	opts.Window, opts.ReconcileInterval = time.Minute, 5*time.Minute
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	ctx := ctxTimeout(t)
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	r.setFollowing(true)
+	go func() { defer close(done); r.continueRuns(ctx, stop) }()
+	t.Cleanup(func() { close(stop); <-done })
+
+	rep, err := r.pass(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := rep.Chats[0]; !errors.Is(c.Stopped, ErrPageBudget) || c.Pages != budget {
+		t.Fatalf("first run: %+v, want %d pages and the budget", c, budget)
+	}
+	waitFor(t, func() bool {
+		cp, _ := f.st.GetCheckpoint(ctx, f.ws[chat].ID, chat)
+		return !cp.Position.Time.Before(end)
+	})
+	calls := f.hist.log()
+	// 60 messages (two a second) in pages of 5, runs of 4 pages: messages 0–19, then
+	// continuations from the checkpoint's second (Lark's start_time is whole seconds,
+	// so each first page also holds the message before the checkpoint): 18–37, 36–55,
+	// 54–59 in two pages. 14 calls; re-reading the overlap would cost more.
+	if len(calls) != 14 {
+		t.Fatalf("%d history calls, want 14 (no overlap re-read by continuations)", len(calls))
+	}
+	for i, c := range calls[budget:] {
+		if c.start.Before(base) {
+			t.Fatalf("call %d of a continuation starts at %s, in the overlap before the burst (%s)", budget+i, c.start, base)
+		}
+	}
+	if n := testutil.ToFloat64(r.m.continuations); n != 3 {
+		t.Fatalf("continuations %v, want 3", n)
+	}
+}
+
 // fakes are the reconciler's seams in memory.
 type fakes struct {
 	t      *testing.T
@@ -295,7 +357,7 @@ type fakes struct {
 
 func newFakes(t *testing.T, ft *fakeTime, end time.Time) *fakes {
 	f := &fakes{t: t, ws: map[ids.ChatID]store.Workspace{}, active: map[ids.ChatID]bool{}, end: end}
-	f.hist = &fakeHistory{ft: ft, endless: map[ids.ChatID]bool{}}
+	f.hist = &fakeHistory{ft: ft, endless: map[ids.ChatID]bool{}, finite: map[ids.ChatID][]time.Time{}}
 	f.st = &fakeStore{f: f, cps: map[string]store.Checkpoint{}}
 	return f
 }
@@ -362,24 +424,52 @@ func (p *fakeProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.Pro
 type fakeHistory struct {
 	ft      *fakeTime
 	endless map[ids.ChatID]bool
-	mu      sync.Mutex
-	calls   []fakeCall
+	// finite chats show text messages created at these times, oldest first.
+	finite map[ids.ChatID][]time.Time
+	mu     sync.Mutex
+	calls  []fakeCall
 }
 
 type fakeCall struct {
-	chat ids.ChatID
-	at   time.Time
+	chat  ids.ChatID
+	at    time.Time
+	start time.Time
 }
 
 func (h *fakeHistory) ListMessages(_ context.Context, q ListQuery) (ListPage, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	chat := ids.ChatID(q.ContainerID)
-	h.calls = append(h.calls, fakeCall{chat: chat, at: h.ft.clock()})
+	h.calls = append(h.calls, fakeCall{chat: chat, at: h.ft.clock(), start: q.Start})
 	if h.endless[chat] {
 		return ListPage{HasMore: true, PageToken: fmt.Sprint("p", len(h.calls))}, nil
 	}
-	return ListPage{}, nil
+	var in []*larkim.Message
+	for i, at := range h.finite[chat] {
+		if at.Unix() >= q.Start.Unix() && at.Unix() < q.End.Unix() {
+			in = append(in, textMessage(chat, i, at))
+		}
+	}
+	from := 0
+	if q.PageToken != "" {
+		from, _ = strconv.Atoi(q.PageToken)
+	}
+	to := min(from+q.PageSize, len(in))
+	page := ListPage{Items: in[from:to]}
+	if to < len(in) {
+		page.HasMore, page.PageToken = true, strconv.Itoa(to)
+	}
+	return page, nil
+}
+
+func textMessage(chat ids.ChatID, i int, at time.Time) *larkim.Message {
+	str := func(s string) *string { return &s }
+	return &larkim.Message{
+		MessageId: str(fmt.Sprintf("om_c%04d", i)), ChatId: str(string(chat)), MsgType: str("text"),
+		CreateTime: str(strconv.FormatInt(at.UnixMilli(), 10)), UpdateTime: str(strconv.FormatInt(at.UnixMilli(), 10)),
+		Body:   &larkim.MessageBody{Content: str(`{"text":"status update"}`)},
+		Sender: &larkim.Sender{Id: str("ou_user1"), IdType: str("open_id"), SenderType: str("user")},
+	}
 }
 
 func (h *fakeHistory) log() []fakeCall {
