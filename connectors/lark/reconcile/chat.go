@@ -45,7 +45,7 @@ type job struct {
 	coverage  bool
 	windowEnd time.Time
 	// scheduled: an interval pass's run, which skips an incremental read of a chat a
-	// coverage run read within ReconcileInterval (fresh).
+	// coverage run read within max(ReconcileInterval, Window) (fresh).
 	scheduled bool
 	// continued: the continuation of a run that used its page budget moments ago: it
 	// starts at the checkpoint, without re-reading the overlap that run read.

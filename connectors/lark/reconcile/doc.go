@@ -112,7 +112,7 @@
 // # Running
 //
 // Run is the scheduler: a pass at start and every ReconcileInterval and, when
-// Window is set, a coverage pass CoverageDelay (Settle + 1 s) after every window end
+// Window is set, a coverage pass CoverageDelay (Settle + 0.1 s) after every window end
 // for the chats with evidence in the window that just ended (schedule.go,
 // docs/decisions.md D14): they get the chat-run slots first, three for every one an
 // interval-pass run waiting beside them gets, and an interval-pass run of a chat a

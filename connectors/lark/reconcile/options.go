@@ -39,8 +39,9 @@ const (
 	DefaultSettle = 5 * time.Second
 	// DefaultCoverageMargin: a coverage pass starts this long after its window's end
 	// plus Settle, so that its first run's range already reaches the window's end
-	// (range ends are whole seconds, rounded down).
-	DefaultCoverageMargin = time.Second
+	// (range ends are now − Settle rounded down to whole seconds; window ends are
+	// whole minutes).
+	DefaultCoverageMargin = 100 * time.Millisecond
 
 	// DefaultRequestsPerSecond and DefaultBurst are the client-side token bucket
 	// of the app (lark.api.requestsPerSecond, lark.api.burst).

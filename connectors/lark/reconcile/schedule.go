@@ -230,13 +230,14 @@ func (r *Reconciler) noteComplete(key string, began time.Time) {
 }
 
 // fresh reports whether a run of the chat that started within the last
-// ReconcileInterval before now read it to its end (a coverage run, mostly): a
-// scheduled incremental run would read the same range again.
+// max(ReconcileInterval, Window) before now read it to its end (a coverage run,
+// mostly): a chat with evidence in every window is then read once per window, by its
+// coverage run, and the interval pass reads the others (and refreshes every chat).
 func (r *Reconciler) fresh(key string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	at, ok := r.complete[key]
-	return ok && now.Sub(at) < r.opts.ReconcileInterval
+	return ok && now.Sub(at) < max(r.opts.ReconcileInterval, r.opts.Window)
 }
 
 func (r *Reconciler) setFollowing(on bool) {
