@@ -270,7 +270,9 @@ func BenchmarkLoadBurst10kOneChat(b *testing.B) {
 	b.ReportMetric(quantile(lat, 0.99).Seconds(), "event_to_draft_p99_s")
 	b.ReportMetric(quantile(due, 0.5).Seconds(), "due_to_draft_p50_s")
 	b.ReportMetric(quantile(due, 0.99).Seconds(), "due_to_draft_p99_s")
-	b.ReportMetric(float64(calls)/tDone.Hours(), "history_calls/chat/h")
+	// The history calls that bring the burst in (one chat; a rate over a run this
+	// short says nothing).
+	b.ReportMetric(float64(calls), "history_calls")
 	b.ReportMetric(chunks, "model_calls/window")
 	b.ReportMetric(float64(summaries)/float64(max(completed, 1)), "summary_attempts/completed_window")
 	b.Logf("burst: %d messages acked in %s, in evidence after %s, %d windows terminal after %s (%s); %d model calls (%d summary), %d entries, %d latencies, %d windows with a draft, %d history calls",
@@ -339,6 +341,7 @@ func BenchmarkLoadSustained1000Chats(b *testing.B) {
 	}
 	wg.Wait()
 	tSent := time.Since(t0)
+	callsSent := p.lark.Calls(larktest.PathListMessages) - calls0
 	if len(acked) != sent {
 		b.Fatalf("%d of %d events acknowledged", len(acked), sent)
 	}
@@ -357,11 +360,14 @@ func BenchmarkLoadSustained1000Chats(b *testing.B) {
 	b.ReportMetric(quantile(lat, 0.99).Seconds(), "event_to_draft_p99_s")
 	b.ReportMetric(quantile(due, 0.5).Seconds(), "due_to_draft_p50_s")
 	b.ReportMetric(quantile(due, 0.99).Seconds(), "due_to_draft_p99_s")
-	b.ReportMetric(float64(calls)/chats/tDone.Hours(), "history_calls/chat/h")
+	// The steady rate while traffic flows (the fixed two minutes), and every call
+	// until the last window is terminal.
+	b.ReportMetric(float64(callsSent)/chats/tSent.Hours(), "history_calls/chat/h")
+	b.ReportMetric(float64(calls)/chats, "history_calls/chat")
 	b.ReportMetric(float64(windows)/chats, "state_rows/chat")
 	b.ReportMetric(rowsMax, "state_rows_max/chat")
-	b.Logf("sustained: %d messages over %s into %d chats (grace %s); all %d windows terminal %s after the first (%s); %d latencies, %d windows with a draft, %d history calls",
-		sent, tSent.Round(time.Millisecond), chats, grace, windows, (tDone - tSent).Round(time.Millisecond), g, len(lat), len(due), calls)
+	b.Logf("sustained: %d messages over %s into %d chats (grace %s); all %d windows terminal %s after the first (%s); %d latencies, %d windows with a draft, %d history calls (%d while sending)",
+		sent, tSent.Round(time.Millisecond), chats, grace, windows, (tDone - tSent).Round(time.Millisecond), g, len(lat), len(due), calls, callsSent)
 }
 
 // BenchmarkLoadModelOutageBacklog closes ~600 windows (200 chats, 3 windows each)
