@@ -240,10 +240,16 @@ func (r *Reconciler) fresh(key string, now time.Time) bool {
 	return ok && now.Sub(at) < max(r.opts.ReconcileInterval, r.opts.Window)
 }
 
+// setFollowing turns the continuations on (Run started) or off (Run returned: the
+// queued ones are left to the next interval pass).
 func (r *Reconciler) setFollowing(on bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.following = on
+	if !on {
+		r.continued = nil
+		clear(r.continuing)
+	}
 }
 
 // queueContinuation asks Run to continue the chat of j at once: its run used the page
