@@ -45,7 +45,7 @@ type job struct {
 	coverage  bool
 	windowEnd time.Time
 	// scheduled: an interval pass's run, which skips an incremental read of a chat a
-	// coverage run read within max(ReconcileInterval, Window) (fresh).
+	// coverage run read to its end within max(ReconcileInterval, Window) (fresh).
 	scheduled bool
 	// continued: the continuation of a run that used its page budget moments ago: it
 	// starts at the checkpoint, without re-reading the overlap that run read.
@@ -131,9 +131,9 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 	}
 	err := c.run(ctx)
 	switch {
-	case err == nil && rep.Complete:
-		r.noteComplete(j.key(), c.now)
-		if j.coverage && !rep.CoveredUntil.Before(j.windowEnd) {
+	case err == nil && rep.Complete && j.coverage:
+		r.noteCovered(j.key(), c.now)
+		if !rep.CoveredUntil.Before(j.windowEnd) {
 			r.m.windowCoverage.Observe(r.opts.Clock().Sub(j.windowEnd).Seconds())
 		}
 	case err == nil:

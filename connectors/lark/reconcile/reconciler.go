@@ -34,8 +34,8 @@ type Reconciler struct {
 	// evidenceEnd: per chat key, one past the highest evidence offset this process
 	// produced for the chat (one int64 per chat reconciled since start).
 	evidenceEnd map[string]int64
-	// complete: per chat key, when the newest run that read the chat to its end
-	// started (one time per chat reconciled since start; schedule.go's fresh).
+	// complete: per chat key, when the newest coverage run that read the chat to its
+	// end started (one time per chat covered since start; schedule.go's fresh).
 	complete map[string]time.Time
 	// continued: chats whose automatic run used its page budget short of its range's
 	// end, to be continued at once by Run (schedule.go); one entry per chat.

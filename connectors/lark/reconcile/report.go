@@ -33,9 +33,9 @@ type ChatReport struct {
 	Stopped error
 	Skipped bool
 	// Fresh: a run left out without a history call: an interval pass's incremental
-	// run of a chat that a run started within max(ReconcileInterval, Window) read to
-	// its end (a coverage run), or a coverage run of a chat whose checkpoint already
-	// covers the window.
+	// run of a chat that a coverage run started within max(ReconcileInterval, Window)
+	// read to its end, or a coverage run of a chat whose checkpoint already covers
+	// the window.
 	Fresh bool
 	// Err is a failure; the checkpoint stayed at the last committed page batch.
 	Err      error

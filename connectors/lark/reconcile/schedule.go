@@ -220,8 +220,8 @@ func (r *Reconciler) coveragePass(ctx context.Context, stop <-chan struct{}, fro
 	return rep, nil
 }
 
-// noteComplete records that a run starting at began read its chat to its end.
-func (r *Reconciler) noteComplete(key string, began time.Time) {
+// noteCovered records that a coverage run starting at began read its chat to its end.
+func (r *Reconciler) noteCovered(key string, began time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if began.After(r.complete[key]) {
@@ -229,10 +229,10 @@ func (r *Reconciler) noteComplete(key string, began time.Time) {
 	}
 }
 
-// fresh reports whether a run of the chat that started within the last
-// max(ReconcileInterval, Window) before now read it to its end (a coverage run,
-// mostly): a chat with evidence in every window is then read once per window, by its
-// coverage run, and the interval pass reads the others (and refreshes every chat).
+// fresh reports whether a coverage run of the chat that started within the last
+// max(ReconcileInterval, Window) before now read it to its end: a chat with evidence
+// in every window is then read once per window, by its coverage run, and the interval
+// pass reads the others every interval, as before (and refreshes every chat).
 func (r *Reconciler) fresh(key string, now time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -344,6 +344,52 @@ func TestTruncatedRunContinues(t *testing.T) {
 	}
 }
 
+// TestIntervalPassLeavesOutCoveredChats: an interval pass makes no call for a chat a
+// coverage run just read, and reads every other chat at every pass, as before.
+func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
+	end := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
+	ft := &fakeTime{now: end.Add(6 * time.Second)}
+	f := newFakes(t, ft, end)
+	f.addChat("oc_act0001", true, end.Add(-time.Minute))
+	f.addChat("oc_old0001", false, end.Add(-time.Hour))
+	opts := f.options(ft)
+	opts.Registry = prometheus.NewRegistry()
+	opts.Window, opts.ReconcileInterval = time.Minute, 30*time.Second
+	r, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	ctx := ctxTimeout(t)
+	if _, err := r.coveragePass(ctx, nil, end.Add(-time.Minute), end); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		ft.sleep(ctx, 20*time.Second) // within the window: the coverage run is fresh
+		if _, err := r.pass(ctx, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reads := map[ids.ChatID]int{}
+	for _, c := range f.hist.log() {
+		reads[c.chat]++
+	}
+	if reads["oc_act0001"] != 1 || reads["oc_old0001"] != 2 {
+		t.Fatalf("reads %v: want the covered chat once (its coverage run), the other at both passes", reads)
+	}
+	if n := testutil.ToFloat64(r.m.runs.WithLabelValues(string(KindIncremental), "fresh")); n != 2 {
+		t.Fatalf("fresh runs %v, want 2", n)
+	}
+	// A window later the covered chat is no longer fresh.
+	ft.sleep(ctx, time.Minute)
+	if _, err := r.pass(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.hist.log()); n != 5 {
+		t.Fatalf("%d calls after a pass a window later, want 5", n)
+	}
+}
+
 // fakes are the reconciler's seams in memory.
 type fakes struct {
 	t      *testing.T
