@@ -185,7 +185,9 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 		Names:             s.contacts,
 		IngestionLookback: l.IngestionLookback, ReconcileInterval: l.ReconcileInterval, ReconcileOverlap: l.ReconcileOverlap,
 		EvidenceRefreshInterval: l.EvidenceRefreshInterval, EvidenceRefreshLookback: l.EvidenceRefreshLookback,
-		Retention:         retention,
+		Retention: retention,
+		// Coverage passes follow the window clock (docs/decisions.md D15).
+		Window:            l.SynthesisWindow,
 		RequestsPerSecond: a.RequestsPerSecond, Burst: a.Burst, MaxConcurrentChats: a.MaxConcurrentChats,
 		MaxPagesPerRun: a.MaxPagesPerRun, PageSize: a.PageSize, MaxRetries: a.MaxRetries, MaxBackoff: a.MaxBackoff,
 		Logger: rt.log, Registry: rt.reg,

@@ -849,3 +849,58 @@ func MissingVersions(stored []Evidence, want []EvidenceVersion) []EvidenceVersio
 func rankOf(e *Evidence) schemas.EvidenceRank {
 	return schemas.EvidenceRank{SourceUpdatedAt: e.SourceUpdatedAt, Deleted: e.Deleted}
 }
+
+// ChatRef names one chat of one workspace.
+type ChatRef struct {
+	Workspace ids.WorkspaceID
+	Chat      ids.ChatID
+}
+
+// MaxChatRefs bounds the chats one ChatsWithEvidence call asks about.
+const MaxChatRefs = 100_000
+
+// ChatsWithEvidence returns, in the order given, those of chats that hold
+// synthesis-eligible Lark message evidence that occurred in [from, to): the chats
+// with a window there. One index probe per chat (chat_time_idx), no rows read.
+func (s *Store) ChatsWithEvidence(ctx context.Context, chats []ChatRef, from, to time.Time) ([]ChatRef, error) {
+	if from.IsZero() || !from.Before(to) {
+		return nil, fmt.Errorf("%w: range [%s, %s) is empty", ErrInvalid, from, to)
+	}
+	if len(chats) > MaxChatRefs {
+		return nil, fmt.Errorf("%w: %d chats (at most %d)", ErrInvalid, len(chats), MaxChatRefs)
+	}
+	if len(chats) == 0 {
+		return nil, nil
+	}
+	wss, cs := make([]string, len(chats)), make([]string, len(chats))
+	for i, c := range chats {
+		if err := validWorkspace(c.Workspace); err != nil {
+			return nil, err
+		}
+		if err := validChat(c.Chat); err != nil {
+			return nil, err
+		}
+		wss[i], cs[i] = string(c.Workspace), string(c.Chat)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT c.ws, c.chat FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS c(ws, chat, n)
+		WHERE EXISTS (SELECT 1 FROM workspace_timeline_evidence e
+			WHERE e.workspace_id = c.ws AND e.chat_id = c.chat AND e.occurred_at >= $3 AND e.occurred_at < $4
+			  AND e.synthesis_eligible)
+		ORDER BY c.n`, wss, cs, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("chats with evidence in [%s, %s): %w", from, to, err)
+	}
+	defer rows.Close()
+	var out []ChatRef
+	for rows.Next() {
+		var ws, chat string
+		if err := rows.Scan(&ws, &chat); err != nil {
+			return nil, fmt.Errorf("chats with evidence: %w", err)
+		}
+		out = append(out, ChatRef{Workspace: ids.WorkspaceID(ws), Chat: ids.ChatID(chat)})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chats with evidence in [%s, %s): %w", from, to, err)
+	}
+	return out, nil
+}

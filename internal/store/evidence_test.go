@@ -396,3 +396,41 @@ func TestVersionRuleMatchesEvidenceRank(t *testing.T) {
 		}
 	}
 }
+
+// TestChatsWithEvidence: of the chats asked about, those with synthesis-eligible
+// evidence in [from, to), in the order asked.
+func TestChatsWithEvidence(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-active"
+	from, to := t0, t0.Add(time.Minute)
+	bot := larkEvidence(ws, "oc_bot", "om_bot", from.Add(time.Second), "card")
+	bot.SynthesisEligible = false
+	mustUpsert(t, s,
+		larkEvidence(ws, "oc_a", "om_a", from, "at start"),
+		larkEvidence(ws, "oc_b", "om_b", to.Add(-time.Microsecond), "last"),
+		larkEvidence(ws, "oc_before", "om_before", from.Add(-time.Microsecond), "before"),
+		larkEvidence(ws, "oc_end", "om_end", to, "at end: next window"),
+		bot,
+		larkEvidence("ws-other", "oc_c", "om_c", from.Add(time.Second), "other workspace"),
+	)
+	ask := []ChatRef{{ws, "oc_b"}, {ws, "oc_before"}, {ws, "oc_end"}, {ws, "oc_bot"}, {ws, "oc_c"}, {ws, "oc_a"}, {ws, "oc_none"}, {"ws-other", "oc_c"}}
+	got, err := s.ChatsWithEvidence(ctx, ask, from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []ChatRef{{ws, "oc_b"}, {ws, "oc_a"}, {"ws-other", "oc_c"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("chats %v, want %v", got, want)
+	}
+	if got, err := s.ChatsWithEvidence(ctx, nil, from, to); err != nil || got != nil {
+		t.Fatalf("no chats: %v, %v", got, err)
+	}
+	if _, err := s.ChatsWithEvidence(ctx, ask, to, from); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("inverted range: %v, want ErrInvalid", err)
+	}
+	if _, err := s.ChatsWithEvidence(ctx, []ChatRef{{ws, "bad"}}, from, to); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("bad chat: %v, want ErrInvalid", err)
+	}
+}

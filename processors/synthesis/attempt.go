@@ -512,6 +512,10 @@ func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, 
 			outcome = draftProtected
 		case r.Outcome == store.EntryCreated:
 			outcome, changed = draftCreated, true
+			if !j.drafted {
+				j.drafted = true
+				w.m.firstDraft.Observe(w.o.Clock().Sub(j.end).Seconds())
+			}
 		case r.Outcome == store.EntryUpdated:
 			outcome, changed = draftUpdated, true
 		case r.Outcome == store.EntryEvidenceAttached:

@@ -70,6 +70,8 @@ type metrics struct {
 
 	drafts        *prometheus.CounterVec
 	draftBindings prometheus.Counter
+	// firstDraft: window end → the first draft entry a window's attempt created.
+	firstDraft prometheus.Histogram
 
 	records      *prometheus.CounterVec
 	commits      *prometheus.CounterVec
@@ -146,6 +148,10 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 		draftBindings: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_draft_evidence_bound_total",
 			Help: "Evidence rows bound to entries by drafts (idempotent: a repeated binding is counted again)."}),
 
+		firstDraft: hist("larkline_synthesis_window_end_to_first_draft_seconds",
+			"Time from a window's end to the first draft entry its attempt created (observed once per closed-window record whose processing created an entry; it includes the close grace and the wait for history coverage).",
+			[]float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1800, 3600}),
+
 		records: counter("larkline_synthesis_records_total",
 			"Closed-window records consumed, by result (processed, dead_lettered, dropped_revoked).", "result"),
 		commits: counter("larkline_synthesis_offset_commits_total",
@@ -180,7 +186,7 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 			m.windows, m.claims, m.attemptFailures, m.windowRetries, m.staleFound, m.inFlight, m.windowDuration, m.evidenceWait,
 			m.sinkWaitTimeouts, m.sinkProgressErrors,
 			m.chunks, m.chunkEvidence, m.chunkContext, m.chunkTokens, m.modelTokens, m.modelLatency, m.chunkRetries, m.validationError,
-			m.drafts, m.draftBindings, m.records, m.commits, m.storeRetries,
+			m.drafts, m.draftBindings, m.firstDraft, m.records, m.commits, m.storeRetries,
 			m.modelAvailable, m.modelOutage, m.modelGateOpens, m.modelProbes, m.modelWaiting, m.refunds, m.heartbeats,
 			m.summaryAttempts, m.summarySkipped, m.summaryLag,
 		} {

@@ -37,6 +37,9 @@ type job struct {
 	ranged    bool
 	partition int32
 	endOffset int64
+	// drafted: this attempt created an entry (the first one was observed in
+	// larkline_synthesis_window_end_to_first_draft_seconds).
+	drafted bool
 }
 
 func jobOf(cw *schemas.ClosedWindow) *job {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/rules"
 	"github.com/larkline/larkline/processors/synthesis/synth"
@@ -213,6 +215,11 @@ func TestRuleSynthesizerOnAnIncidentWindow(t *testing.T) {
 	if st.Meta.PromptVersion != rules.Version {
 		t.Errorf("prompt version %q, want %q", st.Meta.PromptVersion, rules.Version)
 	}
+	// One observation of window end → first draft, measured from the window's end
+	// (in 2024), not from when the record arrived.
+	if n, sum := firstDraftHistogram(t, r.reg); n != 1 || sum < time.Since(win.Add(time.Hour)).Seconds() {
+		t.Errorf("larkline_synthesis_window_end_to_first_draft_seconds: %d observations, sum %.0f s", n, sum)
+	}
 
 	entries := e.entries()
 	byKind := map[string][]store.Entry{}
@@ -329,4 +336,22 @@ func TestChatterWindowIsIgnored(t *testing.T) {
 	if got := r.counter("larkline_synthesis_windows_total", "outcome", outcomeIgnored); got != 1 {
 		t.Errorf("ignored windows = %v, want 1", got)
 	}
+}
+
+// firstDraftHistogram returns the sample count and sum of
+// larkline_synthesis_window_end_to_first_draft_seconds.
+func firstDraftHistogram(t *testing.T, reg *prometheus.Registry) (uint64, float64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "larkline_synthesis_window_end_to_first_draft_seconds" {
+			h := mf.GetMetric()[0].GetHistogram()
+			return h.GetSampleCount(), h.GetSampleSum()
+		}
+	}
+	t.Fatal("larkline_synthesis_window_end_to_first_draft_seconds not registered")
+	return 0, 0
 }

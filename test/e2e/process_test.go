@@ -40,13 +40,17 @@ type proc struct {
 }
 
 // larklineEnv is the test's environment without the jvm broker script's variables
-// (LARKLINE_KAFKA_JARS, LARKLINE_KAFKA_HEAP, …): larkline reads every LARKLINE_
+// (LARKLINE_KAFKA_JARS, LARKLINE_KAFKA_HEAP, …) and the load benchmarks' knobs
+// (LARKLINE_LOAD_OUTAGE, LARKLINE_LOAD_GRACE): larkline reads every LARKLINE_
 // variable as configuration and refuses one that names no key, so a run with the jar
-// cache moved would fail before it started.
+// cache moved, or a knob set, would fail before it started.
 func larklineEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "LARKLINE_KAFKA_") && !strings.HasPrefix(kv, "LARKLINE_KAFKA__") {
+			continue
+		}
+		if strings.HasPrefix(kv, "LARKLINE_LOAD_") {
 			continue
 		}
 		out = append(out, kv)

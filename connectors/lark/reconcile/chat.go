@@ -41,6 +41,16 @@ type job struct {
 	manual bool
 	// stop, when closed, ends the run between two pages (graceful shutdown).
 	stop <-chan struct{}
+	// coverage: a coverage pass's run for the window ending at windowEnd: it waits
+	// for a running run of the chat and never turns into a refresh (schedule.go).
+	coverage  bool
+	windowEnd time.Time
+	// scheduled: an interval pass's run, which skips an incremental read of a chat a
+	// coverage run read to its end within max(ReconcileInterval, Window) (fresh).
+	scheduled bool
+	// continued: the continuation of a run that used its page budget moments ago: it
+	// starts at the checkpoint, without re-reading the overlap that run read.
+	continued bool
 }
 
 func (j job) key() string { return ids.ChatKey(j.ws.ID, j.chat) }
@@ -80,7 +90,7 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 	}()
 
 	var unlock func()
-	if j.manual {
+	if j.manual || j.coverage || j.continued {
 		u, err := r.locks.lock(ctx, j.key())
 		if err != nil {
 			rep.Err = fail(reasonCanceled, fmt.Errorf("wait for the running reconciliation of chat %s: %w", j.chat, err))
@@ -122,11 +132,19 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 	}
 	err := c.run(ctx)
 	switch {
+	case err == nil && rep.Complete && j.coverage:
+		r.noteCovered(j.key(), c.now)
+		if !rep.CoveredUntil.Before(j.windowEnd) {
+			r.m.windowCoverage.Observe(r.opts.Clock().Sub(j.windowEnd).Seconds())
+		}
 	case err == nil:
 	case errors.Is(err, ErrPageBudget), errors.Is(err, ErrIneligible), errors.Is(err, ErrShuttingDown):
 		rep.Stopped = err
 		if errors.Is(err, ErrPageBudget) && c.plan.kind == KindRefresh {
 			c.endTruncatedRefresh(ctx)
+		}
+		if errors.Is(err, ErrPageBudget) && !j.manual && rep.CoveredUntil.Before(c.plan.end) {
+			r.queueContinuation(j)
 		}
 	default:
 		rep.Err = err
@@ -159,11 +177,20 @@ func (c *chatRun) run(ctx context.Context) error {
 	c.now = r.opts.Clock()
 	c.plan = makePlan(planInput{
 		now: c.now, workspaceCreated: j.ws.CreatedAt, checkpoint: c.cp, manual: j.manual,
+		coverage: j.coverage, continued: j.continued,
 		lookback: r.opts.IngestionLookback, retention: r.opts.Retention, settle: r.opts.Settle,
 		overlap: r.opts.ReconcileOverlap, refreshInterval: r.opts.EvidenceRefreshInterval,
 		refreshLookback: r.opts.EvidenceRefreshLookback,
 	})
 	c.rep.Kind, c.rep.Bound, c.rep.Start, c.rep.End = c.plan.kind, c.plan.bound, c.plan.start, c.plan.end
+	if j.scheduled && r.opts.Window > 0 && c.plan.kind == KindIncremental && r.fresh(j.key(), c.now) {
+		c.rep.Fresh = true // a coverage run read it moments ago; no history call
+		return nil
+	}
+	if j.coverage && c.cp != nil && !c.cp.Position.Time.Before(j.windowEnd) {
+		c.rep.Fresh = true // another run covered the window already
+		return nil
+	}
 	if err := c.gate(ctx); err != nil {
 		return err
 	}

@@ -111,9 +111,13 @@
 //
 // # Running
 //
-// Run is the scheduler: a pass at start and every ReconcileInterval; on ctx's end
-// or Close it drains (runs end after their current page, within DrainTimeout) and
-// returns. RunOnce is one pass; Refresh serves the CLI and the API. Runs of the
+// Run is the scheduler: a pass at start and every ReconcileInterval and, when
+// Window is set, a coverage pass CoverageDelay (Settle + 0.1 s) after every window end
+// for the chats with evidence in the window that just ended (schedule.go,
+// docs/decisions.md D15): they get the chat-run slots first, three for every one an
+// interval-pass run waiting beside them gets, and an interval-pass run of a chat a
+// coverage run just read makes no call. On ctx's end or Close it drains (runs end
+// after their current page, within DrainTimeout) and returns. RunOnce is one pass; Refresh serves the CLI and the API. Runs of the
 // same workspace/chat never overlap in one process; several processes may run
 // reconcilers at once (checkpoints never move back, evidence is idempotent), at
 // the cost of duplicate API calls.
@@ -124,8 +128,8 @@
 // _runs_total{kind,result}, _pages_total{container}, _messages_total{outcome},
 // _failures_total{reason}, _lag_seconds (now − the oldest checkpoint of the
 // eligible chats), _api_retries_total{outcome}, _api_backoff_seconds_total,
-// _checkpoints_published_total{result}, and larkline_lark_api_calls_total{endpoint,
-// outcome}. Logs carry workspace, chat, message and thread ids, counts and times;
+// _checkpoints_published_total{result}, _coverage_passes_total, _coverage_chats,
+// _window_coverage_seconds, and larkline_lark_api_calls_total{endpoint, outcome}. Logs carry workspace, chat, message and thread ids, counts and times;
 // never message text. Memory is bounded by one page batch per running chat (a page
 // plus the in-range replies of its threads) and MaxThreadsPerChat thread ids per
 // scanned chat. The package does not write Postgres evidence (the sink does), does

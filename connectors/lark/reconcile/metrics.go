@@ -41,6 +41,13 @@ type metrics struct {
 	// passes and lastPass: automatic passes done, and when the last one started.
 	passes   prometheus.Counter
 	lastPass prometheus.Gauge
+	// coverage passes (schedule.go): passes, chats of the last one, and the time from
+	// a window's end to its coverage of a chat with evidence in it.
+	coveragePasses prometheus.Counter
+	coverageChats  prometheus.Gauge
+	windowCoverage prometheus.Histogram
+	// continuations: runs that continued a truncated run at once.
+	continuations prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) (*metrics, error) {
@@ -102,11 +109,28 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "larkline_reconcile_last_pass_started_timestamp_seconds",
 			Help: "Unix time at which the last finished reconciliation pass started: history created before it (minus the settle delay) was read by that pass.",
 		}),
+		coveragePasses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_coverage_passes_total",
+			Help: "Coverage passes started after a window end (the chats with evidence in the window that just ended, read ahead of the interval pass).",
+		}),
+		coverageChats: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_reconcile_coverage_chats",
+			Help: "Chats the last coverage pass read: the eligible chats with evidence in the window that had just ended.",
+		}),
+		windowCoverage: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "larkline_reconcile_window_coverage_seconds",
+			Help:    "Seconds from a window's end until a coverage run's checkpoint of a chat with evidence in it reached that end (the window may close from then on, once its grace has passed).",
+			Buckets: []float64{1, 2, 5, 10, 15, 20, 30, 45, 60, 120, 300, 600},
+		}),
+		continuations: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_reconcile_continuations_total",
+			Help: "Runs started at once, from the checkpoint, to continue a run that used its page budget before the end of its range (a burst, a backfill), instead of at the next interval pass.",
+		}),
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.refusedThreads, m.passes, m.lastPass} {
+	for _, c := range []prometheus.Collector{m.duration, m.runs, m.pages, m.messages, m.failures, m.lag, m.apiCalls, m.retries, m.backoffS, m.published, m.overlapSkips, m.refusedThreads, m.passes, m.lastPass, m.coveragePasses, m.coverageChats, m.windowCoverage, m.continuations} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("%w: register metrics: %w", ErrInvalidOptions, err)
 		}

@@ -39,6 +39,11 @@ const (
 	// DefaultSettle keeps the end of every range this far behind now, so that a
 	// message Lark is still committing is not declared covered.
 	DefaultSettle = 5 * time.Second
+	// DefaultCoverageMargin: a coverage pass starts this long after its window's end
+	// plus Settle, so that its first run's range already reaches the window's end
+	// (range ends are now − Settle rounded down to whole seconds; window ends are
+	// whole minutes).
+	DefaultCoverageMargin = 100 * time.Millisecond
 
 	// DefaultRequestsPerSecond and DefaultBurst are the client-side token bucket
 	// of the app (lark.api.requestsPerSecond, lark.api.burst).
@@ -99,6 +104,9 @@ type Store interface {
 	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
 	// EvidenceInRange finds the threads a chat's stored evidence names.
 	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
+	// ChatsWithEvidence finds the chats a coverage pass reads first: those with
+	// evidence in the window that just ended (schedule.go).
+	ChatsWithEvidence(ctx context.Context, chats []store.ChatRef, from, to time.Time) ([]store.ChatRef, error)
 }
 
 // ChatGuard tells whether a chat may be read (design §6: group and topic-group
@@ -156,6 +164,15 @@ type Options struct {
 	Retention time.Duration
 	// Settle keeps range ends behind now (default DefaultSettle; negative: none).
 	Settle time.Duration
+	// Window is the synthesis window length (synthesisWindow). When set, Run also
+	// starts a coverage pass CoverageDelay after every window end, for the chats with
+	// evidence in the window that just ended, ahead of the interval pass
+	// (schedule.go). Zero: passes follow ReconcileInterval only.
+	Window time.Duration
+	// CoverageDelay is how long after a window's end its coverage pass starts: at
+	// least Settle (a run covers up to now − Settle), below Window. Default
+	// Settle + DefaultCoverageMargin.
+	CoverageDelay time.Duration
 
 	// Limiter is the app's client-side rate limit. Nil: one is built from
 	// RequestsPerSecond and Burst. Share one Limiter among every user of the
@@ -267,6 +284,23 @@ func (o Options) withDefaults() (Options, error) {
 		return bad("MinBackoff %s exceeds MaxBackoff %s", o.MinBackoff, o.MaxBackoff)
 	case o.Settle >= o.ReconcileInterval:
 		return bad("Settle %s is not below ReconcileInterval %s", o.Settle, o.ReconcileInterval)
+	case o.Window < 0:
+		return bad("Window %s is negative", o.Window)
+	case o.Window > 0 && (o.Window < time.Minute || time.Hour%o.Window != 0):
+		return bad("Window %s must be at least 1m and divide an hour evenly (synthesisWindow)", o.Window)
+	case o.CoverageDelay < 0:
+		return bad("CoverageDelay %s is negative", o.CoverageDelay)
+	}
+	if o.Window > 0 {
+		if o.CoverageDelay == 0 {
+			o.CoverageDelay = o.Settle + DefaultCoverageMargin
+		}
+		switch {
+		case o.CoverageDelay < o.Settle:
+			return bad("CoverageDelay %s is below Settle %s (its runs would not reach the window's end)", o.CoverageDelay, o.Settle)
+		case o.CoverageDelay >= o.Window:
+			return bad("CoverageDelay %s is not below Window %s", o.CoverageDelay, o.Window)
+		}
 	}
 	ints := []struct {
 		name     string

@@ -42,6 +42,11 @@ type planInput struct {
 	workspaceCreated time.Time
 	checkpoint       *store.Checkpoint // nil: none yet
 	manual           bool
+	// coverage: a coverage run (schedule.go) stays incremental when a refresh is
+	// due; the interval pass refreshes.
+	coverage bool
+	// continued: the continuation of a truncated run starts at the checkpoint.
+	continued bool
 
 	lookback, retention, settle, overlap time.Duration
 	refreshInterval, refreshLookback     time.Duration
@@ -88,7 +93,7 @@ func makePlan(in planInput) plan {
 		p.kind, p.start = KindBackfill, in.checkpoint.Position.Time.Add(-in.overlap)
 	default:
 		p.kind, p.start = KindIncremental, in.checkpoint.Position.Time.Add(-in.overlap)
-		if in.now.Sub(*in.checkpoint.Meta.LastFullScanAt) >= in.refreshInterval {
+		if !in.coverage && !in.continued && in.now.Sub(*in.checkpoint.Meta.LastFullScanAt) >= in.refreshInterval {
 			p.kind = KindRefresh
 			// The refresh range always contains the incremental one, so a chat
 			// whose checkpoint lags more than the refresh lookback loses nothing.
@@ -96,6 +101,9 @@ func makePlan(in planInput) plan {
 				p.start = refreshFrom
 			}
 		}
+	}
+	if in.continued && in.checkpoint != nil && p.kind != KindRefresh && p.kind != KindManual {
+		p.start = in.checkpoint.Position.Time // the run it continues read the overlap
 	}
 	if p.start.Before(bound) {
 		p.start = bound

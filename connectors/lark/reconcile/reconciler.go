@@ -25,7 +25,7 @@ type Reconciler struct {
 	log     *slog.Logger
 	m       *metrics
 	threads *threadRegistry
-	sem     chan struct{} // one slot per chat run, shared by every entry point
+	slots   *slots // MaxConcurrentChats chat-run slots, shared by every entry point (schedule.go)
 	locks   *keyLocks
 
 	closeCtx    context.Context // cancelled by Close
@@ -37,6 +37,15 @@ type Reconciler struct {
 	// evidenceEnd: per chat key, one past the highest evidence offset this process
 	// produced for the chat (one int64 per chat reconciled since start).
 	evidenceEnd map[string]int64
+	// complete: per chat key, when the newest coverage run that read the chat to its
+	// end started (one time per chat covered since start; schedule.go's fresh).
+	complete map[string]time.Time
+	// continued: chats whose automatic run used its page budget short of its range's
+	// end, to be continued at once by Run (schedule.go); one entry per chat.
+	continued   []job
+	continuing  map[string]bool
+	following   bool          // Run follows the window clock (continuations are taken)
+	continueNew chan struct{} // a continuation was queued
 	life        lifecycle.State
 	// lastPass is the report of the last finished pass (zero before the first).
 	lastPass PassReport
@@ -65,10 +74,13 @@ func New(opts Options) (*Reconciler, error) {
 		life: lifecycle.New("reconciler", lifecycle.OneAtATime, ErrClosed),
 		opts: o, writer: w, log: log.With("component", "lark.reconcile"), m: m,
 		threads:     newThreadRegistry(o.MaxThreadsPerChat),
-		sem:         make(chan struct{}, o.MaxConcurrentChats),
+		slots:       newSlots(o.MaxConcurrentChats),
 		locks:       newKeyLocks(),
 		pending:     map[string]bool{},
 		evidenceEnd: map[string]int64{},
+		complete:    map[string]time.Time{},
+		continuing:  map[string]bool{},
+		continueNew: make(chan struct{}, 1),
 		closeCtx:    closeCtx, closeCancel: closeCancel,
 	}, nil
 }
@@ -132,7 +144,17 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}()
 
 	r.log.Info("reconciliation started", "interval", r.opts.ReconcileInterval, "overlap", r.opts.ReconcileOverlap,
-		"refresh_interval", r.opts.EvidenceRefreshInterval, "max_concurrent_chats", r.opts.MaxConcurrentChats)
+		"refresh_interval", r.opts.EvidenceRefreshInterval, "max_concurrent_chats", r.opts.MaxConcurrentChats,
+		"window", r.opts.Window, "coverage_delay", r.opts.CoverageDelay)
+	if r.opts.Window > 0 {
+		r.setFollowing(true)
+		defer r.setFollowing(false)
+		var followed sync.WaitGroup
+		followed.Add(2)
+		go func() { defer followed.Done(); r.followWindows(jobCtx, stop) }()
+		go func() { defer followed.Done(); r.continueRuns(jobCtx, stop) }()
+		defer followed.Wait()
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -192,7 +214,7 @@ func (r *Reconciler) pass(ctx context.Context, stop <-chan struct{}) (PassReport
 	rep.Chats = make([]ChatReport, len(bs))
 	var wg sync.WaitGroup
 	for i, b := range bs {
-		if err := r.acquire(ctx, stop); err != nil {
+		if err := r.slots.acquire(ctx, stop, classScheduled); err != nil {
 			for k := i; k < len(bs); k++ {
 				rep.Chats[k] = ChatReport{Workspace: bs[k].Workspace.ID, Chat: bs[k].Chat, Kind: KindIncremental, Stopped: ErrShuttingDown}
 			}
@@ -201,8 +223,8 @@ func (r *Reconciler) pass(ctx context.Context, stop <-chan struct{}) (PassReport
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer r.release()
-			rep.Chats[i] = r.runChat(ctx, job{ws: b.Workspace, chat: b.Chat, stop: stop})
+			defer r.slots.release()
+			rep.Chats[i] = r.runChat(ctx, job{ws: b.Workspace, chat: b.Chat, stop: stop, scheduled: true})
 		}()
 	}
 	wg.Wait()
@@ -248,20 +270,6 @@ func lag(now time.Time, chats []ChatReport) time.Duration {
 	}
 	return worst
 }
-
-// acquire takes a chat-run slot.
-func (r *Reconciler) acquire(ctx context.Context, stop <-chan struct{}) error {
-	select {
-	case r.sem <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-stop:
-		return ErrShuttingDown
-	}
-}
-
-func (r *Reconciler) release() { <-r.sem }
 
 // eligible reports whether ws may still be reconciled automatically for chat: the
 // event path's rule (bound, firing, young enough, type enabled) at the current time.
@@ -326,7 +334,7 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 	rep.Chats = make([]ChatReport, len(chats))
 	var wg sync.WaitGroup
 	for i, chat := range chats {
-		if err := r.acquire(ctx, nil); err != nil {
+		if err := r.slots.acquire(ctx, nil, classScheduled); err != nil {
 			for k := i; k < len(chats); k++ {
 				rep.Chats[k] = ChatReport{Workspace: ws, Chat: chats[k], Kind: KindManual, Err: fail(reasonCanceled, err)}
 			}
@@ -335,7 +343,7 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer r.release()
+			defer r.slots.release()
 			rep.Chats[i] = r.runChat(ctx, job{ws: w, chat: chat, manual: true})
 		}()
 	}

@@ -32,6 +32,11 @@ type ChatReport struct {
 	// progress.
 	Stopped error
 	Skipped bool
+	// Fresh: a run left out without a history call: an interval pass's incremental
+	// run of a chat that a coverage run started within max(ReconcileInterval, Window)
+	// read to its end, or a coverage run of a chat whose checkpoint already covers
+	// the window.
+	Fresh bool
 	// Err is a failure; the checkpoint stayed at the last committed page batch.
 	Err      error
 	Duration time.Duration
@@ -44,6 +49,8 @@ func (r *ChatReport) result() string {
 		return "failed"
 	case r.Skipped:
 		return "skipped"
+	case r.Fresh:
+		return "fresh"
 	case r.Complete:
 		return "complete"
 	case errors.Is(r.Stopped, ErrPageBudget):

@@ -86,6 +86,21 @@ func TestMakePlan(t *testing.T) {
 		}, KindIncremental, now0.Add(time.Minute), now0.Add(-50 * time.Hour), false, true},
 		{"a workspace created in the future has nothing to read", func(p *planInput) { p.workspaceCreated = now0.Add(time.Hour) },
 			KindBackfill, now0.Add(time.Hour), now0.Add(time.Hour), true, true},
+		{"a coverage run stays incremental when a refresh is due", func(p *planInput) {
+			p.workspaceCreated = now0.Add(-50 * time.Hour)
+			p.checkpoint = cp(-5*time.Minute, at(-61*time.Minute))
+			p.coverage = true
+		}, KindIncremental, now0.Add(-15 * time.Minute), now0.Add(-50 * time.Hour), false, false},
+		{"a continuation starts at the checkpoint, not before the overlap", func(p *planInput) {
+			p.workspaceCreated = now0.Add(-50 * time.Hour)
+			p.checkpoint = cp(-5*time.Minute, at(-61*time.Minute))
+			p.continued = true
+		}, KindIncremental, now0.Add(-5 * time.Minute), now0.Add(-50 * time.Hour), false, false},
+		{"a continued backfill starts at its checkpoint", func(p *planInput) {
+			p.workspaceCreated = now0.Add(-50 * time.Hour)
+			p.checkpoint = cp(-30*time.Hour, nil)
+			p.continued = true
+		}, KindBackfill, now0.Add(-30 * time.Hour), now0.Add(-50 * time.Hour), true, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
