@@ -72,26 +72,8 @@ func startKafkaEmbedded(_ context.Context, _ Options) (*Service, error) {
 // startKafkaJVM runs deploy/kafka/kafka-jvm.sh start in a fresh temporary
 // directory on two free ports.
 func startKafkaJVM(ctx context.Context, o Options) (*Service, error) {
-	if err := javaAvailable(); err != nil {
-		return nil, err
-	}
-	bash, err := exec.LookPath("bash")
+	bash, script, env, err := prepareScript(ctx, o, jvmScript, EnvKafkaJars)
 	if err != nil {
-		return nil, unavailable("bash not found: %v", err)
-	}
-	root, err := repoRoot(o)
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(root, jvmScript)
-	if _, err := os.Stat(script); err != nil {
-		return nil, unavailable("%v", err)
-	}
-	env := os.Environ()
-	if jars := o.getenv(EnvKafkaJars); jars != "" {
-		env = append(env, EnvKafkaJars+"="+jars)
-	}
-	if err := jarsFetchable(ctx, bash, script, env); err != nil {
 		return nil, err
 	}
 
@@ -147,6 +129,35 @@ func javaAvailable() error {
 
 // jarsFetchable reports ErrUnavailable when the jar cache is incomplete and
 // there is no Maven to fill it.
+// prepareScript finds what a service script of deploy/ needs before it can start:
+// Java, bash, the script (rel, from the repository root) and its jars, fetched once
+// into their cache (jarsEnv, when set in o, overrides the cache directory). It returns
+// bash, the script's path and the environment to run it with.
+func prepareScript(ctx context.Context, o Options, rel, jarsEnv string) (bash, script string, env []string, err error) {
+	if err := javaAvailable(); err != nil {
+		return "", "", nil, err
+	}
+	if bash, err = exec.LookPath("bash"); err != nil {
+		return "", "", nil, unavailable("bash not found: %v", err)
+	}
+	root, err := repoRoot(o)
+	if err != nil {
+		return "", "", nil, err
+	}
+	script = filepath.Join(root, rel)
+	if _, err := os.Stat(script); err != nil {
+		return "", "", nil, unavailable("%v", err)
+	}
+	env = os.Environ()
+	if jars := o.getenv(jarsEnv); jars != "" {
+		env = append(env, jarsEnv+"="+jars)
+	}
+	if err := jarsFetchable(ctx, bash, script, env); err != nil {
+		return "", "", nil, err
+	}
+	return bash, script, env, nil
+}
+
 func jarsFetchable(ctx context.Context, bash, script string, env []string) error {
 	cmd := exec.CommandContext(ctx, bash, script, "jars")
 	cmd.Env = env

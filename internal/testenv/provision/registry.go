@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -123,26 +122,8 @@ type RegistryProcess struct {
 // StartRegistryProcess builds the registry if needed (registry-jvm.sh fetch) and
 // starts it in a fresh temporary directory on a free port.
 func StartRegistryProcess(ctx context.Context, o Options) (*RegistryProcess, error) {
-	if err := javaAvailable(); err != nil {
-		return nil, err
-	}
-	bash, err := exec.LookPath("bash")
+	bash, script, env, err := prepareScript(ctx, o, registryScript, EnvRegistryJars)
 	if err != nil {
-		return nil, unavailable("bash not found: %v", err)
-	}
-	root, err := repoRoot(o)
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(root, registryScript)
-	if _, err := os.Stat(script); err != nil {
-		return nil, unavailable("%v", err)
-	}
-	env := os.Environ()
-	if jars := o.getenv(EnvRegistryJars); jars != "" {
-		env = append(env, EnvRegistryJars+"="+jars)
-	}
-	if err := jarsFetchable(ctx, bash, script, env); err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(1)

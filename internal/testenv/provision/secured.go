@@ -64,26 +64,8 @@ type SecuredKafka struct {
 // ports. It needs what the jvm kind needs (Java 17+, the jar cache or Maven) and never
 // falls back to anything else: any failure is returned.
 func StartSecuredKafka(ctx context.Context, o Options) (*SecuredKafka, error) {
-	if err := javaAvailable(); err != nil {
-		return nil, err
-	}
-	bash, err := exec.LookPath("bash")
+	bash, script, env, err := prepareScript(ctx, o, jvmScript, EnvKafkaJars)
 	if err != nil {
-		return nil, unavailable("bash not found: %v", err)
-	}
-	root, err := repoRoot(o)
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(root, jvmScript)
-	if _, err := os.Stat(script); err != nil {
-		return nil, unavailable("%v", err)
-	}
-	env := os.Environ()
-	if jars := o.getenv(EnvKafkaJars); jars != "" {
-		env = append(env, EnvKafkaJars+"="+jars)
-	}
-	if err := jarsFetchable(ctx, bash, script, env); err != nil {
 		return nil, err
 	}
 	ports, err := freePorts(3)
