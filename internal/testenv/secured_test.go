@@ -57,17 +57,25 @@ func TestSecuredKafka(t *testing.T) {
 				t.Fatalf("creating a topic without an ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
 			}
 			s.Grant(t, testenv.ACL{Principal: c.principal, Operation: "Create", Resource: "topic", Name: prefix, Prefixed: true})
-			// the grant is effective once the broker applied the metadata record
-			deadline := time.Now().Add(30 * time.Second)
+			// the grant is effective once the broker applied the metadata record: poll
+			// on a ticker, bounded, until the create is no longer refused
+			deadline := time.After(30 * time.Second)
+			tick := time.NewTicker(100 * time.Millisecond)
+			defer tick.Stop()
+		poll:
 			for {
 				res, err = adm.CreateTopic(ctx, 1, 1, nil, prefix+"a")
 				if err == nil {
 					err = res.Err
 				}
-				if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) || time.Now().After(deadline) {
+				if err == nil || !errors.Is(err, kerr.TopicAuthorizationFailed) {
 					break
 				}
-				time.Sleep(100 * time.Millisecond) // polling for the ACL; the assertion below is positive
+				select {
+				case <-deadline:
+					break poll
+				case <-tick.C:
+				}
 			}
 			if err != nil {
 				t.Fatalf("creating %sa under a prefixed Create ACL: %v", prefix, err)
