@@ -46,6 +46,12 @@ die() {
 	exit 1
 }
 
+# shellcheck source=/dev/null
+source "${script_dir}/jvm-lib.sh"
+
+# broker_pid <dir> prints the pid of the broker running from <dir>, if any.
+broker_pid() { recorded_pid "$1/broker.pid" "kafka\\.Kafka"; }
+
 usage() {
 	cat >&2 <<'EOF'
 usage: kafka-jvm.sh fetch
@@ -73,26 +79,6 @@ jars_dir() {
 
 pom_sum() {
 	sha256sum "${pom}" | cut -d' ' -f1
-}
-
-java_bin() {
-	if [[ -n "${JAVA:-}" ]]; then
-		printf '%s\n' "${JAVA}"
-	elif [[ -n "${JAVA_HOME:-}" ]]; then
-		printf '%s\n' "${JAVA_HOME}/bin/java"
-	else
-		printf '%s\n' java
-	fi
-}
-
-check_java() {
-	local java major
-	java="$(java_bin)"
-	command -v "${java}" >/dev/null 2>&1 || die "java not found (${java}); Kafka 4 needs Java 17 or newer"
-	# First line looks like: openjdk version "17.0.15" 2025-04-15 (or "1.8.0_x" for Java 8).
-	major="$("${java}" -version 2>&1 | sed -n '1s/.*version "\([0-9]*\)[."].*/\1/p')"
-	[[ "${major}" =~ ^[0-9]+$ ]] || die "cannot read the Java version of ${java}"
-	((major >= 17)) || die "${java} is Java ${major}; Kafka 4 needs Java 17 or newer"
 }
 
 fetch() {
@@ -132,48 +118,6 @@ fetch() {
 	rm -rf "${dir}"
 	mv "${tmp}" "${dir}"
 	exec 9>&-
-}
-
-# broker_pid <dir> prints the pid recorded in <dir>/broker.pid when that process
-# is alive and is a Kafka broker (guards against pid reuse); prints nothing otherwise.
-broker_pid() {
-	local pidfile="$1/broker.pid" pid
-	[[ -f "${pidfile}" ]] || return 0
-	pid="$(cat "${pidfile}")"
-	[[ "${pid}" =~ ^[0-9]+$ ]] || return 0
-	alive "${pid}" || return 0
-	if [[ -r "/proc/${pid}/cmdline" ]] && ! tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q 'kafka\.Kafka'; then
-		return 0
-	fi
-	printf '%s\n' "${pid}"
-}
-
-# alive <pid> succeeds while <pid> runs; a zombie (an exited child this script has
-# not reaped) counts as gone.
-alive() {
-	local stat
-	if [[ -r "/proc/$1/stat" ]]; then
-		stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-		stat="${stat##*) }"
-		[[ "${stat:0:1}" != "Z" ]]
-	else
-		kill -0 "$1" 2>/dev/null
-	fi
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-valid_port() {
-	[[ "$1" =~ ^[0-9]+$ ]] && (($1 > 0 && $1 < 65536))
-}
-
-log_tail() {
-	if [[ -f "$1/broker.log" ]]; then
-		echo "kafka-jvm: last lines of $1/broker.log:" >&2
-		tail -n 40 "$1/broker.log" >&2
-	fi
 }
 
 write_config() {
@@ -230,7 +174,7 @@ start() {
 	valid_port "${port}" || die "invalid port: ${port}"
 	valid_port "${cport}" || die "invalid controller port: ${cport}"
 	[[ "${port}" != "${cport}" ]] || die "port and controller port must differ"
-	check_java
+	check_java "Kafka 4"
 	fetch
 	jars="$(jars_dir)"
 	java="$(java_bin)"
@@ -250,10 +194,10 @@ start() {
 	# A <dir> whose data is already formatted is a restart: keep its cluster id.
 	if [[ ! -f "${dir}/data/meta.properties" ]]; then
 		cluster_id="$("${java}" -cp "${jars}/*" kafka.tools.StorageTool random-uuid 2>>"${dir}/broker.log")" ||
-			{ log_tail "${dir}"; die "kafka.tools.StorageTool random-uuid failed"; }
+			{ log_tail "${dir}/broker.log" kafka-jvm; die "kafka.tools.StorageTool random-uuid failed"; }
 		"${java}" -cp "${jars}/*" kafka.tools.StorageTool format \
 			-t "${cluster_id}" -c "${dir}/server.properties" >>"${dir}/broker.log" 2>&1 ||
-			{ log_tail "${dir}"; die "formatting ${dir}/data failed"; }
+			{ log_tail "${dir}/broker.log" kafka-jvm; die "formatting ${dir}/data failed"; }
 	fi
 
 	# setsid: the broker lives in its own session so a terminal's Ctrl-C reaches the
@@ -274,12 +218,12 @@ start() {
 	until port_open "${port}"; do
 		if ! alive "${pid}"; then
 			rm -f "${dir}/broker.pid"
-			log_tail "${dir}"
+			log_tail "${dir}/broker.log" kafka-jvm
 			die "broker exited before 127.0.0.1:${port} accepted connections"
 		fi
 		if ((SECONDS >= deadline)); then
 			stop "${dir}" || true
-			log_tail "${dir}"
+			log_tail "${dir}/broker.log" kafka-jvm
 			die "broker did not accept connections on 127.0.0.1:${port} within ${timeout}s"
 		fi
 		sleep 0.2

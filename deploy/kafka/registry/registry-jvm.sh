@@ -44,6 +44,12 @@ die() {
 	exit 1
 }
 
+# shellcheck source=/dev/null
+source "${script_dir}/../jvm-lib.sh"
+
+# registry_pid <dir> prints the pid of the registry running from <dir>, if any.
+registry_pid() { recorded_pid "$1/registry.pid" "${main_class_marker}"; }
+
 usage() {
 	cat >&2 <<'EOF'
 usage: registry-jvm.sh fetch
@@ -73,25 +79,6 @@ jars_dir() {
 build_sum() {
 	(cd "${script_dir}" && find pom.xml settings.xml src config-index-deployment/pom.xml config-index-deployment/src -type f -print0 |
 		LC_ALL=C sort -z | xargs -0 sha256sum) | sha256sum | cut -d' ' -f1
-}
-
-java_bin() {
-	if [[ -n "${JAVA:-}" ]]; then
-		printf '%s\n' "${JAVA}"
-	elif [[ -n "${JAVA_HOME:-}" ]]; then
-		printf '%s\n' "${JAVA_HOME}/bin/java"
-	else
-		printf '%s\n' java
-	fi
-}
-
-check_java() {
-	local java major
-	java="$(java_bin)"
-	command -v "${java}" >/dev/null 2>&1 || die "java not found (${java}); the registry needs Java 17 or newer"
-	major="$("${java}" -version 2>&1 | sed -n '1s/.*version "\([0-9]*\)[."].*/\1/p')"
-	[[ "${major}" =~ ^[0-9]+$ ]] || die "cannot read the Java version of ${java}"
-	((major >= 17)) || die "${java} is Java ${major}; the registry needs Java 17 or newer"
 }
 
 mvn_quiet() {
@@ -151,51 +138,11 @@ fetch() {
 	exec 9>&-
 }
 
-# registry_pid <dir> prints the pid in <dir>/registry.pid when that process is
-# alive and is this registry (guards against pid reuse); prints nothing otherwise.
-registry_pid() {
-	local pidfile="$1/registry.pid" pid
-	[[ -f "${pidfile}" ]] || return 0
-	pid="$(cat "${pidfile}")"
-	[[ "${pid}" =~ ^[0-9]+$ ]] || return 0
-	alive "${pid}" || return 0
-	if [[ -r "/proc/${pid}/cmdline" ]] && ! tr '\0' ' ' <"/proc/${pid}/cmdline" | grep -q "${main_class_marker}"; then
-		return 0
-	fi
-	printf '%s\n' "${pid}"
-}
-
-alive() {
-	local stat
-	if [[ -r "/proc/$1/stat" ]]; then
-		stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
-		stat="${stat##*) }"
-		[[ "${stat:0:1}" != "Z" ]]
-	else
-		kill -0 "$1" 2>/dev/null
-	fi
-}
-
-port_open() {
-	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
-
-valid_port() {
-	[[ "$1" =~ ^[0-9]+$ ]] && (($1 > 0 && $1 < 65536))
-}
-
-log_tail() {
-	if [[ -f "$1/registry.log" ]]; then
-		echo "registry-jvm: last lines of $1/registry.log:" >&2
-		tail -n 40 "$1/registry.log" >&2
-	fi
-}
-
 start() {
 	[[ $# -eq 2 ]] || usage
 	local dir="$1" port="$2" jars java pid deadline timeout
 	valid_port "${port}" || die "invalid port: ${port}"
-	check_java
+	check_java "the registry"
 	fetch
 	jars="$(jars_dir)"
 	java="$(java_bin)"
@@ -227,12 +174,12 @@ start() {
 	until port_open "${port}"; do
 		if ! alive "${pid}"; then
 			rm -f "${dir}/registry.pid"
-			log_tail "${dir}"
+			log_tail "${dir}/registry.log" registry-jvm
 			die "registry exited before 127.0.0.1:${port} accepted connections"
 		fi
 		if ((SECONDS >= deadline)); then
 			stop "${dir}" || true
-			log_tail "${dir}"
+			log_tail "${dir}/registry.log" registry-jvm
 			die "registry did not accept connections on 127.0.0.1:${port} within ${timeout}s"
 		fi
 		sleep 0.2
