@@ -62,9 +62,6 @@ func (s *State) End() { s.running = false }
 // Running reports whether a Run is active.
 func (s *State) Running() bool { return s.running }
 
-// Started reports whether Run was ever allowed to start.
-func (s *State) Started() bool { return s.ran }
-
 // Close marks the part closed and reports whether this was the first Close, the one
 // that must release its resources.
 func (s *State) Close() (first bool) {
