@@ -115,13 +115,14 @@ func New(opts Options) (*Ingester, error) {
 		return nil, fmt.Errorf("%w: Normalizer is required", ErrInvalidOptions)
 	case opts.Resolver == nil:
 		return nil, fmt.Errorf("%w: Resolver is required", ErrInvalidOptions)
-	case opts.Producer == nil:
-		return nil, fmt.Errorf("%w: Producer is required", ErrInvalidOptions)
-	case opts.Codec == nil:
-		return nil, fmt.Errorf("%w: Codec is required", ErrInvalidOptions)
 	}
 	if opts.Topic == "" {
 		opts.Topic = schemas.DefaultEvidenceTopic
+	}
+	// The evidence writer owns the Producer, Codec and Topic rules.
+	w, err := evidence.New(evidence.Options{Producer: opts.Producer, Codec: opts.Codec, Topic: opts.Topic, Names: opts.Names})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	switch {
 	case opts.Timeout == 0:
@@ -147,10 +148,6 @@ func New(opts Options) (*Ingester, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
-	}
-	w, err := evidence.New(evidence.Options{Producer: opts.Producer, Codec: opts.Codec, Topic: opts.Topic, Names: opts.Names})
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, err)
 	}
 	m, err := newIngestMetrics(opts.Registry)
 	if err != nil {
