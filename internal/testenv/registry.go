@@ -8,7 +8,7 @@ import (
 )
 
 // registryService is the binary's shared schema registry, started on first use.
-var registryService = &lazyService{start: provision.StartRegistry}
+var registryService = newLazyService(provision.StartRegistry)
 
 // SchemaRegistryURL returns the Confluent-compatible API base URL of the binary's
 // shared schema registry (a real Apicurio Registry run by

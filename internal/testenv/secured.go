@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -27,53 +26,34 @@ type Secured struct {
 	cl    *kgo.Client
 }
 
-var secured struct {
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	s       *Secured
-	err     error
+// securedService is the binary's secured broker, started on first use.
+var securedService = &lazy[*Secured]{start: startSecured, stop: func(ctx context.Context, s *Secured) error {
+	s.cl.Close()
+	return s.Close(ctx)
+}}
+
+func startSecured(ctx context.Context, o provision.Options) (*Secured, error) {
+	sk, err := provision.StartSecuredKafka(ctx, o)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := sk.AdminClient()
+	if err != nil {
+		_ = sk.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return &Secured{SecuredKafka: sk, admin: kadm.NewClient(cl), cl: cl}, nil
 }
 
 // SecuredKafka returns the binary's secured broker, starting it on first use; it is
 // stopped by Main. It fails t if the broker cannot start.
 func SecuredKafka(t testing.TB) *Secured {
 	t.Helper()
-	secured.mu.Lock()
-	defer secured.mu.Unlock()
-	if secured.closed {
-		t.Fatalf("testenv: secured kafka: %v", errShutDown)
+	s, err := securedService.get()
+	if err != nil {
+		t.Fatalf("testenv: secured kafka (jvm, SASL_SSL + mTLS + ACLs): %v", err)
 	}
-	if !secured.started {
-		secured.started = true
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		sk, err := provision.StartSecuredKafka(ctx, options())
-		if err == nil {
-			var cl *kgo.Client
-			if cl, err = sk.AdminClient(); err == nil {
-				secured.s = &Secured{SecuredKafka: sk, admin: kadm.NewClient(cl), cl: cl}
-			} else {
-				_ = sk.Close(context.WithoutCancel(ctx))
-			}
-		}
-		secured.err = err
-	}
-	if secured.err != nil {
-		t.Fatalf("testenv: secured kafka (jvm, SASL_SSL + mTLS + ACLs): %v", secured.err)
-	}
-	return secured.s
-}
-
-func securedClose(ctx context.Context) error {
-	secured.mu.Lock()
-	defer secured.mu.Unlock()
-	secured.closed = true
-	if secured.s == nil {
-		return nil
-	}
-	secured.s.cl.Close()
-	return secured.s.Close(ctx)
+	return s
 }
 
 // Admin is the super user's (User:admin) admin client.

@@ -24,31 +24,53 @@ const (
 // errShutDown: a service was asked for after Main stopped them.
 var errShutDown = errors.New("testenv: services already stopped by testenv.Main")
 
-// lazyService starts a service on first use and keeps the outcome, success or
-// failure, for every later caller.
-type lazyService struct {
-	start func(context.Context, provision.Options) (*provision.Service, error)
+// lazy starts a service on first use and keeps the outcome, success or failure, for
+// every later caller; close stops it once, at the end of the binary.
+type lazy[T any] struct {
+	start func(context.Context, provision.Options) (T, error)
+	stop  func(context.Context, T) error
 
 	mu      sync.Mutex
 	started bool
 	closed  bool
-	svc     *provision.Service
+	svc     T
+	ok      bool
 	err     error
 }
 
-func (l *lazyService) get() (*provision.Service, error) {
+func (l *lazy[T]) get() (T, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
-		return nil, errShutDown
+		var zero T
+		return zero, errShutDown
 	}
 	if !l.started {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
 		l.svc, l.err = l.start(ctx, options())
+		l.ok = l.err == nil
 		l.started = true
 	}
 	return l.svc, l.err
+}
+
+func (l *lazy[T]) close(ctx context.Context) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closed = true
+	if !l.ok {
+		return nil
+	}
+	return l.stop(ctx, l.svc)
+}
+
+// lazyService is a provisioned service (Kafka, Postgres, the registry).
+type lazyService struct{ lazy[*provision.Service] }
+
+func newLazyService(start func(context.Context, provision.Options) (*provision.Service, error)) *lazyService {
+	return &lazyService{lazy[*provision.Service]{start: start,
+		stop: func(ctx context.Context, s *provision.Service) error { return s.Close(ctx) }}}
 }
 
 // kind starts the service if needed and reports its kind, or "" if it failed.
@@ -60,19 +82,9 @@ func (l *lazyService) kind() string {
 	return string(svc.Kind)
 }
 
-func (l *lazyService) close(ctx context.Context) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.closed = true
-	if l.svc == nil {
-		return nil
-	}
-	return l.svc.Close(ctx)
-}
-
 var (
-	kafkaService    = &lazyService{start: provision.StartKafka}
-	postgresService = &lazyService{start: provision.StartPostgres}
+	kafkaService    = newLazyService(provision.StartKafka)
+	postgresService = newLazyService(provision.StartPostgres)
 )
 
 // options: progress is logged to stderr under `go test -v`; the loud
@@ -111,7 +123,7 @@ func shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), stopTimeout)
 	defer cancel()
 	adminClose()
-	return errors.Join(kafkaService.close(ctx), postgresService.close(ctx), registryService.close(ctx), securedClose(ctx))
+	return errors.Join(kafkaService.close(ctx), postgresService.close(ctx), registryService.close(ctx), securedService.close(ctx))
 }
 
 // KafkaKind reports which kind of broker KafkaBrokers hands out: "external",
