@@ -22,9 +22,8 @@ type DB struct {
 type Option func(*config)
 
 type config struct {
-	dsn            string
-	maxConns       int32
-	connectTimeout time.Duration
+	dsn      string
+	maxConns int32
 }
 
 // MaxConns sets the pool's size (default 4).
@@ -33,9 +32,6 @@ func MaxConns(n int32) Option { return func(c *config) { c.maxConns = n } }
 // DSN opens this database instead of a fresh one from testenv (for example one a
 // test started and stops itself); it is migrated all the same.
 func DSN(dsn string) Option { return func(c *config) { c.dsn = dsn } }
-
-// ConnectTimeout bounds each new connection (default: the store's).
-func ConnectTimeout(d time.Duration) Option { return func(c *config) { c.connectTimeout = d } }
 
 // Open opens a pool on a fresh database (or the one DSN names), applies the
 // migrations and makes a store on it. The pool is closed at t's cleanup.
@@ -50,7 +46,7 @@ func Open(t testing.TB, opts ...Option) DB {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: c.dsn, MaxConns: c.maxConns, ConnectTimeout: c.connectTimeout})
+	pool, err := store.OpenPool(ctx, store.PoolConfig{DSN: c.dsn, MaxConns: c.maxConns})
 	if err != nil {
 		t.Fatalf("teststore: open pool: %v", err)
 	}
