@@ -182,7 +182,7 @@ func (d *demo) startServices(ctx context.Context) error {
 	d.setTokens()
 	d.cfg.HTTP.Listen = d.f.http
 	d.cfg.Windows.StateDir = filepath.Join(dir, "windows")
-	if err := d.cfg.Validate(); err != nil {
+	if err := validateConfig(d.cfg); err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
 	}
 	return nil

@@ -30,7 +30,7 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	cfg.Windows.ProcessorVersion = *version
-	if err := cfg.Validate(); err != nil {
+	if err := validateConfig(cfg); err != nil {
 		return err
 	}
 	log, err := newLogger(cfg, stderr)

@@ -12,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
@@ -324,43 +323,17 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 	if err != nil {
 		return nil, err
 	}
-	l := rt.cfg.Services.Workspace.Timeline.Lark
-	t := rt.cfg.Kafka.Topics
 	dir := filepath.Join(rt.cfg.Windows.StateDir, version)
 	copts, err := kafka.NewClientOptions(kafkaOptions(rt.cfg, "windows-"+version+"-publisher"))
 	if err != nil {
 		return nil, err
 	}
-	return windows.New(windows.Options{
-		Client:           copts,
-		Brokers:          rt.cfg.Kafka.Brokers,
-		ProcessorVersion: version,
-		GroupPrefix:      rt.cfg.Kafka.GroupPrefix,
-		EvidenceTopic:    t.Evidence,
-		CheckpointTopic:  t.Checkpoints,
-		ClosedTopic:      t.WindowsClosed,
-		DeadLetterTopic:  t.DeadLetter,
-		Window:           l.SynthesisWindow,
-		Grace:            l.SynthesisWindowCloseGrace,
-		RequireCoverage:  l.ReconciliationActive(),
-		Retention:        l.IngestionLookback,
-		ScanInterval:     l.SynthesisScanInterval,
-		Codecs:           rt.codecs,
-		Emitter:          g.EmitterOptions(),
-		// config 0 is "never flag"; the package's 0 is its default
-		OversizedVersions: oversized(rt.cfg.Windows.OversizedVersions),
-		Logger:            rt.log,
-		Registry:          rt.reg,
-		Goka:              append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir))),
-	})
-}
-
-// oversized maps windows.oversizedVersions onto windows.Options (0: never flag).
-func oversized(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
+	o := windowsOptions(rt.cfg, version)
+	o.Client, o.Brokers = copts, rt.cfg.Kafka.Brokers
+	o.Codecs, o.Emitter = rt.codecs, g.EmitterOptions()
+	o.Logger, o.Registry = rt.log, rt.reg
+	o.Goka = append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
+	return windows.New(o)
 }
 
 // buildWorkspaces runs the workspace feed consumer and mounts the admin API.
@@ -464,14 +437,10 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	var (
 		syn synth.Synthesizer
 		sum synth.Summarizer
-		// chunkTimeout bounds one Synthesize call: the model client's own retries of
-		// its request timeout, with a margin; the rules run in microseconds.
-		chunkTimeout = 10 * time.Second
 	)
 	switch rt.cfg.Synthesis.Synthesizer {
 	case config.SynthesizerOpenAI:
 		o := rt.cfg.Synthesis.OpenAI
-		chunkTimeout = time.Duration(o.MaxRetries+1)*o.Timeout + 10*time.Second
 		retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
 		if retries == 0 {
 			retries = openai.NoRetries
@@ -492,23 +461,16 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		}
 		syn, sum = r, r
 	}
-	l := rt.cfg.Services.Workspace.Timeline.Lark
-	t := rt.cfg.Kafka.Topics
 	// Version 3 closed windows wait for the evidence sink's committed offsets.
 	progress, err := newKafkaClient(rt.cfg, "synthesis-sink-progress")
 	if err != nil {
 		return nil, err
 	}
-	w, err := synthesis.New(synthesis.Options{
-		SinkProgress: &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: t.Evidence},
-		Kafka:        kafkaOptions(rt.cfg, "synthesis"), Group: groupName(rt.cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
-		Store: st, Codecs: rt.codecs, Synthesizer: syn, Summarizer: sum, PromptVersion: rt.cfg.Synthesis.PromptVersion,
-		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
-		ChunkTimeout: chunkTimeout, EvidenceWait: rt.cfg.Synthesis.EvidenceWait,
-		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
-		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
-		Logger: rt.log, Registry: rt.reg,
-	})
+	o := synthesisOptions(rt.cfg)
+	o.SinkProgress = &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: rt.cfg.Kafka.Topics.Evidence}
+	o.Store, o.Codecs, o.Synthesizer, o.Summarizer = st, rt.codecs, syn, sum
+	o.Logger, o.Registry = rt.log, rt.reg
+	w, err := synthesis.New(o)
 	if err != nil {
 		progress.Close()
 		return nil, err
@@ -563,13 +525,9 @@ func newRetentionJob(ctx context.Context, rt *runtime) (*retention.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := rt.cfg.Services.Workspace.Timeline.Lark.Retention
-	return retention.New(retention.Options{
-		Kafka:         kafkaOptions(rt.cfg, "retention"),
-		EvidenceTopic: rt.cfg.Kafka.Topics.Evidence, CheckpointTopic: rt.cfg.Kafka.Topics.Checkpoints,
-		Pool: pool, Codecs: rt.codecs, Retention: r.EvidenceRetention,
-		Mode: retention.Mode(r.Mode), Interval: r.Interval, Logger: rt.log, Registry: rt.reg,
-	})
+	o := retentionOptions(rt.cfg)
+	o.Pool, o.Codecs, o.Logger, o.Registry = pool, rt.codecs, rt.log, rt.reg
+	return retention.New(o)
 }
 
 // refresh is the admin API's manual refresh, served by this process's reconciler.

@@ -172,26 +172,11 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 	if err != nil {
 		return nil, nil, err
 	}
-	l := rt.cfg.Services.Workspace.Timeline.Lark
-	a := rt.cfg.Lark.API
-	var retention = l.Retention.EvidenceRetention
-	if !l.Retention.Enabled {
-		retention = 0
-	}
-	r, err := reconcile.New(reconcile.Options{
-		Store: s.store, Eligibility: s.resolver, Chats: guard, History: hist, Normalizer: s.norm, Producer: s.producer,
-		EvidenceCodec: rt.codecs.Evidence, CheckpointCodec: rt.codecs.Checkpoint,
-		EvidenceTopic: rt.cfg.Kafka.Topics.Evidence, CheckpointTopic: rt.cfg.Kafka.Topics.Checkpoints,
-		Names:             s.contacts,
-		IngestionLookback: l.IngestionLookback, ReconcileInterval: l.ReconcileInterval, ReconcileOverlap: l.ReconcileOverlap,
-		EvidenceRefreshInterval: l.EvidenceRefreshInterval, EvidenceRefreshLookback: l.EvidenceRefreshLookback,
-		Retention: retention,
-		// Coverage passes follow the window clock (docs/decisions.md D15).
-		Window:            l.SynthesisWindow,
-		RequestsPerSecond: a.RequestsPerSecond, Burst: a.Burst, MaxConcurrentChats: a.MaxConcurrentChats,
-		MaxPagesPerRun: a.MaxPagesPerRun, PageSize: a.PageSize, MaxRetries: a.MaxRetries, MaxBackoff: a.MaxBackoff,
-		Logger: rt.log, Registry: rt.reg,
-	})
+	o := reconcileOptions(rt.cfg)
+	o.Store, o.Eligibility, o.Chats, o.History, o.Normalizer, o.Producer = s.store, s.resolver, guard, hist, s.norm, s.producer
+	o.EvidenceCodec, o.CheckpointCodec, o.Names = rt.codecs.Evidence, rt.codecs.Checkpoint, s.contacts
+	o.Logger, o.Registry = rt.log, rt.reg
+	r, err := reconcile.New(o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,14 +40,11 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
-// loadConfig reads and validates the configuration, then checks the keys this command
-// needs on top.
+// loadConfig reads and validates the configuration (the file's rules and every
+// stage's), then checks the keys this command needs on top.
 func loadConfig(path string, required ...string) (*config.Config, error) {
-	cfg, err := config.Load(path, os.Environ())
+	cfg, err := config.LoadChecked(path, os.Environ(), stageProblems)
 	if err != nil {
-		return nil, err
-	}
-	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if len(required) > 0 {

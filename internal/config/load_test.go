@@ -148,10 +148,10 @@ http:
 		{name: "syntax error", yaml: "log:\n  level: info\n   format: json\n",
 			want: []want{{"larkline.yaml", "is not valid YAML"}}},
 		{name: "parse and validation problems together", yaml: `
-services: {workspace: {timeline: {lark: {synthesisWindow: 7m, synthesisScanInterval: soon}}}}
+services: {workspace: {timeline: {lark: {environment: Prod, synthesisScanInterval: soon}}}}
 kafka: {partitions: 0}
 `, want: []want{
-			{tl + "synthesisWindow", "divide an hour"},
+			{tl + "environment", "lower-case"},
 			{tl + "synthesisScanInterval", "Go duration"},
 			{"kafka.partitions", "at least 1"},
 		}},
@@ -180,7 +180,7 @@ kafka: {partitions: 0}
 }
 
 func TestLoadReportsWhereValuesCameFrom(t *testing.T) {
-	path := writeFile(t, "larkline.yaml", "kafka:\n  producer:\n    linger: 5 ms\nservices:\n  workspace:\n    timeline:\n      lark:\n        synthesisWindow: 7m\n")
+	path := writeFile(t, "larkline.yaml", "kafka:\n  producer:\n    linger: 5 ms\nservices:\n  workspace:\n    timeline:\n      lark:\n        environment: Prod\n")
 	_, err := config.Load(path, nil)
 	var cerr *config.Error
 	if !errors.As(err, &cerr) || len(cerr.Problems) != 2 {
@@ -280,8 +280,8 @@ func TestLoadEnv(t *testing.T) {
 			want: []want{{"kafka.tls.enabled", "true or false"}}},
 		{name: "bad duration", env: []string{"LARKLINE_KAFKA__PRODUCER__LINGER=5x"},
 			want: []want{{"kafka.producer.linger", `= "5x" (env LARKLINE_KAFKA__PRODUCER__LINGER)`}}},
-		{name: "validation sees env values", env: []string{"LARKLINE_LARK__API__PAGESIZE=51"},
-			want: []want{{"lark.api.pageSize", "(env LARKLINE_LARK__API__PAGESIZE): must be between 1 and 50"}}},
+		{name: "validation sees env values", env: []string{"LARKLINE_LARK__API__PAGESIZE=0"},
+			want: []want{{"lark.api.pageSize", "(env LARKLINE_LARK__API__PAGESIZE): must be at least 1"}}},
 		{name: "single underscore", env: []string{"LARKLINE_KAFKA_BROKERS=a:9092"},
 			want: []want{{"LARKLINE_KAFKA_BROKERS", "did you mean LARKLINE_KAFKA__BROKERS?"}}},
 		{name: "lower case name", env: []string{"larkline_kafka__brokers=a:9092"},

@@ -3,7 +3,10 @@ package config
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+
+	"github.com/larkline/larkline/internal/options"
 )
 
 // ErrInvalid is matched (errors.Is) by every error Load and Validate return for a
@@ -68,4 +71,73 @@ func asError(problems []Problem) error {
 		return nil
 	}
 	return &Error{Problems: problems}
+}
+
+// FieldKeys maps the Go fields of one package's Options onto the configuration keys
+// that set them ("PageSize" → "lark.api.pageSize").
+type FieldKeys map[string]string
+
+// OptionProblems reports err, the error of a package's Options.Check, under the
+// configuration's keys: each option problem becomes a Problem with the key that
+// set the field, the key's value and source, and the package's message. The rules
+// stay in the package; this only names them in the file's terms. It returns nil
+// for a nil err. An error that carries no option problems, or a field keys does
+// not map (a rule about a value the configuration does not set), is reported
+// under stage with the package's whole message, so nothing is lost.
+func (c *Config) OptionProblems(stage string, keys FieldKeys, err error) []Problem {
+	if err == nil {
+		return nil
+	}
+	ps := options.ProblemsOf(err)
+	if len(ps) == 0 {
+		return []Problem{{Path: stage, Message: err.Error()}}
+	}
+	out := make([]Problem, 0, len(ps))
+	for _, p := range ps {
+		key, ok := keys[p.Field]
+		if !ok {
+			out = append(out, Problem{Path: stage, Message: p.String()})
+			continue
+		}
+		out = append(out, Problem{Path: key, Value: c.display(key, p.Value), Source: c.Origin(key), Message: p.Message})
+	}
+	return out
+}
+
+// display shows the key's value as the file gives it, or the package's value
+// when the key is not one (secrets never appear).
+func (c *Config) display(key string, fallback any) string {
+	if v, ok := c.value(key); ok {
+		return display(v)
+	}
+	return display(fallback)
+}
+
+// Invalid returns problems as an *Error (matching ErrInvalid), or nil for none,
+// dropping repeats of one key and message (two packages owning the same rule for
+// one key, such as synthesisWindow).
+func Invalid(problems []Problem) error {
+	seen := make(map[[2]string]bool, len(problems))
+	out := problems[:0:0]
+	for _, p := range problems {
+		k := [2]string{p.Path, p.Message}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return asError(out)
+}
+
+// value is the typed value of a leaf key, or false for a path that is not one.
+func (c *Config) value(path string) (any, bool) {
+	idx, err := loadSchema()
+	if err != nil {
+		return nil, false
+	}
+	k := idx.byPath[path]
+	if k == nil || k.kind == kindSection {
+		return nil, false
+	}
+	return idx.field(reflect.ValueOf(c).Elem(), k).Interface(), true
 }

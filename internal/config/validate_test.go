@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/options"
 )
 
 // want is one expected problem: the key path and a fragment of the message.
@@ -36,6 +37,9 @@ func openAIReady(c *config.Config) {
 	c.Synthesis.OpenAI.APIKey = "k"
 }
 
+// TestValidate covers the file's own rules. The stages' rules (synthesisWindow
+// divides an hour, pageSize is at most 50, ...) are their Options.Check, reported
+// under these keys by cmd/larkline (TestValidateConfigReportsStageRulesUnderTheirKeys).
 func TestValidate(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -55,36 +59,15 @@ func TestValidate(t *testing.T) {
 		{name: "ingestionLookback shorter is fine", mutate: func(c *config.Config) {
 			timeline(c).IngestionLookback = 24 * time.Hour
 		}},
-		{name: "synthesisScanInterval below 1s", mutate: func(c *config.Config) { timeline(c).SynthesisScanInterval = 500 * time.Millisecond },
-			want: []want{{tl + "synthesisScanInterval", "at least 1s"}}},
-		{name: "synthesisWindow below 1m", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 30 * time.Second },
-			want: []want{{tl + "synthesisWindow", "at least 1m"}}},
-		{name: "synthesisWindow 7m does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 7 * time.Minute },
-			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
-		{name: "synthesisWindow 2h does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 2 * time.Hour },
-			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
+		{name: "synthesisScanInterval zero", mutate: func(c *config.Config) { timeline(c).SynthesisScanInterval = 0 },
+			want: []want{{tl + "synthesisScanInterval", "must be positive"}}},
 		{name: "synthesisWindow 15m and 1h are fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 15 * time.Minute }},
 		{name: "synthesisWindow 1h is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = time.Hour }},
-		{name: "close grace negative", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = -time.Second },
-			want: []want{{tl + "synthesisWindowCloseGrace", "must not be negative"}}},
-		{name: "close grace equal to window", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = 10 * time.Minute },
-			want: []want{{tl + "synthesisWindowCloseGrace", "shorter than synthesisWindow (10m)"}}},
 		{name: "close grace zero is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = 0 }},
-		{name: "close grace not compared with a bad window", mutate: func(c *config.Config) {
-			timeline(c).SynthesisWindow = 7 * time.Minute
-			timeline(c).SynthesisWindowCloseGrace = 8 * time.Minute
-		}, want: []want{{tl + "synthesisWindow", "divide an hour"}}},
-		{name: "context lookback negative", mutate: func(c *config.Config) { timeline(c).SynthesisContextLookback = -time.Minute },
-			want: []want{{tl + "synthesisContextLookback", "must not be negative"}}},
 		{name: "stale timeout zero", mutate: func(c *config.Config) { timeline(c).SynthesisStaleTimeout = 0 },
 			want: []want{{tl + "synthesisStaleTimeout", "must be positive"}}},
 		{name: "evidence wait zero", mutate: func(c *config.Config) { c.Synthesis.EvidenceWait = 0 },
 			want: []want{{"synthesis.evidenceWait", "must be positive"}}},
-		{name: "evidence wait over a day", mutate: func(c *config.Config) { c.Synthesis.EvidenceWait = 25 * time.Hour },
-			want: []want{{"synthesis.evidenceWait", "at most 24h"}}},
-		{name: "stale timeout under the heartbeat's floor", mutate: func(c *config.Config) {
-			timeline(c).SynthesisStaleTimeout = 2 * time.Second
-		}, want: []want{{tl + "synthesisStaleTimeout", "at least 3s"}}},
 		{name: "stale timeout shorter than the model timeout (the heartbeat keeps a slow call's claim)", mutate: func(c *config.Config) {
 			openAIReady(c)
 			timeline(c).SynthesisStaleTimeout = 30 * time.Second
@@ -92,19 +75,11 @@ func TestValidate(t *testing.T) {
 		{name: "max attempts zero", mutate: func(c *config.Config) { timeline(c).SynthesisWindowMaxAttempts = 0 },
 			want: []want{{tl + "synthesisWindowMaxAttempts", "at least 1"}}},
 		{name: "reconcile interval zero", mutate: func(c *config.Config) { timeline(c).ReconcileInterval = 0 },
-			want: []want{{tl + "reconcileInterval", "at least 6s"}}},
-		{name: "reconcile interval within the settle delay", mutate: func(c *config.Config) { timeline(c).ReconcileInterval = 5 * time.Second },
-			want: []want{{tl + "reconcileInterval", "at least 6s"}}},
-		{name: "reconcile overlap negative", mutate: func(c *config.Config) { timeline(c).ReconcileOverlap = -time.Minute },
-			want: []want{{tl + "reconcileOverlap", "must not be negative"}}},
+			want: []want{{tl + "reconcileInterval", "must be positive"}}},
 		{name: "refresh interval zero", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshInterval = 0 },
 			want: []want{{tl + "evidenceRefreshInterval", "at least 1s"}}},
 		{name: "refresh lookback zero", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 0 },
 			want: []want{{tl + "evidenceRefreshLookback", "must be positive"}}},
-		{name: "refresh lookback beyond ingestion lookback", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 100 * time.Hour },
-			want: []want{{tl + "evidenceRefreshLookback", "must not exceed ingestionLookback (72h)"}}},
-		{name: "refresh lookback below reconcile overlap", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 5 * time.Minute },
-			want: []want{{tl + "evidenceRefreshLookback", "at least reconcileOverlap (10m)"}}},
 		{name: "evidence batch limit zero", mutate: func(c *config.Config) { timeline(c).EvidenceBatchLimit = 0 },
 			want: []want{{tl + "evidenceBatchLimit", "at least 1"}}},
 		{name: "max concurrent synthesis zero", mutate: func(c *config.Config) { timeline(c).MaxConcurrentSynthesis = 0 },
@@ -128,15 +103,11 @@ func TestValidate(t *testing.T) {
 			want: []want{{tl + "maxMessageTextBytes", "between 1 and 524288"}}},
 		{name: "message text bytes 1 MiB", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 1 << 20 },
 			want: []want{{tl + "maxMessageTextBytes", "1 MiB"}}},
-		{name: "retention zero", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 0 },
-			want: []want{{tl + "retention.evidenceRetention", "must be positive"}}},
 		{name: "retention shorter than ingestion lookback", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 24 * time.Hour },
 			want: []want{{tl + "retention.evidenceRetention", "at least ingestionLookback (72h)"}}},
-		{name: "retention mode unknown", mutate: func(c *config.Config) { timeline(c).Retention.Mode = "shred" },
-			want: []want{{tl + "retention.mode", "one of redact, delete"}}},
 		{name: "retention mode delete is fine", mutate: func(c *config.Config) { timeline(c).Retention.Mode = config.RetentionDelete }},
-		{name: "retention interval below 1m", mutate: func(c *config.Config) { timeline(c).Retention.Interval = 30 * time.Second },
-			want: []want{{tl + "retention.interval", "at least 1m"}}},
+		{name: "retention interval zero", mutate: func(c *config.Config) { timeline(c).Retention.Interval = 0 },
+			want: []want{{tl + "retention.interval", "must be positive"}}},
 
 		// kafka
 		{name: "no brokers", mutate: func(c *config.Config) { c.Kafka.Brokers = nil },
@@ -255,9 +226,7 @@ func TestValidate(t *testing.T) {
 		{name: "timestamp skew above 1h", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 2 * time.Hour },
 			want: []want{{"lark.maxTimestampSkew", "at most 1h"}}},
 		{name: "requests per second zero", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0 },
-			want: []want{{"lark.api.requestsPerSecond", "at most 50"}}},
-		{name: "requests per second above Lark's limit", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 50.5 },
-			want: []want{{"lark.api.requestsPerSecond", "at most 50"}}},
+			want: []want{{"lark.api.requestsPerSecond", "must be above 0"}}},
 		{name: "fractional rate is fine", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0.5 }},
 		{name: "burst zero", mutate: func(c *config.Config) { c.Lark.API.Burst = 0 },
 			want: []want{{"lark.api.burst", "at least 1"}}},
@@ -266,9 +235,7 @@ func TestValidate(t *testing.T) {
 		{name: "pages per run zero", mutate: func(c *config.Config) { c.Lark.API.MaxPagesPerRun = 0 },
 			want: []want{{"lark.api.maxPagesPerRun", "at least 1"}}},
 		{name: "page size zero", mutate: func(c *config.Config) { c.Lark.API.PageSize = 0 },
-			want: []want{{"lark.api.pageSize", "between 1 and 50"}}},
-		{name: "page size 51", mutate: func(c *config.Config) { c.Lark.API.PageSize = 51 },
-			want: []want{{"lark.api.pageSize", "between 1 and 50"}}},
+			want: []want{{"lark.api.pageSize", "at least 1"}}},
 		{name: "page size 1 is fine", mutate: func(c *config.Config) { c.Lark.API.PageSize = 1 }},
 		{name: "retries negative", mutate: func(c *config.Config) { c.Lark.API.MaxRetries = -1 },
 			want: []want{{"lark.api.maxRetries", "at least 0"}}},
@@ -390,14 +357,14 @@ func TestValidate(t *testing.T) {
 
 		// several problems are reported together
 		{name: "all problems at once", mutate: func(c *config.Config) {
-			timeline(c).SynthesisWindow = 7 * time.Minute
+			timeline(c).Environment = "Prod"
 			c.Kafka.Partitions = 0
-			c.Lark.API.PageSize = 100
+			c.Lark.API.PageSize = 0
 			c.Log.Format = "xml"
 		}, want: []want{
-			{tl + "synthesisWindow", "divide"},
+			{tl + "environment", "lower-case"},
 			{"kafka.partitions", "at least 1"},
-			{"lark.api.pageSize", "between 1 and 50"},
+			{"lark.api.pageSize", "at least 1"},
 			{"log.format", "json or text"},
 		}},
 	}
@@ -515,5 +482,37 @@ func TestRequire(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
+	c := config.Default()
+	sentinel := errors.New("stage: invalid options")
+	var p options.Problems
+	p.Add("PageSize", 60, "must be between 1 and 50")
+	p.Add("Unmapped", 3, "must be 4")
+	got := c.OptionProblems("reconcile", config.FieldKeys{"PageSize": "lark.api.pageSize"}, p.Err(sentinel))
+	want := []config.Problem{
+		// the file's value and source, not the package's view of it
+		{Path: "lark.api.pageSize", Value: "50", Source: "", Message: "must be between 1 and 50"},
+		// a field no key sets: reported under the stage, nothing lost
+		{Path: "reconcile", Message: "Unmapped 3: must be 4"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("OptionProblems = %+v\nwant %+v", got, want)
+	}
+	if got := c.OptionProblems("windows", nil, errors.New("no brokers")); len(got) != 1 || got[0].Path != "windows" || got[0].Message != "no brokers" {
+		t.Fatalf("an error without option problems: %+v", got)
+	}
+	if got := c.OptionProblems("windows", nil, nil); got != nil {
+		t.Fatalf("nil error: %+v", got)
+	}
+	dup := []config.Problem{{Path: "a", Message: "m"}, {Path: "a", Message: "m"}, {Path: "a", Message: "n"}}
+	var cerr *config.Error
+	if err := config.Invalid(dup); !errors.As(err, &cerr) || len(cerr.Problems) != 2 {
+		t.Fatalf("Invalid kept repeats: %v", err)
+	}
+	if config.Invalid(nil) != nil {
+		t.Fatal("Invalid(nil) is not nil")
 	}
 }

@@ -1,6 +1,8 @@
 package options
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -36,4 +38,29 @@ func errText(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+func TestProblems(t *testing.T) {
+	sentinel := errors.New("stage: invalid options")
+	var p Problems
+	if err := p.Err(sentinel); err != nil {
+		t.Fatalf("no problems: Err = %v, want nil", err)
+	}
+	p.Add("PageSize", 60, "must be between 1 and %d", 50)
+	p.Add("Window", 7*time.Minute, "must divide an hour evenly")
+	err := fmt.Errorf("building stage: %w", p.Err(sentinel))
+	if !errors.Is(err, sentinel) {
+		t.Fatalf("%v does not match its sentinel", err)
+	}
+	want := "building stage: stage: invalid options: PageSize 60: must be between 1 and 50; Window 7m0s: must divide an hour evenly"
+	if err.Error() != want {
+		t.Fatalf("text %q\nwant %q", err.Error(), want)
+	}
+	got := ProblemsOf(err)
+	if len(got) != 2 || got[0].Field != "PageSize" || got[0].Value != 60 || got[1].Field != "Window" {
+		t.Fatalf("ProblemsOf = %+v", got)
+	}
+	if ProblemsOf(errors.New("broker down")) != nil {
+		t.Fatal("an error without problems reported some")
+	}
 }

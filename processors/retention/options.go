@@ -3,7 +3,6 @@ package retention
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 )
@@ -147,46 +147,57 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Check reports every value of o that breaks the job's rules (after the
+// defaults), as an *options.Error naming the fields, or nil. It ignores the
+// dependencies (Pool, Codecs), which New checks too. The configuration layer calls
+// it to report a wrong key before anything starts.
+func (o Options) Check() error {
+	p := o.withDefaults().problems()
+	return p.Err(ErrInvalidOptions)
+}
+
 // validate checks o (defaults applied) and reports every problem at once.
 func (o Options) validate() error {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+	p := o.problems()
 	if o.Pool == nil {
-		bad("pool is required")
+		p.Add("Pool", nil, "is required")
 	}
 	if o.Codecs == nil || o.Codecs.Evidence == nil {
-		bad("codecs (evidence) are required")
+		p.Add("Codecs", nil, "(evidence) are required")
 	}
+	return p.Err(ErrInvalidOptions)
+}
+
+// problems checks o's values (defaults applied).
+func (o Options) problems() *options.Problems {
+	p := new(options.Problems)
 	if o.Retention <= 0 {
-		bad("retention %s: must be positive", o.Retention)
+		p.Add("Retention", o.Retention, "must be positive")
 	}
 	if o.Mode != ModeRedact && o.Mode != ModeDelete {
-		bad("mode %q: want %q or %q", o.Mode, ModeRedact, ModeDelete)
+		p.Add("Mode", o.Mode, "must be one of %s, %s", ModeRedact, ModeDelete)
 	}
 	if o.Kafka.Producer.Acks != kafka.AcksAll {
-		bad("producer acks %q: retention publishes before it changes the database and needs acks=%q", o.Kafka.Producer.Acks, kafka.AcksAll)
+		p.Add("Kafka.Producer.Acks", o.Kafka.Producer.Acks, "must be %s: retention publishes before it changes the database", kafka.AcksAll)
 	}
 	if strings.TrimSpace(o.EvidenceTopic) == "" || strings.TrimSpace(o.CheckpointTopic) == "" {
-		bad("evidence and checkpoint topics must not be blank")
+		p.Add("EvidenceTopic", o.EvidenceTopic, "evidence and checkpoint topics must not be blank")
 	} else if o.EvidenceTopic == o.CheckpointTopic {
-		bad("evidence topic and checkpoint topic are both %q", o.EvidenceTopic)
+		p.Add("CheckpointTopic", o.CheckpointTopic, "must differ from the evidence topic")
 	}
 	if o.Interval < MinInterval {
-		bad("interval %s: at least %s", o.Interval, MinInterval)
+		p.Add("Interval", o.Interval, "must be at least %s", MinInterval)
 	}
 	if o.BatchSize < 1 || o.BatchSize > MaxBatchSize {
-		bad("batch size %d: want 1..%d", o.BatchSize, MaxBatchSize)
+		p.Add("BatchSize", o.BatchSize, "must be between 1 and %d", MaxBatchSize)
 	}
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{{"max run time", o.MaxRunTime}, {"produce timeout", o.ProduceTimeout}, {"db timeout", o.DBTimeout}} {
+	}{{"MaxRunTime", o.MaxRunTime}, {"ProduceTimeout", o.ProduceTimeout}, {"DBTimeout", o.DBTimeout}} {
 		if d.v <= 0 || d.v > 24*time.Hour {
-			bad("%s %s: want within (0, 24h]", d.name, d.v)
+			p.Add(d.name, d.v, "must be positive and at most 24h")
 		}
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
-	}
-	return nil
+	return p
 }

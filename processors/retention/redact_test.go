@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -141,33 +142,33 @@ func TestOptionsValidation(t *testing.T) {
 	valid := func() Options {
 		return Options{Kafka: kafka.Options{Brokers: []string{"127.0.0.1:9092"}}, Codecs: codecs, Retention: time.Hour}
 	}
-	// valid() has no pool, so every case also reports "pool is required"; each case
-	// checks that its own problem is named too.
+	// valid() has no pool, so every case also reports Pool; each case checks that
+	// its own option is named too.
 	tests := []struct {
 		name   string
 		mutate func(*Options)
 		want   string
 	}{
-		{"no pool", func(*Options) {}, "pool is required"},
-		{"no codecs", func(o *Options) { o.Codecs = nil }, "codecs"},
-		{"no retention", func(o *Options) { o.Retention = 0 }, "retention"},
-		{"bad mode", func(o *Options) { o.Mode = "shred" }, "mode"},
-		{"acks leader", func(o *Options) { o.Kafka.Producer.Acks = kafka.AcksLeader; o.Kafka.Producer.DisableIdempotence = true }, "acks"},
-		{"same topics", func(o *Options) { o.EvidenceTopic, o.CheckpointTopic = "t", "t" }, "both"},
-		{"interval", func(o *Options) { o.Interval = time.Millisecond }, "interval"},
-		{"batch size", func(o *Options) { o.BatchSize = MaxBatchSize + 1 }, "batch size"},
-		{"negative batch size", func(o *Options) { o.BatchSize = -1 }, "batch size"},
-		{"run time", func(o *Options) { o.MaxRunTime = -time.Second }, "max run time"},
-		{"produce timeout", func(o *Options) { o.ProduceTimeout = 48 * time.Hour }, "produce timeout"},
-		{"db timeout", func(o *Options) { o.DBTimeout = -1 }, "db timeout"},
+		{"no pool", func(*Options) {}, "Pool"},
+		{"no codecs", func(o *Options) { o.Codecs = nil }, "Codecs"},
+		{"no retention", func(o *Options) { o.Retention = 0 }, "Retention"},
+		{"bad mode", func(o *Options) { o.Mode = "shred" }, "Mode"},
+		{"acks leader", func(o *Options) { o.Kafka.Producer.Acks = kafka.AcksLeader; o.Kafka.Producer.DisableIdempotence = true }, "Kafka.Producer.Acks"},
+		{"same topics", func(o *Options) { o.EvidenceTopic, o.CheckpointTopic = "t", "t" }, "CheckpointTopic"},
+		{"interval", func(o *Options) { o.Interval = time.Millisecond }, "Interval"},
+		{"batch size", func(o *Options) { o.BatchSize = MaxBatchSize + 1 }, "BatchSize"},
+		{"negative batch size", func(o *Options) { o.BatchSize = -1 }, "BatchSize"},
+		{"run time", func(o *Options) { o.MaxRunTime = -time.Second }, "MaxRunTime"},
+		{"produce timeout", func(o *Options) { o.ProduceTimeout = 48 * time.Hour }, "ProduceTimeout"},
+		{"db timeout", func(o *Options) { o.DBTimeout = -1 }, "DBTimeout"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			o := valid()
 			tt.mutate(&o)
 			_, err := New(o)
-			if !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("New: %v, want ErrInvalidOptions mentioning %q", err, tt.want)
+			if !errors.Is(err, ErrInvalidOptions) || !hasProblem(err, tt.want) {
+				t.Fatalf("New: %v, want ErrInvalidOptions naming %s", err, tt.want)
 			}
 		})
 	}
@@ -189,4 +190,14 @@ func TestNewRegistersOnce(t *testing.T) {
 	if got := counter(t, reg, "larkline_retention_rows_total", "action", actionRedacted); got != 0 {
 		t.Fatalf("first job's metrics disturbed: %v", got)
 	}
+}
+
+// hasProblem reports whether err names field among its option problems.
+func hasProblem(err error, field string) bool {
+	for _, p := range options.ProblemsOf(err) {
+		if p.Field == field {
+			return true
+		}
+	}
+	return false
 }

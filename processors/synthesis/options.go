@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/schemas"
@@ -309,82 +309,84 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Check reports every value of o that breaks the worker's rules (after the
+// defaults), as an *options.Error naming the fields, or nil. It ignores the
+// dependencies (Store, Codecs, Synthesizer), which New checks too. The
+// configuration layer calls it to report a wrong key before anything starts.
+func (o Options) Check() error {
+	p := o.withDefaults().problems()
+	return p.Err(ErrInvalidOptions)
+}
+
 // validate checks o (with defaults applied) and reports every problem at once.
 func (o Options) validate() error {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
-	positive := func(name string, d, limit time.Duration) {
-		if d <= 0 || d > limit {
-			bad("%s %s: want within (0, %s]", name, d, limit)
-		}
-	}
+	p := o.problems()
 	if o.Store == nil {
-		bad("store is required")
+		p.Add("Store", nil, "is required")
 	}
 	if o.Codecs == nil || o.Codecs.ClosedWindow == nil || o.Codecs.DeadLetter == nil {
-		bad("codecs (closed window and dead letter) are required")
+		p.Add("Codecs", nil, "(closed window and dead letter) are required")
 	}
 	if o.Synthesizer == nil {
-		bad("synthesizer is required")
+		p.Add("Synthesizer", nil, "is required")
+	}
+	return p.Err(ErrInvalidOptions)
+}
+
+// problems checks o's values (defaults applied).
+func (o Options) problems() *options.Problems {
+	p := new(options.Problems)
+	within := func(name string, d, limit time.Duration) {
+		if d <= 0 || d > limit {
+			p.Add(name, d, "must be positive and at most %s", limit)
+		}
+	}
+	between := func(name string, v, lo, hi int) {
+		if v < lo || v > hi {
+			p.Add(name, v, "must be between %d and %d", lo, hi)
+		}
 	}
 	if strings.TrimSpace(o.Group) == "" {
-		bad("group is blank")
+		p.Add("Group", o.Group, "must not be blank")
 	}
 	if o.Topic == o.DeadLetterTopic {
-		bad("closed-window topic and dead-letter topic are both %q", o.Topic)
+		p.Add("DeadLetterTopic", o.DeadLetterTopic, "must differ from the closed-window topic")
 	}
 	if len(o.PromptVersion) > 64 {
-		bad("prompt version longer than 64 bytes")
+		p.Add("PromptVersion", o.PromptVersion, "must be at most 64 bytes")
 	}
-	positive("context lookback", o.ContextLookback, 24*time.Hour)
-	positive("stale timeout", o.StaleTimeout, 24*time.Hour)
-	if o.MaxAttempts < 1 || o.MaxAttempts > 100 {
-		bad("max attempts %d: want 1..100", o.MaxAttempts)
+	within("ContextLookback", o.ContextLookback, 24*time.Hour)
+	within("StaleTimeout", o.StaleTimeout, 24*time.Hour)
+	if o.StaleTimeout > 0 && o.StaleTimeout < MinStaleTimeout {
+		p.Add("StaleTimeout", o.StaleTimeout, "must be at least %s: a live worker's heartbeat refreshes its claim every third of it", MinStaleTimeout)
 	}
-	positive("scan interval", o.ScanInterval, 24*time.Hour)
-	if o.EvidenceBatchLimit < 1 || o.EvidenceBatchLimit > MaxEvidenceBatchLimit {
-		bad("evidence batch limit %d: want 1..%d", o.EvidenceBatchLimit, MaxEvidenceBatchLimit)
-	}
+	between("MaxAttempts", o.MaxAttempts, 1, 100)
+	within("ScanInterval", o.ScanInterval, 24*time.Hour)
+	between("EvidenceBatchLimit", o.EvidenceBatchLimit, 1, MaxEvidenceBatchLimit)
 	if o.MaxEstimatedTokensPerChunk < minTokensPerChunk {
-		bad("max estimated tokens per chunk %d: want at least %d", o.MaxEstimatedTokensPerChunk, minTokensPerChunk)
+		p.Add("MaxEstimatedTokensPerChunk", o.MaxEstimatedTokensPerChunk, "must be at least %d", minTokensPerChunk)
 	}
-	if o.MaxConcurrentSynthesis < 1 || o.MaxConcurrentSynthesis > MaxConcurrency {
-		bad("max concurrent synthesis %d: want 1..%d", o.MaxConcurrentSynthesis, MaxConcurrency)
-	}
-	positive("proximity gap", o.ProximityGap, 24*time.Hour)
-	positive("evidence wait", o.EvidenceWait, 24*time.Hour)
-	positive("chunk timeout", o.ChunkTimeout, time.Hour)
+	between("MaxConcurrentSynthesis", o.MaxConcurrentSynthesis, 1, MaxConcurrency)
+	within("ProximityGap", o.ProximityGap, 24*time.Hour)
+	within("EvidenceWait", o.EvidenceWait, 24*time.Hour)
+	within("ChunkTimeout", o.ChunkTimeout, time.Hour)
 	if o.ChunkRetries < 0 || o.ChunkRetries > 10 {
-		bad("chunk retries %d: want 0..10 (or NoChunkRetries)", o.ChunkRetries)
+		p.Add("ChunkRetries", o.ChunkRetries, "must be between 0 and 10 (or NoChunkRetries)")
 	}
 	if o.RetryBackoffMin <= 0 || o.RetryBackoffMax < o.RetryBackoffMin || o.RetryBackoffMax > time.Hour {
-		bad("retry backoff [%s, %s]: want 0 < min <= max <= 1h", o.RetryBackoffMin, o.RetryBackoffMax)
+		p.Add("RetryBackoffMax", o.RetryBackoffMax, "must satisfy 0 < RetryBackoffMin (%s) <= RetryBackoffMax <= 1h", o.RetryBackoffMin)
 	}
 	if o.ModelOutageBackoffMax < o.RetryBackoffMin || o.ModelOutageBackoffMax > time.Hour {
-		bad("model outage backoff max %s: want within [retry backoff min %s, 1h]", o.ModelOutageBackoffMax, o.RetryBackoffMin)
+		p.Add("ModelOutageBackoffMax", o.ModelOutageBackoffMax, "must be within [RetryBackoffMin (%s), 1h]", o.RetryBackoffMin)
 	}
-	if o.StaleTimeout > 0 && o.StaleTimeout < MinStaleTimeout {
-		bad("stale timeout %s: want at least %s (the claim's heartbeat runs every stale timeout/3)", o.StaleTimeout, MinStaleTimeout)
-	}
-	positive("summary timeout", o.SummaryTimeout, time.Hour)
+	within("SummaryTimeout", o.SummaryTimeout, time.Hour)
 	if o.DrainTimeout < 0 || o.DrainTimeout > time.Hour {
-		bad("drain timeout %s: want within [0, 1h]", o.DrainTimeout)
+		p.Add("DrainTimeout", o.DrainTimeout, "must be within [0, 1h]")
 	}
-	if o.MaxInFlightRecords < 1 || o.MaxInFlightRecords > 100_000 {
-		bad("max in-flight records %d: want 1..100000", o.MaxInFlightRecords)
-	}
-	if o.SweepLimit < 1 || o.SweepLimit > store.MaxPageSize {
-		bad("sweep limit %d: want 1..%d", o.SweepLimit, store.MaxPageSize)
-	}
-	positive("existing entries lookback", o.ExistingEntriesLookback, 30*24*time.Hour)
-	if o.MaxExistingEntries < 0 || o.MaxExistingEntries > store.MaxPageSize {
-		bad("max existing entries %d: want 0..%d", o.MaxExistingEntries, store.MaxPageSize)
-	}
-	if o.MaxContextMessages < 0 || o.MaxContextMessages > store.MaxPageSize {
-		bad("max context messages %d: want 0..%d", o.MaxContextMessages, store.MaxPageSize)
-	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
-	}
-	return nil
+	between("MaxInFlightRecords", o.MaxInFlightRecords, 1, 100_000)
+	between("SweepLimit", o.SweepLimit, 1, store.MaxPageSize)
+	within("ExistingEntriesLookback", o.ExistingEntriesLookback, 30*24*time.Hour)
+	between("MaxExistingEntries", o.MaxExistingEntries, 0, store.MaxPageSize)
+	between("MaxContextMessages", o.MaxContextMessages, 0, store.MaxPageSize)
+	return p
 }

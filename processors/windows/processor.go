@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -127,40 +128,15 @@ var ErrInvalidOptions = errors.New("windows: invalid options")
 
 // New validates the options and builds the processor; nothing connects until Run.
 func New(o Options) (*Processor, error) {
-	var problems []error
-	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
-	if _, err := ids.ParseProcessorVersion(o.ProcessorVersion); err != nil {
-		bad("processor version: %v", err)
-	}
-	if o.EvidenceTopic == "" || o.ClosedTopic == "" || o.DeadLetterTopic == "" {
-		bad("evidence, closed and dead-letter topics are required")
-	}
-	if o.RequireCoverage && o.CheckpointTopic == "" {
-		bad("coverage requires the checkpoint topic")
-	}
-	if o.Window < time.Minute || time.Hour%o.Window != 0 {
-		bad("window %v must be at least 1m and divide an hour evenly", o.Window)
-	}
-	if o.Grace < 0 || o.Grace >= o.Window {
-		bad("grace %v must be in [0, window)", o.Grace)
-	}
-	if o.Retention < o.Window {
-		bad("retention %v must be at least one window", o.Retention)
-	}
-	if o.ScanInterval <= 0 {
-		bad("scan interval must be positive")
-	}
-	if o.ReemitAfter < 0 {
-		bad("re-emit interval %v is negative", o.ReemitAfter)
-	}
+	bad := o.problems()
 	if o.Codecs == nil {
-		bad("codecs are required")
+		bad.Add("Codecs", nil, "are required")
 	}
 	if len(o.Client) == 0 && !o.inlineEmit {
-		bad("client options are required (the publisher reads the table changelog)")
+		bad.Add("Client", nil, "options are required (the publisher reads the table changelog)")
 	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(problems...))
+	if err := bad.Err(ErrInvalidOptions); err != nil {
+		return nil, err
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -214,6 +190,53 @@ func New(o Options) (*Processor, error) {
 		p.dead, p.ownDead = d, d
 	}
 	return p, nil
+}
+
+// Check reports every value of o that breaks the processor's rules, as an
+// *options.Error naming the fields, or nil. It ignores the dependencies (Codecs,
+// Client), which New checks too. The configuration layer calls it to report a
+// wrong key before anything starts.
+func (o Options) Check() error {
+	p := o.problems()
+	return p.Err(ErrInvalidOptions)
+}
+
+func (o Options) problems() *options.Problems {
+	p := new(options.Problems)
+	if _, err := ids.ParseProcessorVersion(o.ProcessorVersion); err != nil {
+		p.Add("ProcessorVersion", o.ProcessorVersion, "%v", err)
+	}
+	if o.EvidenceTopic == "" || o.ClosedTopic == "" || o.DeadLetterTopic == "" {
+		p.Add("EvidenceTopic", o.EvidenceTopic, "evidence, closed and dead-letter topics are required")
+	}
+	if o.RequireCoverage && o.CheckpointTopic == "" {
+		p.Add("CheckpointTopic", o.CheckpointTopic, "is required with RequireCoverage (coverage reads the checkpoints)")
+	}
+	windowOK := false
+	switch {
+	case o.Window < time.Minute:
+		p.Add("Window", o.Window, "must be at least 1m")
+	case time.Hour%o.Window != 0:
+		p.Add("Window", o.Window, "must divide an hour evenly (such as 5m, 10m, 15m, 20m or 30m) so windows align to UTC hours")
+	default:
+		windowOK = true
+	}
+	switch {
+	case o.Grace < 0:
+		p.Add("Grace", o.Grace, "must not be negative")
+	case windowOK && o.Grace >= o.Window:
+		p.Add("Grace", o.Grace, "must be shorter than the window (%s)", o.Window)
+	}
+	if o.Retention < o.Window {
+		p.Add("Retention", o.Retention, "must be at least one window (%s)", o.Window)
+	}
+	if o.ScanInterval <= 0 {
+		p.Add("ScanInterval", o.ScanInterval, "must be positive")
+	}
+	if o.ReemitAfter < 0 {
+		p.Add("ReemitAfter", o.ReemitAfter, "must not be negative")
+	}
+	return p
 }
 
 const visitClose = "close-due"

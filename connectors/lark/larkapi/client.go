@@ -169,6 +169,10 @@ const (
 // (lark-api-notes.md §4.1).
 const MaxPageSize = 50
 
+// MaxRequestsPerSecond is Lark's documented per-app limit of the message history
+// API (lark-api-notes.md §4.1); callers' rate limiters stay at or below it.
+const MaxRequestsPerSecond = 50
+
 // Sort orders of the message history API.
 const (
 	sortAsc  = "ByCreateTimeAsc"

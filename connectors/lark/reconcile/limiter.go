@@ -2,13 +2,13 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/options"
 )
 
 // LimiterOptions configure a Limiter.
@@ -39,11 +39,8 @@ type Limiter struct {
 
 // NewLimiter validates opts and returns a full bucket.
 func NewLimiter(opts LimiterOptions) (*Limiter, error) {
-	switch {
-	case math.IsNaN(opts.RequestsPerSecond) || opts.RequestsPerSecond <= 0 || opts.RequestsPerSecond > MaxRequestsPerSecond:
-		return nil, fmt.Errorf("%w: RequestsPerSecond %v outside (0, %d] (Lark's per-app limit)", ErrInvalidOptions, opts.RequestsPerSecond, MaxRequestsPerSecond)
-	case opts.Burst < 1 || opts.Burst > 10_000:
-		return nil, fmt.Errorf("%w: Burst %d outside [1, 10000]", ErrInvalidOptions, opts.Burst)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -132,3 +129,15 @@ func backoff(attempt int, minB, maxB, retryAfter time.Duration, jitter func() fl
 }
 
 func defaultJitter() float64 { return rand.Float64() }
+
+// check reports every broken rule of the rate and burst.
+func (opts LimiterOptions) check() error {
+	var p options.Problems
+	if math.IsNaN(opts.RequestsPerSecond) || opts.RequestsPerSecond <= 0 || opts.RequestsPerSecond > MaxRequestsPerSecond {
+		p.Add("RequestsPerSecond", opts.RequestsPerSecond, "must be above 0 and at most %d, Lark's documented per-app limit for the message history API", MaxRequestsPerSecond)
+	}
+	if opts.Burst < 1 || opts.Burst > 10_000 {
+		p.Add("Burst", opts.Burst, "must be between 1 and 10000")
+	}
+	return p.Err(ErrInvalidOptions)
+}

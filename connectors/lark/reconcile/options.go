@@ -82,8 +82,9 @@ const (
 
 	// MaxPageSize is Lark's largest page_size (larkapi.MaxPageSize).
 	MaxPageSize = larkapi.MaxPageSize
-	// MaxRequestsPerSecond is Lark's per-app limit of the history API.
-	MaxRequestsPerSecond = 50
+	// MaxRequestsPerSecond is Lark's per-app limit of the history API
+	// (larkapi.MaxRequestsPerSecond).
+	MaxRequestsPerSecond = larkapi.MaxRequestsPerSecond
 )
 
 // ReconcileVersion names this reconciliation algorithm in every checkpoint it
@@ -214,126 +215,15 @@ type Options struct {
 	Registry *prometheus.Registry
 }
 
-// withDefaults validates o and fills its defaults.
+// withDefaults validates o and fills its defaults: the dependencies, then the
+// values ([Options.Check]'s rules), then the runtime defaults (clock, limiter).
 func (o Options) withDefaults() (Options, error) {
-	bad := func(format string, args ...any) (Options, error) {
-		return Options{}, fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	if err := o.checkDeps(); err != nil {
+		return Options{}, err
 	}
-	switch {
-	case o.Store == nil:
-		return bad("Store is required")
-	case o.Eligibility == nil:
-		return bad("Eligibility is required")
-	case o.Chats == nil:
-		return bad("Chats is required (the chat type check)")
-	case o.History == nil:
-		return bad("History is required")
-	case o.Normalizer == nil:
-		return bad("Normalizer is required")
-	case o.Producer == nil:
-		return bad("Producer is required")
-	case o.EvidenceCodec == nil:
-		return bad("EvidenceCodec is required")
-	case o.CheckpointCodec == nil:
-		return bad("CheckpointCodec is required")
-	}
-	if o.EvidenceTopic == "" {
-		o.EvidenceTopic = schemas.DefaultEvidenceTopic
-	}
-	if o.CheckpointTopic == "" {
-		o.CheckpointTopic = schemas.DefaultCheckpointTopic
-	}
-	if o.EvidenceTopic == o.CheckpointTopic {
-		return bad("EvidenceTopic and CheckpointTopic are both %q", o.EvidenceTopic)
-	}
-	if err := options.Durations(
-		options.Duration{Name: "IngestionLookback", V: &o.IngestionLookback, Default: DefaultIngestionLookback},
-		options.Duration{Name: "ReconcileInterval", V: &o.ReconcileInterval, Default: DefaultReconcileInterval},
-		options.Duration{Name: "EvidenceRefreshInterval", V: &o.EvidenceRefreshInterval, Default: DefaultEvidenceRefreshInterval},
-		options.Duration{Name: "EvidenceRefreshLookback", V: &o.EvidenceRefreshLookback, Default: DefaultEvidenceRefreshLookback},
-		options.Duration{Name: "MinBackoff", V: &o.MinBackoff, Default: DefaultMinBackoff},
-		options.Duration{Name: "MaxBackoff", V: &o.MaxBackoff, Default: DefaultMaxBackoff},
-		options.Duration{Name: "RequestTimeout", V: &o.RequestTimeout, Default: DefaultRequestTimeout},
-		options.Duration{Name: "ThreadActiveWindow", V: &o.ThreadActiveWindow, Default: DefaultThreadActiveWindow},
-		options.Duration{Name: "DrainTimeout", V: &o.DrainTimeout, Default: DefaultDrainTimeout},
-	); err != nil {
-		return bad("%v", err)
-	}
-	switch {
-	case o.ReconcileOverlap == 0:
-		o.ReconcileOverlap = DefaultReconcileOverlap
-	case o.ReconcileOverlap < 0:
-		return bad("ReconcileOverlap %s is negative", o.ReconcileOverlap)
-	}
-	switch {
-	case o.Settle == 0:
-		o.Settle = DefaultSettle
-	case o.Settle < 0:
-		o.Settle = 0
-	}
-	switch {
-	case o.Retention < 0:
-		return bad("Retention %s is negative", o.Retention)
-	case o.EvidenceRefreshLookback > o.IngestionLookback:
-		return bad("EvidenceRefreshLookback %s exceeds IngestionLookback %s", o.EvidenceRefreshLookback, o.IngestionLookback)
-	case o.ReconcileOverlap > o.EvidenceRefreshLookback:
-		return bad("ReconcileOverlap %s exceeds EvidenceRefreshLookback %s (the refresh is the larger overlap)", o.ReconcileOverlap, o.EvidenceRefreshLookback)
-	case o.ThreadActiveWindow < o.ReconcileOverlap:
-		return bad("ThreadActiveWindow %s is below ReconcileOverlap %s", o.ThreadActiveWindow, o.ReconcileOverlap)
-	case o.MinBackoff > o.MaxBackoff:
-		return bad("MinBackoff %s exceeds MaxBackoff %s", o.MinBackoff, o.MaxBackoff)
-	case o.Settle >= o.ReconcileInterval:
-		return bad("Settle %s is not below ReconcileInterval %s", o.Settle, o.ReconcileInterval)
-	case o.Window < 0:
-		return bad("Window %s is negative", o.Window)
-	case o.Window > 0 && (o.Window < time.Minute || time.Hour%o.Window != 0):
-		return bad("Window %s must be at least 1m and divide an hour evenly (synthesisWindow)", o.Window)
-	case o.CoverageDelay < 0:
-		return bad("CoverageDelay %s is negative", o.CoverageDelay)
-	}
-	if o.Window > 0 {
-		if o.CoverageDelay == 0 {
-			o.CoverageDelay = o.Settle + DefaultCoverageMargin
-		}
-		switch {
-		case o.CoverageDelay < o.Settle:
-			return bad("CoverageDelay %s is below Settle %s (its runs would not reach the window's end)", o.CoverageDelay, o.Settle)
-		case o.CoverageDelay >= o.Window:
-			return bad("CoverageDelay %s is not below Window %s", o.CoverageDelay, o.Window)
-		}
-	}
-	ints := []struct {
-		name     string
-		v        *int
-		def, max int
-	}{
-		{"MaxConcurrentChats", &o.MaxConcurrentChats, DefaultMaxConcurrentChats, 1024},
-		{"MaxPagesPerRun", &o.MaxPagesPerRun, DefaultMaxPagesPerRun, 1_000_000},
-		{"MaxPagesPerManualRefresh", &o.MaxPagesPerManualRefresh, DefaultMaxPagesPerManualRefresh, 1_000_000},
-		{"PageSize", &o.PageSize, DefaultPageSize, MaxPageSize},
-		{"MaxThreadsPerChat", &o.MaxThreadsPerChat, DefaultMaxThreadsPerChat, 100_000},
-	}
-	for _, n := range ints {
-		switch {
-		case *n.v == 0:
-			*n.v = n.def
-		case *n.v < 0 || *n.v > n.max:
-			return bad("%s %d outside [1, %d]", n.name, *n.v, n.max)
-		}
-	}
-	switch {
-	case o.MaxRetries == 0:
-		o.MaxRetries = DefaultMaxRetries
-	case o.MaxRetries < 0:
-		o.MaxRetries = 0
-	case o.MaxRetries > 100:
-		return bad("MaxRetries %d above 100", o.MaxRetries)
-	}
-	if o.MaxThreadsPerChat >= o.MaxPagesPerRun {
-		return bad("MaxThreadsPerChat %d must be below MaxPagesPerRun %d (known threads are re-read by every run)", o.MaxThreadsPerChat, o.MaxPagesPerRun)
-	}
-	if o.MaxPagesPerManualRefresh < o.MaxPagesPerRun {
-		return bad("MaxPagesPerManualRefresh %d is below MaxPagesPerRun %d", o.MaxPagesPerManualRefresh, o.MaxPagesPerRun)
+	o, err := o.values()
+	if err != nil {
+		return Options{}, err
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
@@ -345,17 +235,182 @@ func (o Options) withDefaults() (Options, error) {
 		o.Jitter = defaultJitter
 	}
 	if o.Limiter == nil {
+		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst, Clock: o.Clock, Sleep: o.Sleep})
+		if err != nil {
+			return Options{}, err
+		}
+		o.Limiter = l
+	}
+	return o, nil
+}
+
+// Check reports every value of o that breaks the reconciler's rules (after the
+// defaults), as an *options.Error naming the fields, or nil. It ignores the
+// dependencies (Store, History, codecs...), which New checks too. The
+// configuration layer calls it to report a wrong key before anything starts.
+func (o Options) Check() error {
+	_, err := o.values()
+	return err
+}
+
+func (o Options) checkDeps() error {
+	missing := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	}
+	switch {
+	case o.Store == nil:
+		return missing("Store is required")
+	case o.Eligibility == nil:
+		return missing("Eligibility is required")
+	case o.Chats == nil:
+		return missing("Chats is required (the chat type check)")
+	case o.History == nil:
+		return missing("History is required")
+	case o.Normalizer == nil:
+		return missing("Normalizer is required")
+	case o.Producer == nil:
+		return missing("Producer is required")
+	case o.EvidenceCodec == nil:
+		return missing("EvidenceCodec is required")
+	case o.CheckpointCodec == nil:
+		return missing("CheckpointCodec is required")
+	}
+	return nil
+}
+
+// values fills the defaults of o's values and checks them, reporting every
+// problem at once.
+func (o Options) values() (Options, error) {
+	var p options.Problems
+	bad := p.Add
+	if o.EvidenceTopic == "" {
+		o.EvidenceTopic = schemas.DefaultEvidenceTopic
+	}
+	if o.CheckpointTopic == "" {
+		o.CheckpointTopic = schemas.DefaultCheckpointTopic
+	}
+	if o.EvidenceTopic == o.CheckpointTopic {
+		bad("CheckpointTopic", o.CheckpointTopic, "must differ from EvidenceTopic")
+	}
+	durations := []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"IngestionLookback", &o.IngestionLookback, DefaultIngestionLookback},
+		{"ReconcileInterval", &o.ReconcileInterval, DefaultReconcileInterval},
+		{"EvidenceRefreshInterval", &o.EvidenceRefreshInterval, DefaultEvidenceRefreshInterval},
+		{"EvidenceRefreshLookback", &o.EvidenceRefreshLookback, DefaultEvidenceRefreshLookback},
+		{"MinBackoff", &o.MinBackoff, DefaultMinBackoff},
+		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
+		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
+		{"ThreadActiveWindow", &o.ThreadActiveWindow, DefaultThreadActiveWindow},
+		{"DrainTimeout", &o.DrainTimeout, DefaultDrainTimeout},
+	}
+	for _, d := range durations {
+		if err := options.Durations(options.Duration{Name: d.name, V: d.v, Default: d.def}); err != nil {
+			bad(d.name, *d.v, "must not be negative")
+		}
+	}
+	switch {
+	case o.ReconcileOverlap == 0:
+		o.ReconcileOverlap = DefaultReconcileOverlap
+	case o.ReconcileOverlap < 0:
+		bad("ReconcileOverlap", o.ReconcileOverlap, "must not be negative")
+	}
+	switch {
+	case o.Settle == 0:
+		o.Settle = DefaultSettle
+	case o.Settle < 0:
+		o.Settle = 0
+	}
+	if o.Retention < 0 {
+		bad("Retention", o.Retention, "must not be negative")
+	}
+	if o.EvidenceRefreshLookback > o.IngestionLookback {
+		bad("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must not exceed IngestionLookback (%s)", o.IngestionLookback)
+	}
+	if o.ReconcileOverlap > o.EvidenceRefreshLookback {
+		bad("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must be at least ReconcileOverlap (%s): the refresh pass is the larger overlap (design §14)", o.ReconcileOverlap)
+	}
+	if o.ThreadActiveWindow < o.ReconcileOverlap {
+		bad("ThreadActiveWindow", o.ThreadActiveWindow, "must be at least ReconcileOverlap (%s)", o.ReconcileOverlap)
+	}
+	if o.MinBackoff > o.MaxBackoff {
+		bad("MaxBackoff", o.MaxBackoff, "must be at least MinBackoff (%s)", o.MinBackoff)
+	}
+	if o.Settle >= o.ReconcileInterval {
+		bad("ReconcileInterval", o.ReconcileInterval, "must be longer than the settle delay (%s): every range ends that far behind now, so a shorter period could never make progress", o.Settle)
+	}
+	if o.Window < 0 {
+		bad("Window", o.Window, "must not be negative")
+	}
+	if o.Window > 0 && o.Window < time.Minute {
+		bad("Window", o.Window, "must be at least 1m")
+	} else if o.Window > 0 && time.Hour%o.Window != 0 {
+		bad("Window", o.Window, "must divide an hour evenly (such as 5m, 10m, 15m, 20m or 30m) so windows align to UTC hours")
+	}
+	if o.CoverageDelay < 0 {
+		bad("CoverageDelay", o.CoverageDelay, "must not be negative")
+	}
+	if o.Window > 0 {
+		if o.CoverageDelay == 0 {
+			o.CoverageDelay = o.Settle + DefaultCoverageMargin
+		}
+		switch {
+		case o.CoverageDelay < o.Settle:
+			bad("CoverageDelay", o.CoverageDelay, "must be at least the settle delay (%s): its runs would not reach the window's end", o.Settle)
+		case o.CoverageDelay >= o.Window:
+			bad("CoverageDelay", o.CoverageDelay, "must be shorter than Window (%s)", o.Window)
+		}
+	}
+	ints := []struct {
+		name     string
+		v        *int
+		def, max int
+		why      string
+	}{
+		{"MaxConcurrentChats", &o.MaxConcurrentChats, DefaultMaxConcurrentChats, 1024, ""},
+		{"MaxPagesPerRun", &o.MaxPagesPerRun, DefaultMaxPagesPerRun, 1_000_000, ""},
+		{"MaxPagesPerManualRefresh", &o.MaxPagesPerManualRefresh, DefaultMaxPagesPerManualRefresh, 1_000_000, ""},
+		{"PageSize", &o.PageSize, DefaultPageSize, MaxPageSize, fmt.Sprintf(": Lark's message list accepts page_size 1-%d", MaxPageSize)},
+		{"MaxThreadsPerChat", &o.MaxThreadsPerChat, DefaultMaxThreadsPerChat, 100_000, ""},
+	}
+	for _, n := range ints {
+		switch {
+		case *n.v == 0:
+			*n.v = n.def
+		case *n.v < 0 || *n.v > n.max:
+			bad(n.name, *n.v, "must be between 1 and %d%s", n.max, n.why)
+		}
+	}
+	switch {
+	case o.MaxRetries == 0:
+		o.MaxRetries = DefaultMaxRetries
+	case o.MaxRetries < 0:
+		o.MaxRetries = 0
+	case o.MaxRetries > 100:
+		bad("MaxRetries", o.MaxRetries, "must be at most 100")
+	}
+	if o.MaxThreadsPerChat >= o.MaxPagesPerRun {
+		bad("MaxThreadsPerChat", o.MaxThreadsPerChat, "must be below MaxPagesPerRun (%d): known threads are re-read by every run", o.MaxPagesPerRun)
+	}
+	if o.MaxPagesPerManualRefresh < o.MaxPagesPerRun {
+		bad("MaxPagesPerManualRefresh", o.MaxPagesPerManualRefresh, "must be at least MaxPagesPerRun (%d)", o.MaxPagesPerRun)
+	}
+	if o.Limiter == nil {
 		if o.RequestsPerSecond == 0 {
 			o.RequestsPerSecond = DefaultRequestsPerSecond
 		}
 		if o.Burst == 0 {
 			o.Burst = DefaultBurst
 		}
-		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst, Clock: o.Clock, Sleep: o.Sleep})
-		if err != nil {
-			return Options{}, err
+		for _, q := range options.ProblemsOf((LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}).check()) {
+			bad(q.Field, q.Value, "%s", q.Message)
 		}
-		o.Limiter = l
+	}
+	if err := p.Err(ErrInvalidOptions); err != nil {
+		return Options{}, err
 	}
 	return o, nil
 }

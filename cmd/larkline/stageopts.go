@@ -1,0 +1,194 @@
+package main
+
+import (
+	"errors"
+	"time"
+
+	"github.com/larkline/larkline/connectors/lark/reconcile"
+	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/processors/retention"
+	"github.com/larkline/larkline/processors/synthesis"
+	"github.com/larkline/larkline/processors/windows"
+)
+
+// The one mapping of configuration keys onto each stage's value options. A role
+// takes the stage's options from here and adds its dependencies (store, clients,
+// codecs); validateConfig runs the stage's own Options.Check on the same options
+// at load and reports each problem under the key that set the field. The rules
+// live in the stages (docs/decisions.md D17); each FieldKeys table names, for
+// every field set here, its key.
+
+const tl = "services.workspace.timeline.lark."
+
+// validateConfig checks the file's own rules (config.Validate), then every stage's
+// rules on the options the file maps onto, and reports all problems at once. A key
+// the file's rules already refused is not reported again by a stage.
+func validateConfig(cfg *config.Config) error {
+	var all []config.Problem
+	if err := cfg.Validate(); err != nil {
+		var ce *config.Error
+		if !errors.As(err, &ce) {
+			return err
+		}
+		all = append(all, ce.Problems...)
+	}
+	refused := make(map[string]bool, len(all))
+	for _, p := range all {
+		refused[p.Path] = true
+	}
+	for _, p := range stageProblems(cfg) {
+		if !refused[p.Path] {
+			all = append(all, p)
+		}
+	}
+	return config.Invalid(all)
+}
+
+// stageProblems runs each stage's Options.Check on the configured options. Every
+// stage is checked whether or not this process runs it: a file is right or wrong
+// as a whole, not per role.
+func stageProblems(cfg *config.Config) []config.Problem {
+	var ps []config.Problem
+	ps = append(ps, cfg.OptionProblems("windows", windowsKeys, windowsOptions(cfg, cfg.Windows.ProcessorVersion).Check())...)
+	ps = append(ps, cfg.OptionProblems("reconcile", reconcileKeys, reconcileOptions(cfg).Check())...)
+	ps = append(ps, cfg.OptionProblems("synthesis", synthesisKeys, synthesisOptions(cfg).Check())...)
+	ps = append(ps, cfg.OptionProblems("retention", retentionKeys, retentionOptions(cfg).Check())...)
+	return ps
+}
+
+// windowsOptions: the window processor of one version.
+func windowsOptions(cfg *config.Config, version string) windows.Options {
+	l := cfg.Services.Workspace.Timeline.Lark
+	t := cfg.Kafka.Topics
+	return windows.Options{
+		ProcessorVersion: version,
+		GroupPrefix:      cfg.Kafka.GroupPrefix,
+		EvidenceTopic:    t.Evidence,
+		CheckpointTopic:  t.Checkpoints,
+		ClosedTopic:      t.WindowsClosed,
+		DeadLetterTopic:  t.DeadLetter,
+		Window:           l.SynthesisWindow,
+		Grace:            l.SynthesisWindowCloseGrace,
+		RequireCoverage:  l.ReconciliationActive(),
+		Retention:        l.IngestionLookback,
+		ScanInterval:     l.SynthesisScanInterval,
+		// config 0 is "never flag"; the package's 0 is its default
+		OversizedVersions: oversized(cfg.Windows.OversizedVersions),
+	}
+}
+
+var windowsKeys = config.FieldKeys{
+	"ProcessorVersion":  "windows.processorVersion",
+	"EvidenceTopic":     "kafka.topics.evidence",
+	"CheckpointTopic":   "kafka.topics.checkpoints",
+	"Window":            tl + "synthesisWindow",
+	"Grace":             tl + "synthesisWindowCloseGrace",
+	"Retention":         tl + "ingestionLookback",
+	"ScanInterval":      tl + "synthesisScanInterval",
+	"OversizedVersions": "windows.oversizedVersions",
+}
+
+// oversized maps windows.oversizedVersions onto windows.Options (0: never flag).
+func oversized(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// reconcileOptions: history reconciliation.
+func reconcileOptions(cfg *config.Config) reconcile.Options {
+	l := cfg.Services.Workspace.Timeline.Lark
+	a := cfg.Lark.API
+	retention := l.Retention.EvidenceRetention
+	if !l.Retention.Enabled {
+		retention = 0
+	}
+	return reconcile.Options{
+		EvidenceTopic: cfg.Kafka.Topics.Evidence, CheckpointTopic: cfg.Kafka.Topics.Checkpoints,
+		IngestionLookback: l.IngestionLookback, ReconcileInterval: l.ReconcileInterval, ReconcileOverlap: l.ReconcileOverlap,
+		EvidenceRefreshInterval: l.EvidenceRefreshInterval, EvidenceRefreshLookback: l.EvidenceRefreshLookback,
+		Retention: retention,
+		// Coverage passes follow the window clock (docs/decisions.md D15).
+		Window:            l.SynthesisWindow,
+		RequestsPerSecond: a.RequestsPerSecond, Burst: a.Burst, MaxConcurrentChats: a.MaxConcurrentChats,
+		MaxPagesPerRun: a.MaxPagesPerRun, PageSize: a.PageSize, MaxRetries: a.MaxRetries, MaxBackoff: a.MaxBackoff,
+	}
+}
+
+var reconcileKeys = config.FieldKeys{
+	"EvidenceTopic":           "kafka.topics.evidence",
+	"CheckpointTopic":         "kafka.topics.checkpoints",
+	"IngestionLookback":       tl + "ingestionLookback",
+	"ReconcileInterval":       tl + "reconcileInterval",
+	"ReconcileOverlap":        tl + "reconcileOverlap",
+	"EvidenceRefreshInterval": tl + "evidenceRefreshInterval",
+	"EvidenceRefreshLookback": tl + "evidenceRefreshLookback",
+	"Retention":               tl + "retention.evidenceRetention",
+	"Window":                  tl + "synthesisWindow",
+	"RequestsPerSecond":       "lark.api.requestsPerSecond",
+	"Burst":                   "lark.api.burst",
+	"MaxConcurrentChats":      "lark.api.maxConcurrentChats",
+	"MaxPagesPerRun":          "lark.api.maxPagesPerRun",
+	"PageSize":                "lark.api.pageSize",
+	"MaxRetries":              "lark.api.maxRetries",
+	"MaxBackoff":              "lark.api.maxBackoff",
+}
+
+// synthesisOptions: the window worker.
+func synthesisOptions(cfg *config.Config) synthesis.Options {
+	l := cfg.Services.Workspace.Timeline.Lark
+	t := cfg.Kafka.Topics
+	return synthesis.Options{
+		Kafka: kafkaOptions(cfg, "synthesis"), Group: groupName(cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
+		PromptVersion:   cfg.Synthesis.PromptVersion,
+		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
+		ChunkTimeout: chunkTimeout(cfg), EvidenceWait: cfg.Synthesis.EvidenceWait,
+		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
+		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
+	}
+}
+
+var synthesisKeys = config.FieldKeys{
+	"Group":                      "kafka.groupPrefix",
+	"DeadLetterTopic":            "kafka.topics.deadLetter",
+	"PromptVersion":              "synthesis.promptVersion",
+	"ContextLookback":            tl + "synthesisContextLookback",
+	"StaleTimeout":               tl + "synthesisStaleTimeout",
+	"MaxAttempts":                tl + "synthesisWindowMaxAttempts",
+	"ChunkTimeout":               "synthesis.openai.timeout",
+	"EvidenceWait":               "synthesis.evidenceWait",
+	"ScanInterval":               tl + "synthesisScanInterval",
+	"EvidenceBatchLimit":         tl + "evidenceBatchLimit",
+	"MaxEstimatedTokensPerChunk": tl + "maxEstimatedTokensPerChunk",
+	"MaxConcurrentSynthesis":     tl + "maxConcurrentSynthesis",
+}
+
+// chunkTimeout bounds one Synthesize call: the model client's own retries of its
+// request timeout, with a margin; the rules run in microseconds.
+func chunkTimeout(cfg *config.Config) time.Duration {
+	if cfg.Synthesis.Synthesizer != config.SynthesizerOpenAI {
+		return 10 * time.Second
+	}
+	o := cfg.Synthesis.OpenAI
+	return time.Duration(o.MaxRetries+1)*o.Timeout + 10*time.Second
+}
+
+// retentionOptions: the retention job.
+func retentionOptions(cfg *config.Config) retention.Options {
+	r := cfg.Services.Workspace.Timeline.Lark.Retention
+	return retention.Options{
+		Kafka:         kafkaOptions(cfg, "retention"),
+		EvidenceTopic: cfg.Kafka.Topics.Evidence, CheckpointTopic: cfg.Kafka.Topics.Checkpoints,
+		Retention: r.EvidenceRetention, Mode: retention.Mode(r.Mode), Interval: r.Interval,
+	}
+}
+
+var retentionKeys = config.FieldKeys{
+	"Kafka.Producer.Acks": "kafka.producer.acks",
+	"EvidenceTopic":       "kafka.topics.evidence",
+	"CheckpointTopic":     "kafka.topics.checkpoints",
+	"Retention":           tl + "retention.evidenceRetention",
+	"Mode":                tl + "retention.mode",
+	"Interval":            tl + "retention.interval",
+}

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/internal/config"
+)
+
+// Each stage's rules are its own (Options.Check); these cases say the
+// configuration reports them under the key that set the option, with the key's
+// value and source, together with the file's own problems.
+func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
+	timeline := func(c *config.Config) *config.LarkTimeline { return &c.Services.Workspace.Timeline.Lark }
+	type want struct{ path, contains string }
+	tests := []struct {
+		name   string
+		mutate func(*config.Config)
+		want   []want
+	}{
+		{name: "defaults are valid", mutate: func(*config.Config) {}},
+		{name: "synthesisWindow below 1m", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 30 * time.Second },
+			want: []want{{tl + "synthesisWindow", "at least 1m"}}},
+		{name: "synthesisWindow 7m does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 7 * time.Minute },
+			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
+		{name: "synthesisWindow 2h does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 2 * time.Hour },
+			want: []want{{tl + "synthesisWindow", "must divide an hour evenly"}}},
+		{name: "synthesisWindow 15m is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 15 * time.Minute }},
+		{name: "synthesisWindow 1h is fine", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = time.Hour }},
+		{name: "close grace negative", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = -time.Second },
+			want: []want{{tl + "synthesisWindowCloseGrace", "must not be negative"}}},
+		{name: "close grace equal to window", mutate: func(c *config.Config) { timeline(c).SynthesisWindowCloseGrace = 10 * time.Minute },
+			want: []want{{tl + "synthesisWindowCloseGrace", "shorter than the window"}}},
+		{name: "close grace not compared with a bad window", mutate: func(c *config.Config) {
+			timeline(c).SynthesisWindow = 7 * time.Minute
+			timeline(c).SynthesisWindowCloseGrace = 8 * time.Minute
+		}, want: []want{{tl + "synthesisWindow", "divide an hour"}}},
+		{name: "context lookback negative", mutate: func(c *config.Config) { timeline(c).SynthesisContextLookback = -time.Minute },
+			want: []want{{tl + "synthesisContextLookback", "must be positive"}}},
+		{name: "evidence wait over a day", mutate: func(c *config.Config) { c.Synthesis.EvidenceWait = 25 * time.Hour },
+			want: []want{{"synthesis.evidenceWait", "at most 24h"}}},
+		{name: "stale timeout under the heartbeat's floor", mutate: func(c *config.Config) { timeline(c).SynthesisStaleTimeout = 2 * time.Second },
+			want: []want{{tl + "synthesisStaleTimeout", "at least 3s"}}},
+		{name: "max attempts above 100", mutate: func(c *config.Config) { timeline(c).SynthesisWindowMaxAttempts = 101 },
+			want: []want{{tl + "synthesisWindowMaxAttempts", "between 1 and 100"}}},
+		{name: "reconcile interval within the settle delay", mutate: func(c *config.Config) { timeline(c).ReconcileInterval = 5 * time.Second },
+			want: []want{{tl + "reconcileInterval", "longer than the settle delay"}}},
+		{name: "reconcile overlap negative", mutate: func(c *config.Config) { timeline(c).ReconcileOverlap = -time.Minute },
+			want: []want{{tl + "reconcileOverlap", "must not be negative"}}},
+		{name: "refresh lookback beyond ingestion lookback", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 100 * time.Hour },
+			want: []want{{tl + "evidenceRefreshLookback", "must not exceed IngestionLookback (72h"}}},
+		{name: "refresh lookback below reconcile overlap", mutate: func(c *config.Config) { timeline(c).EvidenceRefreshLookback = 5 * time.Minute },
+			want: []want{{tl + "evidenceRefreshLookback", "at least ReconcileOverlap (10m"}}},
+		{name: "retention zero", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 0 },
+			want: []want{{tl + "retention.evidenceRetention", "must be positive"}}},
+		{name: "retention mode unknown", mutate: func(c *config.Config) { timeline(c).Retention.Mode = "shred" },
+			want: []want{{tl + "retention.mode", "one of redact, delete"}}},
+		{name: "retention needs acks all", mutate: func(c *config.Config) { c.Kafka.Producer.Acks, c.Kafka.Producer.Idempotent = config.AcksLeader, false },
+			want: []want{{"kafka.producer.acks", "retention publishes before it changes the database"}}},
+		{name: "requests per second above Lark's limit", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 50.5 },
+			want: []want{{"lark.api.requestsPerSecond", "at most 50"}}},
+		{name: "fractional rate is fine", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0.5 }},
+		{name: "page size 51", mutate: func(c *config.Config) { c.Lark.API.PageSize = 51 },
+			want: []want{{"lark.api.pageSize", "between 1 and 50: Lark's message list accepts page_size 1-50"}}},
+		{name: "processor version malformed", mutate: func(c *config.Config) { c.Windows.ProcessorVersion = "v 1" },
+			want: []want{{"windows.processorVersion", "processor version"}}},
+		{name: "all problems at once, the file's and the stages'", mutate: func(c *config.Config) {
+			timeline(c).SynthesisWindow = 7 * time.Minute
+			c.Kafka.Partitions = 0
+			c.Lark.API.PageSize = 100
+			c.Log.Format = "xml"
+		}, want: []want{
+			{tl + "synthesisWindow", "divide"},
+			{"kafka.partitions", "at least 1"},
+			{"lark.api.pageSize", "between 1 and 50"},
+			{"log.format", "json or text"},
+		}},
+	}
+	keys, err := config.Keys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	known := map[string]bool{}
+	for _, k := range keys {
+		known[k.Path] = true
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := config.Default()
+			tt.mutate(c)
+			err := validateConfig(c)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("unexpected error: %v", err)
+				}
+				return
+			}
+			var cerr *config.Error
+			if !errors.Is(err, config.ErrInvalid) || !errors.As(err, &cerr) {
+				t.Fatalf("error = %v, want a *config.Error", err)
+			}
+			var got, wantPaths []string
+			for _, p := range cerr.Problems {
+				got = append(got, p.Path)
+				if !known[p.Path] {
+					t.Errorf("problem path %q names no key", p.Path)
+				}
+			}
+			for _, w := range tt.want {
+				wantPaths = append(wantPaths, w.path)
+				if !slices.ContainsFunc(cerr.Problems, func(p config.Problem) bool {
+					return p.Path == w.path && strings.Contains(p.String(), w.contains)
+				}) {
+					t.Errorf("no problem at %s containing %q in:\n%v", w.path, w.contains, err)
+				}
+			}
+			slices.Sort(got)
+			slices.Sort(wantPaths)
+			if !slices.Equal(got, wantPaths) {
+				t.Fatalf("problem paths = %v, want %v\n%v", got, wantPaths, err)
+			}
+		})
+	}
+}
+
+// A stage's problem names where the key's value came from, and is reported by
+// the load together with the file's own problems.
+func TestLoadConfigNamesTheSourceOfAStageProblem(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "larkline.yaml")
+	yaml := "kafka:\n  partitions: 0\nlark:\n  api:\n    pageSize: 60\n"
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__SYNTHESISWINDOW", "7m")
+	_, err := loadConfig(path)
+	var cerr *config.Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("loadConfig = %v, want a *config.Error", err)
+	}
+	bySource := map[string]string{}
+	for _, p := range cerr.Problems {
+		bySource[p.Path] = p.Source + " " + p.Value
+	}
+	for key, want := range map[string]string{
+		"kafka.partitions":     path + ":2 0",
+		"lark.api.pageSize":    path + ":5 60",
+		tl + "synthesisWindow": "env LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__SYNTHESISWINDOW \"7m\"",
+	} {
+		if got := bySource[key]; got != want {
+			t.Errorf("%s: source and value %q, want %q\n%v", key, got, want, err)
+		}
+	}
+}
