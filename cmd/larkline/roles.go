@@ -291,13 +291,9 @@ func (r *running) wait() error {
 }
 
 func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
-	return kafka.NewGoka(kafka.GokaOptions{
-		Options:           kafkaOptions(rt.cfg, suffix),
-		Version:           rt.cfg.Kafka.SaramaVersion,
-		TableReplication:  int(rt.cfg.Kafka.ReplicationFactor),
-		StreamReplication: int(rt.cfg.Kafka.ReplicationFactor),
-		Logger:            rt.log,
-	})
+	o := gokaOptions(rt.cfg, suffix)
+	o.Logger = rt.log
+	return kafka.NewGoka(o)
 }
 
 func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
@@ -440,16 +436,9 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	)
 	switch rt.cfg.Synthesis.Synthesizer {
 	case config.SynthesizerOpenAI:
-		o := rt.cfg.Synthesis.OpenAI
-		retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
-		if retries == 0 {
-			retries = openai.NoRetries
-		}
-		c, err := openai.New(openai.Options{
-			BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
-			MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: rt.cfg.Synthesis.PromptVersion,
-			Logger: rt.log, Registry: rt.reg,
-		})
+		o := openaiOptions(rt.cfg)
+		o.Logger, o.Registry = rt.log, rt.reg
+		c, err := openai.New(o)
 		if err != nil {
 			return nil, err
 		}

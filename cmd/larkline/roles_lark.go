@@ -45,7 +45,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	norm, err := normalize.New(normalize.Options{SelfAppID: c.AppID, SelfBotOpenID: c.BotOpenID, MaxTextBytes: l.MaxMessageTextBytes})
+	norm, err := normalize.New(normalizeOptions(rt.cfg))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,8 +137,9 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 		}
 		return append(comps, lc), nil
 	default:
-		wh, err := ingest.NewWebhook(ingest.WebhookOptions{Ingester: ing, VerificationToken: c.VerificationToken.Value(),
-			EncryptKey: c.EncryptKey.Value(), MaxTimestampSkew: c.MaxTimestampSkew, Logger: rt.log})
+		o := webhookOptions(rt.cfg)
+		o.Ingester, o.VerificationToken, o.EncryptKey, o.Logger = ing, c.VerificationToken.Value(), c.EncryptKey.Value(), rt.log
+		wh, err := ingest.NewWebhook(o)
 		if err != nil {
 			return nil, err
 		}

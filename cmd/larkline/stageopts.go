@@ -4,10 +4,14 @@ import (
 	"errors"
 	"time"
 
+	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/processors/retention"
 	"github.com/larkline/larkline/processors/synthesis"
+	"github.com/larkline/larkline/processors/synthesis/openai"
 	"github.com/larkline/larkline/processors/windows"
 )
 
@@ -48,12 +52,65 @@ func validateConfig(cfg *config.Config) error {
 // stage is checked whether or not this process runs it: a file is right or wrong
 // as a whole, not per role.
 func stageProblems(cfg *config.Config) []config.Problem {
+	stages := [][]config.Problem{
+		cfg.OptionProblems("kafka", kafkaKeys, gokaOptions(cfg, "").Check()),
+		cfg.OptionProblems("windows", windowsKeys, windowsOptions(cfg, cfg.Windows.ProcessorVersion).Check()),
+		cfg.OptionProblems("reconcile", reconcileKeys, reconcileOptions(cfg).Check()),
+		cfg.OptionProblems("synthesis", synthesisKeys, synthesisOptions(cfg).Check()),
+		cfg.OptionProblems("retention", retentionKeys, retentionOptions(cfg).Check()),
+		cfg.OptionProblems("normalize", normalizeKeys, normalizeOptions(cfg).Check()),
+		cfg.OptionProblems("webhook", webhookKeys, webhookOptions(cfg).Check()),
+	}
+	if cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI {
+		stages = append(stages, cfg.OptionProblems("openai", openaiKeys, openaiOptions(cfg).Check()))
+	}
+	// A key that one stage refused is not reported again by the next: two
+	// stages that read the same key (kafka.producer.acks, synthesisWindow) would
+	// otherwise say the same thing twice, in their own words.
 	var ps []config.Problem
-	ps = append(ps, cfg.OptionProblems("windows", windowsKeys, windowsOptions(cfg, cfg.Windows.ProcessorVersion).Check())...)
-	ps = append(ps, cfg.OptionProblems("reconcile", reconcileKeys, reconcileOptions(cfg).Check())...)
-	ps = append(ps, cfg.OptionProblems("synthesis", synthesisKeys, synthesisOptions(cfg).Check())...)
-	ps = append(ps, cfg.OptionProblems("retention", retentionKeys, retentionOptions(cfg).Check())...)
+	seen := map[string]bool{}
+	for _, stage := range stages {
+		for _, p := range stage {
+			if !seen[p.Path] {
+				ps = append(ps, p)
+			}
+		}
+		for _, p := range stage {
+			seen[p.Path] = true
+		}
+	}
 	return ps
+}
+
+// gokaOptions: the Kafka clients, franz-go's (the embedded Options) and Goka's.
+func gokaOptions(cfg *config.Config, clientSuffix string) kafka.GokaOptions {
+	return kafka.GokaOptions{
+		Options:           kafkaOptions(cfg, clientSuffix),
+		Version:           cfg.Kafka.SaramaVersion,
+		TableReplication:  int(cfg.Kafka.ReplicationFactor),
+		StreamReplication: int(cfg.Kafka.ReplicationFactor),
+	}
+}
+
+var kafkaKeys = config.FieldKeys{
+	"Brokers":                     "kafka.brokers",
+	"ClientID":                    "kafka.clientID",
+	"Producer.Acks":               "kafka.producer.acks",
+	"Producer.Linger":             "kafka.producer.linger",
+	"Producer.MaxBufferedRecords": "kafka.producer.maxBufferedRecords",
+	"Producer.Compression":        "kafka.producer.compression",
+	"Consumer.SessionTimeout":     "kafka.consumer.sessionTimeout",
+	"Consumer.RebalanceTimeout":   "kafka.consumer.rebalanceTimeout",
+	"Consumer.FetchMaxWait":       "kafka.consumer.fetchMaxWait",
+	"SASL.Mechanism":              "kafka.sasl.mechanism",
+	"SASL.Username":               "kafka.sasl.username",
+	"SASL.Password":               "kafka.sasl.password",
+	"TLS.CAFile":                  "kafka.tls.caFile",
+	"TLS.CertFile":                "kafka.tls.certFile",
+	"TLS.KeyFile":                 "kafka.tls.keyFile",
+	"Version":                     "kafka.saramaVersion",
+	"TableReplication":            "kafka.replicationFactor",
+	"StreamReplication":           "kafka.replicationFactor",
 }
 
 // windowsOptions: the window processor of one version.
@@ -191,4 +248,46 @@ var retentionKeys = config.FieldKeys{
 	"Retention":           tl + "retention.evidenceRetention",
 	"Mode":                tl + "retention.mode",
 	"Interval":            tl + "retention.interval",
+}
+
+// normalizeOptions: the Lark message normalizer.
+func normalizeOptions(cfg *config.Config) normalize.Options {
+	return normalize.Options{SelfAppID: cfg.Lark.AppID, SelfBotOpenID: cfg.Lark.BotOpenID,
+		MaxTextBytes: cfg.Services.Workspace.Timeline.Lark.MaxMessageTextBytes}
+}
+
+var normalizeKeys = config.FieldKeys{
+	"SelfAppID":     "lark.appID",
+	"SelfBotOpenID": "lark.botOpenID",
+	"MaxTextBytes":  tl + "maxMessageTextBytes",
+}
+
+// webhookOptions: the Lark event webhook (its secrets are added by the role).
+func webhookOptions(cfg *config.Config) ingest.WebhookOptions {
+	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew}
+}
+
+var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}
+
+// openaiOptions: the OpenAI-compatible model client.
+func openaiOptions(cfg *config.Config) openai.Options {
+	o := cfg.Synthesis.OpenAI
+	retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
+	if retries == 0 {
+		retries = openai.NoRetries
+	}
+	return openai.Options{
+		BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
+		MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
+	}
+}
+
+var openaiKeys = config.FieldKeys{
+	"BaseURL":         "synthesis.openai.baseURL",
+	"Model":           "synthesis.openai.model",
+	"APIKey":          "synthesis.openai.apiKey",
+	"Timeout":         "synthesis.openai.timeout",
+	"MaxRetries":      "synthesis.openai.maxRetries",
+	"MaxOutputTokens": "synthesis.openai.maxOutputTokens",
+	"PromptVersion":   "synthesis.promptVersion",
 }

@@ -17,6 +17,12 @@ import (
 // value and source, together with the file's own problems.
 func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 	timeline := func(c *config.Config) *config.LarkTimeline { return &c.Services.Workspace.Timeline.Lark }
+	openAIReady := func(c *config.Config) {
+		c.Synthesis.Synthesizer = config.SynthesizerOpenAI
+		c.Synthesis.OpenAI.BaseURL = "https://llm.example/v1"
+		c.Synthesis.OpenAI.Model = "m"
+		c.Synthesis.OpenAI.APIKey = "k"
+	}
 	type want struct{ path, contains string }
 	tests := []struct {
 		name   string
@@ -69,6 +75,62 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 			want: []want{{"lark.api.pageSize", "between 1 and 50: Lark's message list accepts page_size 1-50"}}},
 		{name: "processor version malformed", mutate: func(c *config.Config) { c.Windows.ProcessorVersion = "v 1" },
 			want: []want{{"windows.processorVersion", "processor version"}}},
+		{name: "no brokers", mutate: func(c *config.Config) { c.Kafka.Brokers = nil },
+			want: []want{{"kafka.brokers", "at least one broker"}}},
+		{name: "broker without port", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"a:9092", "kafka"} },
+			want: []want{{"kafka.brokers", `"kafka" must be host:port`}}},
+		{name: "broker without host", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{":9092"} },
+			want: []want{{"kafka.brokers", "must name a host"}}},
+		{name: "broker port zero", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:0"} },
+			want: []want{{"kafka.brokers", "port between 1 and 65535"}}},
+		{name: "broker port too large", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:70000"} },
+			want: []want{{"kafka.brokers", "port between 1 and 65535"}}},
+		{name: "client id with space", mutate: func(c *config.Config) { c.Kafka.ClientID = "lark line" },
+			want: []want{{"kafka.clientID", "has character ' '"}}},
+		{name: "acks unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = "most" },
+			want: []want{{"kafka.producer.acks", "one of all, leader, none"}}},
+		{name: "acks leader while idempotent", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = config.AcksLeader },
+			want: []want{{"kafka.producer.acks", "must be all while the producer is idempotent"}}},
+		{name: "linger above 1m", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = 2 * time.Minute },
+			want: []want{{"kafka.producer.linger", "at most 1m"}}},
+		{name: "compression unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Compression = "brotli" },
+			want: []want{{"kafka.producer.compression", "one of none, gzip, snappy, lz4, zstd"}}},
+		{name: "session timeout below broker minimum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = time.Second },
+			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
+		{name: "session timeout above broker maximum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = 31 * time.Minute },
+			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
+		{name: "fetch max wait 1ms", mutate: func(c *config.Config) { c.Kafka.Consumer.FetchMaxWait = time.Millisecond },
+			want: []want{{"kafka.consumer.fetchMaxWait", "between 10ms and 1m"}}},
+		{name: "sarama version unparsable", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "3.6" },
+			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
+		{name: "sarama version words", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "latest" },
+			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
+		{name: "sarama version 2.0 too old for Kafka 4", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "2.0.0" },
+			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
+		{name: "sarama version 0.11 too old", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "0.11.0.2" },
+			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
+		{name: "tls file while tls off", mutate: func(c *config.Config) { c.Kafka.TLS.CAFile = "/ca.pem" },
+			want: []want{{"kafka.tls.caFile", "TLS is not enabled"}}},
+		{name: "tls cert without key", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.CertFile = true, "/c.pem" },
+			want: []want{{"kafka.tls.keyFile", "together with the certificate file"}}},
+		{name: "tls key without cert", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.KeyFile = true, "/k.pem" },
+			want: []want{{"kafka.tls.certFile", "together with the key file"}}},
+		{name: "sasl mechanism unknown", mutate: func(c *config.Config) { c.Kafka.SASL.Mechanism = "gssapi" },
+			want: []want{{"kafka.sasl.mechanism", "must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"}}},
+		{name: "sasl credentials without mechanism", mutate: func(c *config.Config) { c.Kafka.SASL.Username, c.Kafka.SASL.Password = "u", "p" },
+			want: []want{{"kafka.sasl.username", "mechanism is empty"}, {"kafka.sasl.password", "mechanism is empty"}}},
+		{name: "message text bytes 1 MiB", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 1 << 20 },
+			want: []want{{tl + "maxMessageTextBytes", "1 MiB"}}},
+		{name: "timestamp skew above 1h", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 2 * time.Hour },
+			want: []want{{"lark.maxTimestampSkew", "at most 1h0m0s: a larger window lets replayed callbacks through"}}},
+		{name: "openai base URL malformed", mutate: func(c *config.Config) {
+			openAIReady(c)
+			c.Synthesis.OpenAI.BaseURL = "llm.example/v1"
+		}, want: []want{{"synthesis.openai.baseURL", "absolute http:// or https:// URL"}}},
+		{name: "openai retries above 10", mutate: func(c *config.Config) { openAIReady(c); c.Synthesis.OpenAI.MaxRetries = 11 },
+			want: []want{{"synthesis.openai.maxRetries", "between 0 and 10"}}},
+		{name: "openai's rules are not applied while the synthesizer is rules", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 11 }},
+		{name: "openai ready is fine", mutate: func(c *config.Config) { openAIReady(c) }},
 		{name: "all problems at once, the file's and the stages'", mutate: func(c *config.Config) {
 			timeline(c).SynthesisWindow = 7 * time.Minute
 			c.Kafka.Partitions = 0
@@ -154,5 +216,23 @@ func TestLoadConfigNamesTheSourceOfAStageProblem(t *testing.T) {
 		if got := bySource[key]; got != want {
 			t.Errorf("%s: source and value %q, want %q\n%v", key, got, want, err)
 		}
+	}
+}
+
+func TestValidateConfigNeverPrintsSecrets(t *testing.T) {
+	c := config.Default()
+	c.Kafka.SASL.Password = "hunter2-sasl" // without a mechanism: internal/kafka's problem
+	c.Postgres.DSN = "postgres://u:hunter2-pg@db/x"
+	c.Synthesis.OpenAI.APIKey = "hunter2-key"
+	c.Synthesis.Synthesizer = config.SynthesizerOpenAI // baseURL, model missing
+	err := validateConfig(c)
+	if err == nil {
+		t.Fatal("want problems")
+	}
+	if strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("validation error leaks a secret: %v", err)
+	}
+	if !strings.Contains(err.Error(), `kafka.sasl.password = [REDACTED]`) {
+		t.Errorf("a set secret should show as [REDACTED]: %v", err)
 	}
 }

@@ -24,6 +24,14 @@
 // every [Config.Validate] rule — in one [*Error] of [Problem]s, each naming the key
 // path, the value (never a secret's), and where the value came from.
 //
+// [Config.Validate] holds the file's own rules only: the shape of a value, the zero
+// rule (a key set to 0 where a stage reads 0 as its default), rules across stages,
+// and what a switch requires. The ranges and relations of a stage's options are the
+// stage's (its Options.Check, docs/decisions.md D17): [LoadChecked] takes a function
+// that runs them on the options the file maps onto (cmd/larkline's stageProblems),
+// and [Config.OptionProblems] reports a stage's problems under the key that set the
+// field, so that the one error also lists them.
+//
 // Secrets are of type [Secret], which prints as "[REDACTED]" through fmt, slog and
 // encoders; [Config.Redacted] returns a copy with the secrets themselves removed and
 // [Config.WriteYAML] prints the effective configuration without them.

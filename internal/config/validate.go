@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/IBM/sarama"
-
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -26,22 +24,6 @@ import (
 const (
 	// MaxIngestionLookback is the design's eligibility limit (§6).
 	MaxIngestionLookback = 72 * time.Hour
-	// MaxMessageTextBytesLimit keeps one evidence record well under Kafka's default
-	// 1 MiB message size.
-	MaxMessageTextBytesLimit = 512 << 10
-	// MinSessionTimeout and MaxSessionTimeout are the broker's default
-	// group.min.session.timeout.ms and group.max.session.timeout.ms.
-	MinSessionTimeout = 6 * time.Second
-	MaxSessionTimeout = 30 * time.Minute
-	// MinFetchMaxWait is franz-go's lower bound for the fetch wait.
-	MinFetchMaxWait = 10 * time.Millisecond
-	MaxFetchMaxWait = time.Minute
-	// MaxLinger is franz-go's upper bound for producer linger.
-	MaxLinger = time.Minute
-	// MinSaramaVersion is the oldest protocol version Kafka 4 still speaks to.
-	MinSaramaVersion = "2.1.0"
-	// MaxOpenAIRetries bounds retries of one model call.
-	MaxOpenAIRetries = 10
 )
 
 const tl = "services.workspace.timeline.lark."
@@ -276,8 +258,7 @@ func (c *Config) validateTimeline(ch *checker) {
 		ch.bad(tl+"workspaceTypes", l.WorkspaceTypes, "must list at least one workspace type while %senabled is true", tl)
 	}
 	ch.minInt(tl+"maxEstimatedTokensPerChunk", int64(l.MaxEstimatedTokensPerChunk), 1)
-	ch.rangeInt(tl+"maxMessageTextBytes", int64(l.MaxMessageTextBytes), 1, MaxMessageTextBytesLimit,
-		" so one evidence record stays well under Kafka's default 1 MiB message size")
+	ch.minInt(tl+"maxMessageTextBytes", int64(l.MaxMessageTextBytes), 1)
 
 	r := l.Retention
 	const rp = tl + "retention."
@@ -290,18 +271,14 @@ func (c *Config) validateTimeline(ch *checker) {
 	ch.positive(rp+"interval", r.Interval)
 }
 
-// validateKafka checks the kafka.* keys. Long on purpose: one check per
-// key, in the order of docs/configuration.md, each reporting its own problem.
+// validateKafka checks the kafka.* keys the Kafka clients do not own: topic and
+// group names, partitions and replication, the registry URL, and the zero rule. The
+// brokers, client id, producer, consumer, TLS, SASL and protocol version rules are
+// internal/kafka's Options.Check and GokaOptions.Check (D17).
 func (c *Config) validateKafka(ch *checker) {
 	k := c.Kafka
-	if len(k.Brokers) == 0 {
-		ch.bad("kafka.brokers", k.Brokers, "must list at least one broker as host:port")
-	}
-	for i, b := range k.Brokers {
-		ch.hostPort(fmt.Sprintf("kafka.brokers[%d]", i), b, true, false)
-	}
-	if !clientIDRE.MatchString(k.ClientID) {
-		ch.bad("kafka.clientID", k.ClientID, "must be 1-256 letters, digits, '.', '_' or '-'")
+	if k.ClientID == "" {
+		ch.bad("kafka.clientID", k.ClientID, "must be set: it names larkline's clients in the broker's logs, quotas and ACLs")
 	}
 	if !groupPrefixRE.MatchString(k.GroupPrefix) {
 		ch.bad("kafka.groupPrefix", k.GroupPrefix, "must be 1-100 letters, digits, '.', '_' or '-' (it starts group and state topic names)")
@@ -324,57 +301,14 @@ func (c *Config) validateKafka(ch *checker) {
 	}
 	ch.minInt("kafka.partitions", int64(k.Partitions), 1)
 	ch.minInt("kafka.replicationFactor", int64(k.ReplicationFactor), 1)
-
-	pr := k.Producer
-	if oneOf(ch, "kafka.producer.acks", pr.Acks, AcksAll, AcksLeader, AcksNone) && pr.Idempotent && pr.Acks != AcksAll {
-		ch.bad("kafka.producer.acks", pr.Acks, "must be all while kafka.producer.idempotent is true: idempotent producers need every in-sync replica's acknowledgement")
-	}
-	if ch.notNegative("kafka.producer.linger", pr.Linger) && pr.Linger > MaxLinger {
-		ch.bad("kafka.producer.linger", pr.Linger, "must be at most %s", formatDuration(MaxLinger))
-	}
-	ch.minInt("kafka.producer.maxBufferedRecords", int64(pr.MaxBufferedRecords), 1)
-	oneOf(ch, "kafka.producer.compression", pr.Compression, CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd)
-
-	co := k.Consumer
-	ch.between("kafka.consumer.sessionTimeout", co.SessionTimeout, MinSessionTimeout, MaxSessionTimeout,
-		" (the broker's default group.min.session.timeout.ms and group.max.session.timeout.ms)")
-	ch.between("kafka.consumer.rebalanceTimeout", co.RebalanceTimeout, time.Second, 24*time.Hour, "")
-	ch.between("kafka.consumer.fetchMaxWait", co.FetchMaxWait, MinFetchMaxWait, MaxFetchMaxWait, "")
-
-	if v, err := sarama.ParseKafkaVersion(k.SaramaVersion); err != nil {
-		ch.bad("kafka.saramaVersion", k.SaramaVersion, "must be a Kafka version such as 3.6.0")
-	} else if oldest, _ := sarama.ParseKafkaVersion(MinSaramaVersion); !v.IsAtLeast(oldest) {
-		ch.bad("kafka.saramaVersion", k.SaramaVersion, "must be at least %s: Kafka 4 removed the older protocol versions", MinSaramaVersion)
-	}
+	// 0 is "send at once" in the file (NoLinger for the clients)
+	ch.notNegative("kafka.producer.linger", k.Producer.Linger)
+	ch.minInt("kafka.producer.maxBufferedRecords", int64(k.Producer.MaxBufferedRecords), 1)
+	ch.positive("kafka.consumer.sessionTimeout", k.Consumer.SessionTimeout)
+	ch.positive("kafka.consumer.rebalanceTimeout", k.Consumer.RebalanceTimeout)
+	ch.positive("kafka.consumer.fetchMaxWait", k.Consumer.FetchMaxWait)
 	if k.SchemaRegistryURL != "" {
 		ch.httpURL("kafka.schemaRegistryURL", k.SchemaRegistryURL, true)
-	}
-
-	t := k.TLS
-	files := []struct{ key, v string }{{"caFile", t.CAFile}, {"certFile", t.CertFile}, {"keyFile", t.KeyFile}}
-	for _, f := range files {
-		if !t.Enabled && f.v != "" {
-			ch.bad("kafka.tls."+f.key, f.v, "is set but kafka.tls.enabled is false")
-		}
-	}
-	if t.Enabled {
-		if t.CertFile != "" && t.KeyFile == "" {
-			ch.bad("kafka.tls.keyFile", t.KeyFile, "must be set together with kafka.tls.certFile")
-		}
-		if t.KeyFile != "" && t.CertFile == "" {
-			ch.bad("kafka.tls.certFile", t.CertFile, "must be set together with kafka.tls.keyFile")
-		}
-	}
-
-	s := k.SASL
-	oneOf(ch, "kafka.sasl.mechanism", s.Mechanism, SASLNone, SASLPlain, SASLScramSHA256, SASLScramSHA512)
-	if s.Mechanism == SASLNone {
-		if s.Username != "" {
-			ch.bad("kafka.sasl.username", s.Username, "is set but kafka.sasl.mechanism is empty")
-		}
-		if s.Password.IsSet() {
-			ch.bad("kafka.sasl.password", s.Password, "is set but kafka.sasl.mechanism is empty")
-		}
 	}
 }
 
@@ -407,9 +341,7 @@ func (c *Config) validateLark(ch *checker) {
 			}
 		}
 	}
-	if ch.positive("lark.maxTimestampSkew", l.MaxTimestampSkew) && l.MaxTimestampSkew > time.Hour {
-		ch.bad("lark.maxTimestampSkew", l.MaxTimestampSkew, "must be at most 1h: a larger window lets replayed callbacks through")
-	}
+	ch.positive("lark.maxTimestampSkew", l.MaxTimestampSkew)
 	// The zero rule only: Lark's limits (50 requests per second, page_size 50)
 	// and the other bounds are reconcile's Options.Check.
 	a := l.API
@@ -480,12 +412,11 @@ func (c *Config) validateHTTP(ch *checker) {
 func (c *Config) validateSynthesis(ch *checker) {
 	s := c.Synthesis
 	oneOf(ch, "synthesis.synthesizer", s.Synthesizer, SynthesizerRules, SynthesizerOpenAI)
+	// The zero rule only; the client's rules are openai's Options.Check, run when
+	// the synthesizer is openai.
 	o := s.OpenAI
-	if o.BaseURL != "" {
-		ch.httpURL("synthesis.openai.baseURL", o.BaseURL, true)
-	}
 	ch.positive("synthesis.openai.timeout", o.Timeout)
-	ch.rangeInt("synthesis.openai.maxRetries", int64(o.MaxRetries), 0, MaxOpenAIRetries, "")
+	ch.minInt("synthesis.openai.maxRetries", int64(o.MaxRetries), 0)
 	ch.minInt("synthesis.openai.maxOutputTokens", int64(o.MaxOutputTokens), 1)
 	if !versionRE.MatchString(s.PromptVersion) {
 		ch.bad("synthesis.promptVersion", s.PromptVersion, "must be 1-32 letters, digits, '.', '_' or '-', such as v1")

@@ -100,9 +100,7 @@ func TestValidate(t *testing.T) {
 		{name: "token budget zero", mutate: func(c *config.Config) { timeline(c).MaxEstimatedTokensPerChunk = 0 },
 			want: []want{{tl + "maxEstimatedTokensPerChunk", "at least 1"}}},
 		{name: "message text bytes zero", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 0 },
-			want: []want{{tl + "maxMessageTextBytes", "between 1 and 524288"}}},
-		{name: "message text bytes 1 MiB", mutate: func(c *config.Config) { timeline(c).MaxMessageTextBytes = 1 << 20 },
-			want: []want{{tl + "maxMessageTextBytes", "1 MiB"}}},
+			want: []want{{tl + "maxMessageTextBytes", "at least 1"}}},
 		{name: "retention shorter than ingestion lookback", mutate: func(c *config.Config) { timeline(c).Retention.EvidenceRetention = 24 * time.Hour },
 			want: []want{{tl + "retention.evidenceRetention", "at least ingestionLookback (72h)"}}},
 		{name: "retention mode delete is fine", mutate: func(c *config.Config) { timeline(c).Retention.Mode = config.RetentionDelete }},
@@ -110,20 +108,10 @@ func TestValidate(t *testing.T) {
 			want: []want{{tl + "retention.interval", "must be positive"}}},
 
 		// kafka
-		{name: "no brokers", mutate: func(c *config.Config) { c.Kafka.Brokers = nil },
-			want: []want{{"kafka.brokers", "at least one broker"}}},
-		{name: "broker without port", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"a:9092", "kafka"} },
-			want: []want{{"kafka.brokers[1]", "host:port"}}},
-		{name: "broker without host", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{":9092"} },
-			want: []want{{"kafka.brokers[0]", "must name a host"}}},
-		{name: "broker port zero", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:0"} },
-			want: []want{{"kafka.brokers[0]", "port between 1 and 65535"}}},
-		{name: "broker port too large", mutate: func(c *config.Config) { c.Kafka.Brokers = []string{"k:70000"} },
-			want: []want{{"kafka.brokers[0]", "port between 1 and 65535"}}},
 		{name: "client id empty", mutate: func(c *config.Config) { c.Kafka.ClientID = "" },
-			want: []want{{"kafka.clientID", "1-256"}}},
-		{name: "client id with space", mutate: func(c *config.Config) { c.Kafka.ClientID = "lark line" },
-			want: []want{{"kafka.clientID", "1-256"}}},
+			want: []want{{"kafka.clientID", "must be set"}}},
+		{name: "rebalance timeout zero", mutate: func(c *config.Config) { c.Kafka.Consumer.RebalanceTimeout = 0 },
+			want: []want{{"kafka.consumer.rebalanceTimeout", "must be positive"}}},
 		{name: "group prefix empty", mutate: func(c *config.Config) { c.Kafka.GroupPrefix = "" },
 			want: []want{{"kafka.groupPrefix", "1-100"}}},
 		{name: "group prefix with slash", mutate: func(c *config.Config) { c.Kafka.GroupPrefix = "team/larkline" },
@@ -138,38 +126,14 @@ func TestValidate(t *testing.T) {
 			want: []want{{"kafka.partitions", "at least 1"}}},
 		{name: "replication zero", mutate: func(c *config.Config) { c.Kafka.ReplicationFactor = 0 },
 			want: []want{{"kafka.replicationFactor", "at least 1"}}},
-		{name: "acks unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = "most" },
-			want: []want{{"kafka.producer.acks", "one of all, leader, none"}}},
-		{name: "acks leader while idempotent", mutate: func(c *config.Config) { c.Kafka.Producer.Acks = config.AcksLeader },
-			want: []want{{"kafka.producer.acks", "must be all while kafka.producer.idempotent is true"}}},
 		{name: "acks leader without idempotence is fine", mutate: func(c *config.Config) {
 			c.Kafka.Producer.Acks, c.Kafka.Producer.Idempotent = config.AcksLeader, false
 		}},
 		{name: "linger negative", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = -time.Millisecond },
 			want: []want{{"kafka.producer.linger", "must not be negative"}}},
-		{name: "linger above 1m", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = 2 * time.Minute },
-			want: []want{{"kafka.producer.linger", "at most 1m"}}},
 		{name: "linger zero is fine", mutate: func(c *config.Config) { c.Kafka.Producer.Linger = 0 }},
 		{name: "buffered records zero", mutate: func(c *config.Config) { c.Kafka.Producer.MaxBufferedRecords = 0 },
 			want: []want{{"kafka.producer.maxBufferedRecords", "at least 1"}}},
-		{name: "compression unknown", mutate: func(c *config.Config) { c.Kafka.Producer.Compression = "brotli" },
-			want: []want{{"kafka.producer.compression", "one of none, gzip, snappy, lz4, zstd"}}},
-		{name: "session timeout below broker minimum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = time.Second },
-			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
-		{name: "session timeout above broker maximum", mutate: func(c *config.Config) { c.Kafka.Consumer.SessionTimeout = 31 * time.Minute },
-			want: []want{{"kafka.consumer.sessionTimeout", "between 6s and 30m"}}},
-		{name: "rebalance timeout zero", mutate: func(c *config.Config) { c.Kafka.Consumer.RebalanceTimeout = 0 },
-			want: []want{{"kafka.consumer.rebalanceTimeout", "between 1s and 24h"}}},
-		{name: "fetch max wait 1ms", mutate: func(c *config.Config) { c.Kafka.Consumer.FetchMaxWait = time.Millisecond },
-			want: []want{{"kafka.consumer.fetchMaxWait", "between 10ms and 1m"}}},
-		{name: "sarama version unparsable", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "3.6" },
-			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
-		{name: "sarama version words", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "latest" },
-			want: []want{{"kafka.saramaVersion", "Kafka version such as 3.6.0"}}},
-		{name: "sarama version 2.0 too old for Kafka 4", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "2.0.0" },
-			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
-		{name: "sarama version 0.11 too old", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "0.11.0.2" },
-			want: []want{{"kafka.saramaVersion", "at least 2.1.0"}}},
 		{name: "sarama version 2.1.0 and 4.1.0 are fine", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "2.1.0" }},
 		{name: "sarama version 4.1.0 is fine", mutate: func(c *config.Config) { c.Kafka.SaramaVersion = "4.1.0" }},
 		{name: "schema registry not a URL", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "registry:8081" },
@@ -177,19 +141,9 @@ func TestValidate(t *testing.T) {
 		{name: "schema registry with credentials", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "https://u:p@registry:8081" },
 			want: []want{{"kafka.schemaRegistryURL", "must not carry credentials"}}},
 		{name: "schema registry URL is fine", mutate: func(c *config.Config) { c.Kafka.SchemaRegistryURL = "http://registry:8081" }},
-		{name: "tls file while tls off", mutate: func(c *config.Config) { c.Kafka.TLS.CAFile = "/ca.pem" },
-			want: []want{{"kafka.tls.caFile", "kafka.tls.enabled is false"}}},
-		{name: "tls cert without key", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.CertFile = true, "/c.pem" },
-			want: []want{{"kafka.tls.keyFile", "together with kafka.tls.certFile"}}},
-		{name: "tls key without cert", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled, c.Kafka.TLS.KeyFile = true, "/k.pem" },
-			want: []want{{"kafka.tls.certFile", "together with kafka.tls.keyFile"}}},
 		{name: "tls with system roots is fine", mutate: func(c *config.Config) { c.Kafka.TLS.Enabled = true }},
-		{name: "sasl mechanism unknown", mutate: func(c *config.Config) { c.Kafka.SASL.Mechanism = "gssapi" },
-			want: []want{{"kafka.sasl.mechanism", "one of \"\" (none), plain, scram-sha-256, scram-sha-512"}}},
 		{name: "sasl without credentials", mutate: func(c *config.Config) { c.Kafka.SASL.Mechanism = config.SASLScramSHA512 },
 			want: []want{{"kafka.sasl.username", "because kafka.sasl.mechanism is scram-sha-512"}, {"kafka.sasl.password", "kafka.sasl.passwordFile"}}},
-		{name: "sasl credentials without mechanism", mutate: func(c *config.Config) { c.Kafka.SASL.Username, c.Kafka.SASL.Password = "u", "p" },
-			want: []want{{"kafka.sasl.username", "mechanism is empty"}, {"kafka.sasl.password", "mechanism is empty"}}},
 		{name: "sasl plain is fine", mutate: func(c *config.Config) {
 			c.Kafka.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"}
 		}},
@@ -223,8 +177,6 @@ func TestValidate(t *testing.T) {
 			want: []want{{"lark.webhookPath", "ops endpoints"}}},
 		{name: "timestamp skew zero", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 0 },
 			want: []want{{"lark.maxTimestampSkew", "must be positive"}}},
-		{name: "timestamp skew above 1h", mutate: func(c *config.Config) { c.Lark.MaxTimestampSkew = 2 * time.Hour },
-			want: []want{{"lark.maxTimestampSkew", "at most 1h"}}},
 		{name: "requests per second zero", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0 },
 			want: []want{{"lark.api.requestsPerSecond", "must be above 0"}}},
 		{name: "fractional rate is fine", mutate: func(c *config.Config) { c.Lark.API.RequestsPerSecond = 0.5 }},
@@ -298,14 +250,8 @@ func TestValidate(t *testing.T) {
 				{"synthesis.openai.apiKey", "LARKLINE_SYNTHESIS__OPENAI__APIKEY"},
 			}},
 		{name: "openai complete is fine", mutate: openAIReady},
-		{name: "openai base URL malformed", mutate: func(c *config.Config) {
-			openAIReady(c)
-			c.Synthesis.OpenAI.BaseURL = "llm.example/v1"
-		}, want: []want{{"synthesis.openai.baseURL", "absolute http:// or https:// URL"}}},
 		{name: "openai timeout zero", mutate: func(c *config.Config) { c.Synthesis.OpenAI.Timeout = 0 },
 			want: []want{{"synthesis.openai.timeout", "must be positive"}}},
-		{name: "openai retries above 10", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 11 },
-			want: []want{{"synthesis.openai.maxRetries", "between 0 and 10"}}},
 		{name: "openai output tokens zero", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxOutputTokens = 0 },
 			want: []want{{"synthesis.openai.maxOutputTokens", "at least 1"}}},
 		{name: "prompt version empty", mutate: func(c *config.Config) { c.Synthesis.PromptVersion = "" },
@@ -422,24 +368,6 @@ func checkProblems(t *testing.T, err error, wants []want) {
 		if !found {
 			t.Errorf("no problem at %s containing %q in:\n%v", w.path, w.contains, err)
 		}
-	}
-}
-
-func TestValidateNeverPrintsSecrets(t *testing.T) {
-	c := config.Default()
-	c.Kafka.SASL.Password = "hunter2-sasl"
-	c.Postgres.DSN = "postgres://u:hunter2-pg@db/x"
-	c.Synthesis.OpenAI.APIKey = "hunter2-key"
-	c.Synthesis.Synthesizer = config.SynthesizerOpenAI // baseURL, model missing
-	err := c.Validate()
-	if err == nil {
-		t.Fatal("want problems")
-	}
-	if strings.Contains(err.Error(), "hunter2") {
-		t.Fatalf("validation error leaks a secret: %v", err)
-	}
-	if !strings.Contains(err.Error(), `kafka.sasl.password = [REDACTED]`) {
-		t.Errorf("a set secret should show as [REDACTED]: %v", err)
 	}
 }
 

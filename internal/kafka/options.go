@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Acks is how many replicas must acknowledge a produced record.
@@ -208,77 +210,9 @@ func invalid(format string, args ...any) error {
 
 func validate(in Options) (validated, error) {
 	o := in.WithDefaults()
-	if len(o.Brokers) == 0 {
-		return validated{}, invalid("brokers: at least one host:port is required")
-	}
-	for _, b := range o.Brokers {
-		if err := validateBroker(b); err != nil {
-			return validated{}, err
-		}
-	}
-	if err := validateClientID(o.ClientID); err != nil {
+	if err := o.problems().Err(ErrInvalidOptions); err != nil {
 		return validated{}, err
 	}
-
-	p := o.Producer
-	switch p.Acks {
-	case AcksAll, AcksLeader, AcksNone:
-	default:
-		return validated{}, invalid("producer acks %q: want %q, %q or %q", p.Acks, AcksAll, AcksLeader, AcksNone)
-	}
-	if !p.DisableIdempotence && p.Acks != AcksAll {
-		return validated{}, invalid("producer acks %q: the idempotent producer requires acks=%q (or disable idempotence)", p.Acks, AcksAll)
-	}
-	if p.Linger < 0 && p.Linger != NoLinger {
-		return validated{}, invalid("producer linger %s: must be positive, 0 (default) or NoLinger", p.Linger)
-	}
-	if p.Linger > time.Minute {
-		return validated{}, invalid("producer linger %s: longer than a minute", p.Linger)
-	}
-	if p.MaxBufferedRecords < 0 {
-		return validated{}, invalid("producer max buffered records %d: must be positive", p.MaxBufferedRecords)
-	}
-	if _, err := kgoCompression(p.Compression); err != nil {
-		return validated{}, err
-	}
-	if p.DeliveryTimeout != 0 {
-		if err := validateTimeout("producer delivery timeout", p.DeliveryTimeout); err != nil {
-			return validated{}, err
-		}
-	}
-	for _, t := range p.LargeRecordTopics {
-		if err := validateTopicName(t); err != nil {
-			return validated{}, fmt.Errorf("producer large-record topics: %w", err)
-		}
-	}
-
-	c := o.Consumer
-	for _, t := range []struct {
-		name string
-		d    time.Duration
-	}{
-		{"consumer session timeout", c.SessionTimeout},
-		{"consumer rebalance timeout", c.RebalanceTimeout},
-		{"consumer fetch max wait", c.FetchMaxWait},
-	} {
-		if err := validateTimeout(t.name, t.d); err != nil {
-			return validated{}, err
-		}
-	}
-
-	switch o.SASL.Mechanism {
-	case "":
-		if o.SASL.Username != "" || o.SASL.Password != "" {
-			return validated{}, invalid("sasl: username or password given without a mechanism")
-		}
-	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
-		if o.SASL.Username == "" || o.SASL.Password == "" {
-			return validated{}, invalid("sasl %s: username and password are required", o.SASL.Mechanism)
-		}
-	default:
-		return validated{}, invalid("sasl mechanism %q: want %s, %s or %s", o.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
-	}
-
 	tc, err := loadTLS(o.TLS)
 	if err != nil {
 		return validated{}, err
@@ -286,47 +220,152 @@ func validate(in Options) (validated, error) {
 	return validated{o: o, tls: tc}, nil
 }
 
-func validateBroker(b string) error {
+// Check reports every value of o that breaks the client's rules (after the
+// defaults), as an *options.Error naming the fields ("Producer.Acks"), or nil. It
+// does no I/O: the TLS files are read, and checked, when a client is built. The
+// configuration layer calls it to report a wrong key before anything starts.
+func (o Options) Check() error {
+	return o.WithDefaults().problems().Err(ErrInvalidOptions)
+}
+
+// Session timeout bounds: the broker's default group.min.session.timeout.ms and
+// group.max.session.timeout.ms. A broker refuses a member outside its own bounds
+// at join; checking the defaults here says so at start, not at the first join.
+const (
+	MinSessionTimeout = 6 * time.Second
+	MaxSessionTimeout = 30 * time.Minute
+	// MinFetchMaxWait is franz-go's lower bound of the fetch wait.
+	MinFetchMaxWait = 10 * time.Millisecond
+)
+
+// problems checks o's values (defaults applied).
+func (o Options) problems() *options.Problems {
+	bad := new(options.Problems)
+	if len(o.Brokers) == 0 {
+		bad.Add("Brokers", o.Brokers, "must list at least one broker as host:port")
+	}
+	for _, b := range o.Brokers {
+		if why := brokerProblem(b); why != "" {
+			bad.Add("Brokers", b, "%q %s", b, why)
+		}
+	}
+	if why := clientIDProblem(o.ClientID); why != "" {
+		bad.Add("ClientID", o.ClientID, "%s", why)
+	}
+
+	p := o.Producer
+	switch p.Acks {
+	case AcksAll, AcksLeader, AcksNone:
+		if !p.DisableIdempotence && p.Acks != AcksAll {
+			bad.Add("Producer.Acks", p.Acks, "must be %s while the producer is idempotent: idempotent producers need every in-sync replica's acknowledgement", AcksAll)
+		}
+	default:
+		bad.Add("Producer.Acks", p.Acks, "must be one of %s, %s, %s", AcksAll, AcksLeader, AcksNone)
+	}
+	switch {
+	case p.Linger < 0 && p.Linger != NoLinger:
+		bad.Add("Producer.Linger", p.Linger, "must be positive, 0 (default) or NoLinger")
+	case p.Linger > time.Minute:
+		bad.Add("Producer.Linger", p.Linger, "must be at most 1m")
+	}
+	if p.MaxBufferedRecords < 0 {
+		bad.Add("Producer.MaxBufferedRecords", p.MaxBufferedRecords, "must be positive")
+	}
+	if _, err := kgoCompression(p.Compression); err != nil {
+		bad.Add("Producer.Compression", p.Compression, "must be one of none, gzip, snappy, lz4, zstd")
+	}
+	if p.DeliveryTimeout != 0 && (p.DeliveryTimeout < 0 || p.DeliveryTimeout > maxTimeout) {
+		bad.Add("Producer.DeliveryTimeout", p.DeliveryTimeout, "must be within (0, %s]", maxTimeout)
+	}
+	for _, t := range p.LargeRecordTopics {
+		if why := topicNameProblem(t); why != "" {
+			bad.Add("Producer.LargeRecordTopics", t, "%s", why)
+		}
+	}
+
+	c := o.Consumer
+	for _, t := range []struct {
+		name   string
+		d      time.Duration
+		lo, hi time.Duration
+		why    string
+	}{
+		{"Consumer.SessionTimeout", c.SessionTimeout, MinSessionTimeout, MaxSessionTimeout,
+			" (the broker's default group.min.session.timeout.ms and group.max.session.timeout.ms)"},
+		{"Consumer.RebalanceTimeout", c.RebalanceTimeout, time.Second, maxTimeout, ""},
+		{"Consumer.FetchMaxWait", c.FetchMaxWait, MinFetchMaxWait, time.Minute, ""},
+	} {
+		if t.d < t.lo || t.d > t.hi {
+			bad.Add(t.name, t.d, "must be between %s and %s%s", t.lo, t.hi, t.why)
+		}
+	}
+
+	switch o.SASL.Mechanism {
+	case "":
+		if o.SASL.Username != "" {
+			bad.Add("SASL.Username", o.SASL.Username, "is set but the SASL mechanism is empty")
+		}
+		if o.SASL.Password != "" {
+			bad.Add("SASL.Password", nil, "is set but the SASL mechanism is empty")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if o.SASL.Username == "" || o.SASL.Password == "" {
+			bad.Add("SASL.Mechanism", o.SASL.Mechanism, "needs a username and a password")
+		}
+	default:
+		bad.Add("SASL.Mechanism", o.SASL.Mechanism, "must be one of %s, %s, %s", SASLPlain, SASLScramSHA256, SASLScramSHA512)
+	}
+
+	t := o.TLS
+	if !t.Enabled {
+		for _, f := range []struct{ field, v string }{{"TLS.CAFile", t.CAFile}, {"TLS.CertFile", t.CertFile}, {"TLS.KeyFile", t.KeyFile}, {"TLS.ServerName", t.ServerName}} {
+			if f.v != "" {
+				bad.Add(f.field, f.v, "is set but TLS is not enabled")
+			}
+		}
+	} else {
+		if t.CertFile != "" && t.KeyFile == "" {
+			bad.Add("TLS.KeyFile", t.KeyFile, "must be set together with the certificate file")
+		}
+		if t.KeyFile != "" && t.CertFile == "" {
+			bad.Add("TLS.CertFile", t.CertFile, "must be set together with the key file")
+		}
+	}
+	return bad
+}
+
+// brokerProblem says what is wrong with a seed broker address, or "".
+func brokerProblem(b string) string {
 	host, port, err := net.SplitHostPort(b)
 	if err != nil {
-		return invalid("broker %q: not host:port: %v", b, err)
+		return "must be host:port"
 	}
 	if host == "" {
-		return invalid("broker %q: empty host", b)
+		return "must name a host, as in host:port"
 	}
 	n, err := strconv.Atoi(port)
 	if err != nil || n < 1 || n > 65535 {
-		return invalid("broker %q: port must be 1..65535", b)
+		return "must have a port between 1 and 65535"
 	}
-	return nil
+	return ""
 }
 
-// validateClientID applies Kafka's (and sarama's) client id rule.
-func validateClientID(id string) error {
+// clientIDProblem applies Kafka's (and sarama's) client id rule.
+func clientIDProblem(id string) string {
 	if len(id) > 255 {
-		return invalid("client id longer than 255 bytes")
+		return "must be at most 255 bytes"
 	}
 	for _, r := range id {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return invalid("client id %q has character %q (allowed: letters, digits, . _ -)", id, r)
+			return fmt.Sprintf("has character %q (allowed: letters, digits, . _ -)", r)
 		}
 	}
-	return nil
-}
-
-func validateTimeout(name string, d time.Duration) error {
-	if d <= 0 || d > maxTimeout {
-		return invalid("%s %s: must be within (0, %s]", name, d, maxTimeout)
-	}
-	return nil
+	return ""
 }
 
 func loadTLS(t TLSOptions) (*tls.Config, error) {
 	if !t.Enabled {
-		if t.CAFile != "" || t.CertFile != "" || t.KeyFile != "" || t.ServerName != "" {
-			return nil, invalid("tls: files or server name given but tls is not enabled")
-		}
-		return nil, nil
+		return nil, nil // Options.problems refused files without TLS
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: t.ServerName}
 	if t.CAFile != "" {
@@ -339,9 +378,6 @@ func loadTLS(t TLSOptions) (*tls.Config, error) {
 			return nil, invalid("tls ca file %s: no PEM certificate found", t.CAFile)
 		}
 		tc.RootCAs = pool
-	}
-	if (t.CertFile == "") != (t.KeyFile == "") {
-		return nil, invalid("tls: cert file and key file must be given together")
 	}
 	if t.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
@@ -532,16 +568,24 @@ func GroupConsumerOptions(g GroupConsumer) ([]kgo.Opt, error) {
 
 // validateTopicName applies Kafka's topic name rule.
 func validateTopicName(t string) error {
+	if why := topicNameProblem(t); why != "" {
+		return invalid("topic name %q: %s", t, why)
+	}
+	return nil
+}
+
+// topicNameProblem says what breaks Kafka's topic name rule, or "".
+func topicNameProblem(t string) string {
 	if t == "" || t == "." || t == ".." {
-		return invalid("topic name %q", t)
+		return "must be a Kafka topic name: 1-249 of letters, digits, '.', '_' or '-'"
 	}
 	if len(t) > 249 {
-		return invalid("topic name %q: longer than 249 bytes", t)
+		return "must be at most 249 bytes"
 	}
 	for _, r := range t {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return invalid("topic name %q has character %q (allowed: letters, digits, . _ -)", t, r)
+			return fmt.Sprintf("has character %q (allowed: letters, digits, . _ -)", r)
 		}
 	}
-	return nil
+	return ""
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/larkline/larkline/internal/options"
 )
 
 // DefaultProtocolVersion is the Kafka protocol version sarama speaks unless
@@ -119,23 +121,12 @@ func saramaConfig(o GokaOptions) (*sarama.Config, validated, error) {
 // setting larkline relies on is set explicitly, one per line, because sarama's
 // defaults move between releases.
 func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
+	if err := o.gokaProblems().Err(ErrInvalidOptions); err != nil {
+		return nil, err
+	}
 	version, err := parseProtocolVersion(o.Version)
 	if err != nil {
 		return nil, err
-	}
-	if o.TableReplication < 1 || o.TableReplication > 32767 {
-		return nil, invalid("goka table replication %d: must be 1..32767", o.TableReplication)
-	}
-	if o.StreamReplication < 1 || o.StreamReplication > 32767 {
-		return nil, invalid("goka stream replication %d: must be 1..32767", o.StreamReplication)
-	}
-	switch o.Compression {
-	case "", CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd:
-	default:
-		return nil, invalid("goka compression %q: want none, gzip, snappy, lz4 or zstd", o.Compression)
-	}
-	if o.StreamRetention < 0 {
-		return nil, invalid("goka stream retention %s: negative", o.StreamRetention)
 	}
 
 	opts := v.o
@@ -220,6 +211,57 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 		return nil, fmt.Errorf("%w: sarama rejected the configuration: %w", ErrInvalidOptions, err)
 	}
 	return cfg, nil
+}
+
+// Check reports every value of o that breaks the rules of the clients Goka builds
+// (the embedded Options' and Goka's own), as an *options.Error naming the fields,
+// or nil. It does no I/O.
+func (o GokaOptions) Check() error {
+	p := o.Options.WithDefaults().problems()
+	for _, q := range options.ProblemsOf(o.gokaProblems().Err(ErrInvalidOptions)) {
+		p.Add(q.Field, q.Value, "%s", q.Message)
+	}
+	return p.Err(ErrInvalidOptions)
+}
+
+// gokaProblems checks Goka's own options.
+func (o GokaOptions) gokaProblems() *options.Problems {
+	p := new(options.Problems)
+	if _, err := parseProtocolVersion(o.Version); err != nil {
+		p.Add("Version", o.Version, "%s", protocolVersionProblem(o.Version))
+	}
+	if o.TableReplication < 1 || o.TableReplication > 32767 {
+		p.Add("TableReplication", o.TableReplication, "must be between 1 and 32767")
+	}
+	if o.StreamReplication < 1 || o.StreamReplication > 32767 {
+		p.Add("StreamReplication", o.StreamReplication, "must be between 1 and 32767")
+	}
+	switch o.Compression {
+	case "", CompressionNone, CompressionGzip, CompressionSnappy, CompressionLZ4, CompressionZstd:
+	default:
+		p.Add("Compression", o.Compression, "must be one of none, gzip, snappy, lz4, zstd")
+	}
+	if o.StreamRetention < 0 {
+		p.Add("StreamRetention", o.StreamRetention, "must not be negative")
+	}
+	return p
+}
+
+// protocolVersionProblem says what is wrong with a sarama protocol version.
+func protocolVersionProblem(s string) string {
+	if s == "" {
+		s = DefaultProtocolVersion
+	}
+	v, err := sarama.ParseKafkaVersion(s)
+	switch {
+	case err != nil:
+		return "must be a Kafka version such as 3.6.0"
+	case !v.IsAtLeast(minProtocolVersion):
+		return fmt.Sprintf("must be at least %s: Kafka 4 removed the older protocol versions", minProtocolVersion)
+	case !sarama.MaxVersion.IsAtLeast(v):
+		return fmt.Sprintf("must be at most %s, the newest sarama knows", sarama.MaxVersion)
+	}
+	return ""
 }
 
 func parseProtocolVersion(s string) (sarama.KafkaVersion, error) {

@@ -25,15 +25,15 @@ func TestSaramaConfigRejectsInvalidOptions(t *testing.T) {
 		modify func(*GokaOptions)
 		want   string
 	}{
-		{"invalid base options", func(o *GokaOptions) { o.Brokers = nil }, "brokers"},
-		{"unparsable version", func(o *GokaOptions) { o.Version = "three" }, "protocol version"},
-		{"version below 2.1 (removed by Kafka 4)", func(o *GokaOptions) { o.Version = "2.0.0" }, "below 2.1.0"},
-		{"pre-1.0 version", func(o *GokaOptions) { o.Version = "0.10.2.0" }, "below 2.1.0"},
-		{"version unknown to sarama", func(o *GokaOptions) { o.Version = "9.0.0" }, "sarama knows versions up to"},
-		{"no table replication", func(o *GokaOptions) { o.TableReplication = 0 }, "table replication"},
-		{"no stream replication", func(o *GokaOptions) { o.StreamReplication = 0 }, "stream replication"},
-		{"negative stream retention", func(o *GokaOptions) { o.StreamRetention = -time.Second }, "stream retention"},
-		{"unknown goka compression", func(o *GokaOptions) { o.Compression = "brotli" }, "goka compression"},
+		{"invalid base options", func(o *GokaOptions) { o.Brokers = nil }, "Brokers"},
+		{"unparsable version", func(o *GokaOptions) { o.Version = "three" }, "Version three"},
+		{"version below 2.1 (removed by Kafka 4)", func(o *GokaOptions) { o.Version = "2.0.0" }, "must be at least 2.1.0"},
+		{"pre-1.0 version", func(o *GokaOptions) { o.Version = "0.10.2.0" }, "must be at least 2.1.0"},
+		{"version unknown to sarama", func(o *GokaOptions) { o.Version = "9.0.0" }, "the newest sarama knows"},
+		{"no table replication", func(o *GokaOptions) { o.TableReplication = 0 }, "TableReplication"},
+		{"no stream replication", func(o *GokaOptions) { o.StreamReplication = 0 }, "StreamReplication"},
+		{"negative stream retention", func(o *GokaOptions) { o.StreamRetention = -time.Second }, "StreamRetention"},
+		{"unknown goka compression", func(o *GokaOptions) { o.Compression = "brotli" }, "Compression brotli"},
 		{"acks none", func(o *GokaOptions) {
 			o.Producer.Acks = AcksNone
 			o.Producer.DisableIdempotence = true

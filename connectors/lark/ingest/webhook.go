@@ -19,6 +19,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Defaults of WebhookOptions.
@@ -30,6 +31,10 @@ const (
 	DefaultMaxBodyBytes = 1 << 20
 	// DefaultWebhookPath is where the webhook is mounted by default.
 	DefaultWebhookPath = "/lark/events"
+
+	// MaxTimestampSkew is the largest WebhookOptions.MaxTimestampSkew: the replay
+	// window of a captured callback.
+	MaxTimestampSkew = time.Hour
 
 	maxMaxBodyBytes = 64 << 20
 )
@@ -94,29 +99,24 @@ type slotKey struct{}
 
 // NewWebhook validates opts and returns the webhook handler.
 func NewWebhook(opts WebhookOptions) (*Webhook, error) {
-	switch {
-	case opts.Ingester == nil:
-		return nil, fmt.Errorf("%w: Ingester is required", ErrInvalidOptions)
-	case opts.VerificationToken == "":
-		return nil, fmt.Errorf("%w: VerificationToken is required", ErrInvalidOptions)
+	p := opts.problems()
+	if opts.Ingester == nil {
+		p.Add("Ingester", nil, "is required")
 	}
-	switch {
-	case opts.MaxTimestampSkew == 0:
+	if opts.VerificationToken == "" {
+		p.Add("VerificationToken", nil, "is required")
+	}
+	if err := p.Err(ErrInvalidOptions); err != nil {
+		return nil, err
+	}
+	if opts.MaxTimestampSkew == 0 {
 		opts.MaxTimestampSkew = DefaultMaxTimestampSkew
-	case opts.MaxTimestampSkew < time.Second:
-		return nil, fmt.Errorf("%w: MaxTimestampSkew %s is below 1s (timestamps have second precision)", ErrInvalidOptions, opts.MaxTimestampSkew)
 	}
-	switch {
-	case opts.MaxBodyBytes == 0:
+	if opts.MaxBodyBytes == 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	case opts.MaxBodyBytes < 1024 || opts.MaxBodyBytes > maxMaxBodyBytes:
-		return nil, fmt.Errorf("%w: MaxBodyBytes %d outside [1024, %d]", ErrInvalidOptions, opts.MaxBodyBytes, maxMaxBodyBytes)
 	}
-	switch {
-	case opts.MaxSeenEvents == 0:
+	if opts.MaxSeenEvents == 0 {
 		opts.MaxSeenEvents = DefaultMaxSeenEvents
-	case opts.MaxSeenEvents < 0:
-		return nil, fmt.Errorf("%w: MaxSeenEvents %d is negative", ErrInvalidOptions, opts.MaxSeenEvents)
 	}
 	if opts.Clock == nil {
 		opts.Clock = time.Now
@@ -140,6 +140,30 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	})
 	h.d = d
 	return h, nil
+}
+
+// Check reports every value of opts that breaks the webhook's rules, as an
+// *options.Error naming the fields, or nil. It ignores the Ingester and the
+// secrets, which NewWebhook requires. The configuration layer calls it to report a
+// wrong key before anything starts.
+func (opts WebhookOptions) Check() error { return opts.problems().Err(ErrInvalidOptions) }
+
+func (opts WebhookOptions) problems() *options.Problems {
+	p := new(options.Problems)
+	switch s := opts.MaxTimestampSkew; {
+	case s == 0: // the default
+	case s < time.Second:
+		p.Add("MaxTimestampSkew", s, "must be at least 1s: timestamps have second precision")
+	case s > MaxTimestampSkew:
+		p.Add("MaxTimestampSkew", s, "must be at most %s: a larger window lets replayed callbacks through", MaxTimestampSkew)
+	}
+	if b := opts.MaxBodyBytes; b != 0 && (b < 1024 || b > maxMaxBodyBytes) {
+		p.Add("MaxBodyBytes", b, "must be between 1024 and %d", maxMaxBodyBytes)
+	}
+	if opts.MaxSeenEvents < 0 {
+		p.Add("MaxSeenEvents", opts.MaxSeenEvents, "must not be negative")
+	}
+	return p
 }
 
 // deliver stores the pipeline's result for ServeHTTP and tells the SDK whether the

@@ -536,6 +536,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"no token", WebhookOptions{Ingester: ing}},
 		{"skew below a second", WebhookOptions{Ingester: ing, VerificationToken: "t", MaxTimestampSkew: time.Millisecond}},
 		{"tiny body limit", WebhookOptions{Ingester: ing, VerificationToken: "t", MaxBodyBytes: 10}},
+		{"skew above an hour (the replay window)", WebhookOptions{Ingester: ing, VerificationToken: "t", MaxTimestampSkew: 2 * time.Hour}},
 	}
 	for _, tt := range whTests {
 		t.Run(tt.name, func(t *testing.T) {

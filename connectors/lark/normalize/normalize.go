@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Defaults and bounds of Options.
 const (
-	DefaultMaxTextBytes    = 8192
-	MinMaxTextBytes        = 64
-	MaxMaxTextBytes        = 1 << 20
+	DefaultMaxTextBytes = 8192
+	MinMaxTextBytes     = 64
+	// MaxMaxTextBytes keeps one evidence record (text, metadata, hash) well under
+	// Kafka's default 1 MiB message size.
+	MaxMaxTextBytes        = 512 << 10
 	DefaultMaxContentBytes = 1 << 20
 	MaxMaxContentBytes     = 16 << 20
 )
@@ -46,14 +49,12 @@ type Normalizer struct {
 
 // New validates opts once and returns a Normalizer.
 func New(opts Options) (*Normalizer, error) {
+	p := opts.problems()
 	if opts.SelfAppID == "" {
-		return nil, fmt.Errorf("%w: SelfAppID is required", ErrInvalidOptions)
+		p.Add("SelfAppID", nil, "is required")
 	}
-	if !validID(opts.SelfAppID) {
-		return nil, fmt.Errorf("%w: SelfAppID is not a Lark app id", ErrInvalidOptions)
-	}
-	if opts.SelfBotOpenID != "" && !validID(opts.SelfBotOpenID) {
-		return nil, fmt.Errorf("%w: SelfBotOpenID is not a Lark open_id", ErrInvalidOptions)
+	if err := p.Err(ErrInvalidOptions); err != nil {
+		return nil, err
 	}
 	n := &Normalizer{
 		selfAppID:       opts.SelfAppID,
@@ -61,19 +62,36 @@ func New(opts Options) (*Normalizer, error) {
 		maxTextBytes:    opts.MaxTextBytes,
 		maxContentBytes: opts.MaxContentBytes,
 	}
-	switch {
-	case n.maxTextBytes == 0:
+	if n.maxTextBytes == 0 {
 		n.maxTextBytes = DefaultMaxTextBytes
-	case n.maxTextBytes < MinMaxTextBytes || n.maxTextBytes > MaxMaxTextBytes:
-		return nil, fmt.Errorf("%w: MaxTextBytes %d outside [%d, %d]", ErrInvalidOptions, opts.MaxTextBytes, MinMaxTextBytes, MaxMaxTextBytes)
 	}
-	switch {
-	case n.maxContentBytes == 0:
+	if n.maxContentBytes == 0 {
 		n.maxContentBytes = DefaultMaxContentBytes
-	case n.maxContentBytes < 0 || n.maxContentBytes > MaxMaxContentBytes:
-		return nil, fmt.Errorf("%w: MaxContentBytes %d outside [1, %d]", ErrInvalidOptions, opts.MaxContentBytes, MaxMaxContentBytes)
 	}
 	return n, nil
+}
+
+// Check reports every value of opts that breaks the normalizer's rules, as an
+// *options.Error naming the fields, or nil. SelfAppID may be empty here (New
+// requires it): the configuration layer calls Check for files that run no Lark
+// role too.
+func (opts Options) Check() error { return opts.problems().Err(ErrInvalidOptions) }
+
+func (opts Options) problems() *options.Problems {
+	p := new(options.Problems)
+	if opts.SelfAppID != "" && !validID(opts.SelfAppID) {
+		p.Add("SelfAppID", opts.SelfAppID, "must be a Lark app id")
+	}
+	if opts.SelfBotOpenID != "" && !validID(opts.SelfBotOpenID) {
+		p.Add("SelfBotOpenID", opts.SelfBotOpenID, "must be a Lark open_id")
+	}
+	if t := opts.MaxTextBytes; t != 0 && (t < MinMaxTextBytes || t > MaxMaxTextBytes) {
+		p.Add("MaxTextBytes", t, "must be between %d and %d so one evidence record stays well under Kafka's default 1 MiB message size", MinMaxTextBytes, MaxMaxTextBytes)
+	}
+	if c := opts.MaxContentBytes; c < 0 || c > MaxMaxContentBytes {
+		p.Add("MaxContentBytes", c, "must be between 1 and %d", MaxMaxContentBytes)
+	}
+	return p
 }
 
 // maxListItems bounds every list in Metadata.

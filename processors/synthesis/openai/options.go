@@ -2,7 +2,6 @@ package openai
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -11,6 +10,8 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Defaults of [Options].
@@ -113,42 +114,53 @@ func (o Options) WithEnv(lookup func(string) (string, bool)) Options {
 	return o
 }
 
+// Check reports the first value of o that breaks the client's rules (after the
+// defaults), as an *options.Error naming the field, or nil. The configuration
+// layer calls it, when the synthesizer is openai, to report a wrong key before
+// anything starts.
+func (o Options) Check() error {
+	_, err := o.normalize()
+	return err
+}
+
 // normalize applies defaults and validates, returning the endpoint URL.
 func (o *Options) normalize() (string, error) {
-	bad := func(format string, args ...any) (string, error) {
-		return "", fmt.Errorf("%w: "+format, append([]any{ErrInvalidOptions}, args...)...)
+	bad := func(field string, value any, format string, args ...any) (string, error) {
+		var p options.Problems
+		p.Add(field, value, format, args...)
+		return "", p.Err(ErrInvalidOptions)
 	}
 	u, err := url.Parse(strings.TrimSpace(o.BaseURL))
 	switch {
 	case o.BaseURL == "":
-		return bad("BaseURL is required (or set %s)", EnvBaseURL)
+		return bad("BaseURL", nil, "is required (or set %s)", EnvBaseURL)
 	case err != nil:
-		return bad("BaseURL: %v", err)
+		return bad("BaseURL", o.BaseURL, "%v", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("BaseURL scheme %q: want http or https", u.Scheme)
+		return bad("BaseURL", o.BaseURL, "must be an absolute http:// or https:// URL")
 	case u.Host == "":
-		return bad("BaseURL has no host")
+		return bad("BaseURL", o.BaseURL, "must be an absolute http:// or https:// URL")
 	case u.User != nil:
-		return bad("BaseURL must not carry credentials; use APIKey")
+		return bad("BaseURL", o.BaseURL, "must not carry credentials; use the API key")
 	case u.RawQuery != "" || u.Fragment != "":
-		return bad("BaseURL must not have a query or fragment")
+		return bad("BaseURL", o.BaseURL, "must not have a query or fragment")
 	}
 	endpoint := strings.TrimRight(u.String(), "/") + "/chat/completions"
 
 	switch {
 	case o.Model == "":
-		return bad("Model is required (or set %s)", EnvModel)
+		return bad("Model", nil, "is required (or set %s)", EnvModel)
 	case len(o.Model) > maxModelLen || strings.IndexFunc(o.Model, unicode.IsSpace) >= 0:
-		return bad("Model must be 1..%d bytes without whitespace", maxModelLen)
+		return bad("Model", o.Model, "must be 1..%d bytes without whitespace", maxModelLen)
 	case strings.IndexFunc(o.APIKey, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		return bad("APIKey contains whitespace or control characters")
+		return bad("APIKey", nil, "must not contain whitespace or control characters")
 	}
 
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
 	if o.Timeout < 0 || o.Timeout > maxTimeout {
-		return bad("Timeout %v not in (0, %v]", o.Timeout, maxTimeout)
+		return bad("Timeout", o.Timeout, "must be positive and at most %s", maxTimeout)
 	}
 	switch {
 	case o.MaxRetries == 0:
@@ -156,19 +168,19 @@ func (o *Options) normalize() (string, error) {
 	case o.MaxRetries == NoRetries:
 		o.MaxRetries = 0
 	case o.MaxRetries < 0 || o.MaxRetries > maxRetriesLimit:
-		return bad("MaxRetries %d not in 0..%d (or NoRetries)", o.MaxRetries, maxRetriesLimit)
+		return bad("MaxRetries", o.MaxRetries, "must be between 0 and %d", maxRetriesLimit)
 	}
 	if o.MaxOutputTokens == 0 {
 		o.MaxOutputTokens = DefaultMaxOutputTokens
 	}
 	if o.MaxOutputTokens < 0 || o.MaxOutputTokens > maxOutputTokens {
-		return bad("MaxOutputTokens %d not in 1..%d", o.MaxOutputTokens, maxOutputTokens)
+		return bad("MaxOutputTokens", o.MaxOutputTokens, "must be between 1 and %d", maxOutputTokens)
 	}
 	if o.PromptVersion == "" {
 		o.PromptVersion = DefaultPromptVersion
 	}
 	if len(o.PromptVersion) > maxPromptVersion || strings.IndexFunc(o.PromptVersion, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		return bad("PromptVersion must be 1..%d bytes without whitespace", maxPromptVersion)
+		return bad("PromptVersion", o.PromptVersion, "must be 1..%d bytes without whitespace", maxPromptVersion)
 	}
 	if o.BackoffBase == 0 {
 		o.BackoffBase = DefaultBackoffBase
@@ -177,13 +189,13 @@ func (o *Options) normalize() (string, error) {
 		o.BackoffMax = max(DefaultBackoffMax, o.BackoffBase)
 	}
 	if o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase {
-		return bad("backoff base %v and max %v: want 0 < base <= max", o.BackoffBase, o.BackoffMax)
+		return bad("BackoffMax", o.BackoffMax, "must be at least BackoffBase (%s), which must be positive", o.BackoffBase)
 	}
 	if o.MaxRetryAfter == 0 {
 		o.MaxRetryAfter = DefaultMaxRetryAfter
 	}
 	if o.MaxRetryAfter < 0 || o.MaxRetryAfter > maxRetryAfterHard {
-		return bad("MaxRetryAfter %v not in (0, %v]", o.MaxRetryAfter, maxRetryAfterHard)
+		return bad("MaxRetryAfter", o.MaxRetryAfter, "must be positive and at most %s", maxRetryAfterHard)
 	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
