@@ -361,68 +361,72 @@ func (d *decoder) applyEnv(env []string) {
 	slices.Sort(names)
 	for _, name := range names {
 		d.source = func(*yaml.Node) string { return "env " + name }
-		val := vars[name]
-		k := d.idx.byEnv[name]
-		if k == nil {
-			msg := "names no configuration key"
-			if s := d.suggestEnv(name); len(s) > 0 {
-				msg += "; did you mean " + strings.Join(s, " or ") + "?"
-			}
-			d.problems = append(d.problems, Problem{Path: name, Source: "environment", Message: msg})
-			continue
-		}
-		if k.kind == kindSection {
-			d.problem(k.path, nil, "", "names a section, not a key; set its keys, such as "+d.firstLeafEnv(k))
-			continue
-		}
-		v := d.idx.field(d.root(), k)
-		switch k.kind {
-		case kindList:
-			var doc yaml.Node
-			if err := yaml.Unmarshal([]byte(val), &doc); err != nil {
-				d.problem(k.path, nil, "", "must be a YAML or JSON list of mappings, such as [{name: ci, sha256: …, workspaces: [\"*\"]}]: "+err.Error())
-				continue
-			}
-			n := &doc
-			if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
-				n = n.Content[0]
-			}
-			if n.Kind == 0 { // empty value
-				n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
-			}
-			d.value(v, k, k.path, n)
-		case kindStrings:
-			items := []string{}
-			bad := false
-			if strings.TrimSpace(val) != "" {
-				for i, item := range strings.Split(val, ",") {
-					item = strings.TrimSpace(item)
-					if item == "" {
-						d.problem(k.path, nil, strconv.Quote(val), fmt.Sprintf("item %d is empty; separate items with single commas", i+1))
-						bad = true
-						break
-					}
-					items = append(items, item)
-				}
-			}
-			if bad {
-				continue
-			}
-			out := reflect.MakeSlice(v.Type(), 0, len(items))
-			for _, item := range items {
-				out = reflect.Append(out, reflect.ValueOf(item).Convert(v.Type().Elem()))
-			}
-			v.Set(out)
-			d.setOrigin(k.path, nil)
-		default:
-			if err := setScalar(v, k, val); err != nil {
-				d.problem(k.path, nil, displayText(k, val), err.Error())
-				continue
-			}
-			d.setOrigin(k.path, nil)
-		}
+		d.envVar(name, vars[name])
 	}
 	d.source = nil
+}
+
+// envVar applies one LARKLINE_ variable to the key it names.
+func (d *decoder) envVar(name, val string) {
+	k := d.idx.byEnv[name]
+	if k == nil {
+		msg := "names no configuration key"
+		if s := d.suggestEnv(name); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+		d.problems = append(d.problems, Problem{Path: name, Source: "environment", Message: msg})
+		return
+	}
+	if k.kind == kindSection {
+		d.problem(k.path, nil, "", "names a section, not a key; set its keys, such as "+d.firstLeafEnv(k))
+		return
+	}
+	v := d.idx.field(d.root(), k)
+	switch k.kind {
+	case kindList:
+		var doc yaml.Node
+		if err := yaml.Unmarshal([]byte(val), &doc); err != nil {
+			d.problem(k.path, nil, "", "must be a YAML or JSON list of mappings, such as [{name: ci, sha256: …, workspaces: [\"*\"]}]: "+err.Error())
+			return
+		}
+		n := &doc
+		if n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+			n = n.Content[0]
+		}
+		if n.Kind == 0 { // empty value
+			n = &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null"}
+		}
+		d.value(v, k, k.path, n)
+	case kindStrings:
+		d.envStrings(k, v, val)
+	default:
+		if err := setScalar(v, k, val); err != nil {
+			d.problem(k.path, nil, displayText(k, val), err.Error())
+			return
+		}
+		d.setOrigin(k.path, nil)
+	}
+}
+
+// envStrings sets a list of strings from a comma-separated variable.
+func (d *decoder) envStrings(k *key, v reflect.Value, val string) {
+	items := []string{}
+	if strings.TrimSpace(val) != "" {
+		for i, item := range strings.Split(val, ",") {
+			item = strings.TrimSpace(item)
+			if item == "" {
+				d.problem(k.path, nil, strconv.Quote(val), fmt.Sprintf("item %d is empty; separate items with single commas", i+1))
+				return
+			}
+			items = append(items, item)
+		}
+	}
+	out := reflect.MakeSlice(v.Type(), 0, len(items))
+	for _, item := range items {
+		out = reflect.Append(out, reflect.ValueOf(item).Convert(v.Type().Elem()))
+	}
+	v.Set(out)
+	d.setOrigin(k.path, nil)
 }
 
 // keysNamed lists the paths of keys called name (case-insensitive) anywhere in the

@@ -252,8 +252,15 @@ func (o Options) problems() *options.Problems {
 	if why := clientIDProblem(o.ClientID); why != "" {
 		bad.Add("ClientID", o.ClientID, "%s", why)
 	}
+	o.Producer.problems(bad)
+	o.Consumer.problems(bad)
+	o.SASL.problems(bad)
+	o.TLS.problems(bad)
+	return bad
+}
 
-	p := o.Producer
+// problems checks the producer's options.
+func (p ProducerOptions) problems(bad *options.Problems) {
 	switch p.Acks {
 	case AcksAll, AcksLeader, AcksNone:
 		if !p.DisableIdempotence && p.Acks != AcksAll {
@@ -283,7 +290,10 @@ func (o Options) problems() *options.Problems {
 		}
 	}
 
-	c := o.Consumer
+}
+
+// problems checks the consumer's timeouts.
+func (c ConsumerOptions) problems(bad *options.Problems) {
 	for _, t := range []struct {
 		name   string
 		d      time.Duration
@@ -299,24 +309,29 @@ func (o Options) problems() *options.Problems {
 			bad.Add(t.name, t.d, "must be between %s and %s%s", t.lo, t.hi, t.why)
 		}
 	}
+}
 
-	switch o.SASL.Mechanism {
+// problems checks the mechanism and its credentials.
+func (s SASLOptions) problems(bad *options.Problems) {
+	switch s.Mechanism {
 	case "":
-		if o.SASL.Username != "" {
-			bad.Add("SASL.Username", o.SASL.Username, "is set but the SASL mechanism is empty")
+		if s.Username != "" {
+			bad.Add("SASL.Username", s.Username, "is set but the SASL mechanism is empty")
 		}
-		if o.SASL.Password != "" {
+		if s.Password != "" {
 			bad.Add("SASL.Password", nil, "is set but the SASL mechanism is empty")
 		}
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
-		if o.SASL.Username == "" || o.SASL.Password == "" {
-			bad.Add("SASL.Mechanism", o.SASL.Mechanism, "needs a username and a password")
+		if s.Username == "" || s.Password == "" {
+			bad.Add("SASL.Mechanism", s.Mechanism, "needs a username and a password")
 		}
 	default:
-		bad.Add("SASL.Mechanism", o.SASL.Mechanism, "must be one of %s, %s, %s", SASLPlain, SASLScramSHA256, SASLScramSHA512)
+		bad.Add("SASL.Mechanism", s.Mechanism, "must be one of %s, %s, %s", SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
+}
 
-	t := o.TLS
+// problems checks that TLS files come with TLS, and certificate with key.
+func (t TLSOptions) problems(bad *options.Problems) {
 	if !t.Enabled {
 		for _, f := range []struct{ field, v string }{{"TLS.CAFile", t.CAFile}, {"TLS.CertFile", t.CertFile}, {"TLS.KeyFile", t.KeyFile}, {"TLS.ServerName", t.ServerName}} {
 			if f.v != "" {
@@ -331,7 +346,6 @@ func (o Options) problems() *options.Problems {
 			bad.Add("TLS.CertFile", t.CertFile, "must be set together with the key file")
 		}
 	}
-	return bad
 }
 
 // brokerProblem says what is wrong with a seed broker address, or "".

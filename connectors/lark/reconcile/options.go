@@ -279,10 +279,9 @@ func (o Options) checkDeps() error {
 }
 
 // values fills the defaults of o's values and checks them, reporting every
-// problem at once.
+// problem at once: the durations, how they relate, the counts, the rate.
 func (o Options) values() (Options, error) {
-	var p options.Problems
-	bad := p.Add
+	p := new(options.Problems)
 	if o.EvidenceTopic == "" {
 		o.EvidenceTopic = schemas.DefaultEvidenceTopic
 	}
@@ -290,9 +289,21 @@ func (o Options) values() (Options, error) {
 		o.CheckpointTopic = schemas.DefaultCheckpointTopic
 	}
 	if o.EvidenceTopic == o.CheckpointTopic {
-		bad("CheckpointTopic", o.CheckpointTopic, "must differ from EvidenceTopic")
+		p.Add("CheckpointTopic", o.CheckpointTopic, "must differ from EvidenceTopic")
 	}
-	durations := []struct {
+	o.durations(p)
+	o.timeRelations(p)
+	o.counts(p)
+	o.rate(p)
+	if err := p.Err(ErrInvalidOptions); err != nil {
+		return Options{}, err
+	}
+	return o, nil
+}
+
+// durations fills the duration defaults and refuses negative ones.
+func (o *Options) durations(p *options.Problems) {
+	ds := []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
@@ -307,16 +318,16 @@ func (o Options) values() (Options, error) {
 		{"ThreadActiveWindow", &o.ThreadActiveWindow, DefaultThreadActiveWindow},
 		{"DrainTimeout", &o.DrainTimeout, DefaultDrainTimeout},
 	}
-	for _, d := range durations {
+	for _, d := range ds {
 		if err := options.Durations(options.Duration{Name: d.name, V: d.v, Default: d.def}); err != nil {
-			bad(d.name, *d.v, "must not be negative")
+			p.Add(d.name, *d.v, "must not be negative")
 		}
 	}
 	switch {
 	case o.ReconcileOverlap == 0:
 		o.ReconcileOverlap = DefaultReconcileOverlap
 	case o.ReconcileOverlap < 0:
-		bad("ReconcileOverlap", o.ReconcileOverlap, "must not be negative")
+		p.Add("ReconcileOverlap", o.ReconcileOverlap, "must not be negative")
 	}
 	switch {
 	case o.Settle == 0:
@@ -325,45 +336,56 @@ func (o Options) values() (Options, error) {
 		o.Settle = 0
 	}
 	if o.Retention < 0 {
-		bad("Retention", o.Retention, "must not be negative")
-	}
-	if o.EvidenceRefreshLookback > o.IngestionLookback {
-		bad("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must not exceed IngestionLookback (%s)", o.IngestionLookback)
-	}
-	if o.ReconcileOverlap > o.EvidenceRefreshLookback {
-		bad("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must be at least ReconcileOverlap (%s): the refresh pass is the larger overlap (design §14)", o.ReconcileOverlap)
-	}
-	if o.ThreadActiveWindow < o.ReconcileOverlap {
-		bad("ThreadActiveWindow", o.ThreadActiveWindow, "must be at least ReconcileOverlap (%s)", o.ReconcileOverlap)
-	}
-	if o.MinBackoff > o.MaxBackoff {
-		bad("MaxBackoff", o.MaxBackoff, "must be at least MinBackoff (%s)", o.MinBackoff)
-	}
-	if o.Settle >= o.ReconcileInterval {
-		bad("ReconcileInterval", o.ReconcileInterval, "must be longer than the settle delay (%s): every range ends that far behind now, so a shorter period could never make progress", o.Settle)
+		p.Add("Retention", o.Retention, "must not be negative")
 	}
 	if o.Window < 0 {
-		bad("Window", o.Window, "must not be negative")
-	}
-	if o.Window > 0 && o.Window < time.Minute {
-		bad("Window", o.Window, "must be at least 1m")
-	} else if o.Window > 0 && time.Hour%o.Window != 0 {
-		bad("Window", o.Window, "must divide an hour evenly (such as 5m, 10m, 15m, 20m or 30m) so windows align to UTC hours")
+		p.Add("Window", o.Window, "must not be negative")
 	}
 	if o.CoverageDelay < 0 {
-		bad("CoverageDelay", o.CoverageDelay, "must not be negative")
+		p.Add("CoverageDelay", o.CoverageDelay, "must not be negative")
 	}
-	if o.Window > 0 {
-		if o.CoverageDelay == 0 {
-			o.CoverageDelay = o.Settle + DefaultCoverageMargin
-		}
-		switch {
-		case o.CoverageDelay < o.Settle:
-			bad("CoverageDelay", o.CoverageDelay, "must be at least the settle delay (%s): its runs would not reach the window's end", o.Settle)
-		case o.CoverageDelay >= o.Window:
-			bad("CoverageDelay", o.CoverageDelay, "must be shorter than Window (%s)", o.Window)
-		}
+}
+
+// timeRelations checks how the durations (defaults filled) relate, and fills the
+// coverage delay, which follows the settle delay.
+func (o *Options) timeRelations(p *options.Problems) {
+	if o.EvidenceRefreshLookback > o.IngestionLookback {
+		p.Add("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must not exceed IngestionLookback (%s)", o.IngestionLookback)
 	}
+	if o.ReconcileOverlap > o.EvidenceRefreshLookback {
+		p.Add("EvidenceRefreshLookback", o.EvidenceRefreshLookback, "must be at least ReconcileOverlap (%s): the refresh pass is the larger overlap (design §14)", o.ReconcileOverlap)
+	}
+	if o.ThreadActiveWindow < o.ReconcileOverlap {
+		p.Add("ThreadActiveWindow", o.ThreadActiveWindow, "must be at least ReconcileOverlap (%s)", o.ReconcileOverlap)
+	}
+	if o.MinBackoff > o.MaxBackoff {
+		p.Add("MaxBackoff", o.MaxBackoff, "must be at least MinBackoff (%s)", o.MinBackoff)
+	}
+	if o.Settle >= o.ReconcileInterval {
+		p.Add("ReconcileInterval", o.ReconcileInterval, "must be longer than the settle delay (%s): every range ends that far behind now, so a shorter period could never make progress", o.Settle)
+	}
+	if o.Window <= 0 {
+		return
+	}
+	switch {
+	case o.Window < time.Minute:
+		p.Add("Window", o.Window, "must be at least 1m")
+	case time.Hour%o.Window != 0:
+		p.Add("Window", o.Window, "must divide an hour evenly (such as 5m, 10m, 15m, 20m or 30m) so windows align to UTC hours")
+	}
+	if o.CoverageDelay == 0 {
+		o.CoverageDelay = o.Settle + DefaultCoverageMargin
+	}
+	switch {
+	case o.CoverageDelay < o.Settle:
+		p.Add("CoverageDelay", o.CoverageDelay, "must be at least the settle delay (%s): its runs would not reach the window's end", o.Settle)
+	case o.CoverageDelay >= o.Window:
+		p.Add("CoverageDelay", o.CoverageDelay, "must be shorter than Window (%s)", o.Window)
+	}
+}
+
+// counts fills and checks the page, chat, thread and retry bounds.
+func (o *Options) counts(p *options.Problems) {
 	ints := []struct {
 		name     string
 		v        *int
@@ -381,7 +403,7 @@ func (o Options) values() (Options, error) {
 		case *n.v == 0:
 			*n.v = n.def
 		case *n.v < 0 || *n.v > n.max:
-			bad(n.name, *n.v, "must be between 1 and %d%s", n.max, n.why)
+			p.Add(n.name, *n.v, "must be between 1 and %d%s", n.max, n.why)
 		}
 	}
 	switch {
@@ -390,29 +412,30 @@ func (o Options) values() (Options, error) {
 	case o.MaxRetries < 0:
 		o.MaxRetries = 0
 	case o.MaxRetries > 100:
-		bad("MaxRetries", o.MaxRetries, "must be at most 100")
+		p.Add("MaxRetries", o.MaxRetries, "must be at most 100")
 	}
 	if o.MaxThreadsPerChat >= o.MaxPagesPerRun {
-		bad("MaxThreadsPerChat", o.MaxThreadsPerChat, "must be below MaxPagesPerRun (%d): known threads are re-read by every run", o.MaxPagesPerRun)
+		p.Add("MaxThreadsPerChat", o.MaxThreadsPerChat, "must be below MaxPagesPerRun (%d): known threads are re-read by every run", o.MaxPagesPerRun)
 	}
 	if o.MaxPagesPerManualRefresh < o.MaxPagesPerRun {
-		bad("MaxPagesPerManualRefresh", o.MaxPagesPerManualRefresh, "must be at least MaxPagesPerRun (%d)", o.MaxPagesPerRun)
+		p.Add("MaxPagesPerManualRefresh", o.MaxPagesPerManualRefresh, "must be at least MaxPagesPerRun (%d)", o.MaxPagesPerRun)
 	}
-	if o.Limiter == nil {
-		if o.RequestsPerSecond == 0 {
-			o.RequestsPerSecond = DefaultRequestsPerSecond
-		}
-		if o.Burst == 0 {
-			o.Burst = DefaultBurst
-		}
-		for _, q := range options.ProblemsOf((LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}).check()) {
-			bad(q.Field, q.Value, "%s", q.Message)
-		}
+}
+
+// rate fills and checks the limiter's rate and burst, unless a Limiter is given.
+func (o *Options) rate(p *options.Problems) {
+	if o.Limiter != nil {
+		return
 	}
-	if err := p.Err(ErrInvalidOptions); err != nil {
-		return Options{}, err
+	if o.RequestsPerSecond == 0 {
+		o.RequestsPerSecond = DefaultRequestsPerSecond
 	}
-	return o, nil
+	if o.Burst == 0 {
+		o.Burst = DefaultBurst
+	}
+	for _, q := range options.ProblemsOf((LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}).check()) {
+		p.Add(q.Field, q.Value, "%s", q.Message)
+	}
 }
 
 // sleep waits d or until ctx is done.

@@ -123,6 +123,33 @@ func (o Options) Check() error {
 	return err
 }
 
+// endpoint checks BaseURL and returns the chat completions URL under it.
+func (o *Options) endpoint() (string, error) {
+	bad := func(format string, args ...any) (string, error) {
+		var p options.Problems
+		if o.BaseURL == "" {
+			p.Add("BaseURL", nil, format, args...)
+		} else {
+			p.Add("BaseURL", o.BaseURL, format, args...)
+		}
+		return "", p.Err(ErrInvalidOptions)
+	}
+	u, err := url.Parse(strings.TrimSpace(o.BaseURL))
+	switch {
+	case o.BaseURL == "":
+		return bad("is required (or set %s)", EnvBaseURL)
+	case err != nil:
+		return bad("%v", err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return bad("must be an absolute http:// or https:// URL")
+	case u.User != nil:
+		return bad("must not carry credentials; use the API key")
+	case u.RawQuery != "" || u.Fragment != "":
+		return bad("must not have a query or fragment")
+	}
+	return strings.TrimRight(u.String(), "/") + "/chat/completions", nil
+}
+
 // normalize applies defaults and validates, returning the endpoint URL.
 func (o *Options) normalize() (string, error) {
 	bad := func(field string, value any, format string, args ...any) (string, error) {
@@ -130,22 +157,10 @@ func (o *Options) normalize() (string, error) {
 		p.Add(field, value, format, args...)
 		return "", p.Err(ErrInvalidOptions)
 	}
-	u, err := url.Parse(strings.TrimSpace(o.BaseURL))
-	switch {
-	case o.BaseURL == "":
-		return bad("BaseURL", nil, "is required (or set %s)", EnvBaseURL)
-	case err != nil:
-		return bad("BaseURL", o.BaseURL, "%v", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return bad("BaseURL", o.BaseURL, "must be an absolute http:// or https:// URL")
-	case u.Host == "":
-		return bad("BaseURL", o.BaseURL, "must be an absolute http:// or https:// URL")
-	case u.User != nil:
-		return bad("BaseURL", o.BaseURL, "must not carry credentials; use the API key")
-	case u.RawQuery != "" || u.Fragment != "":
-		return bad("BaseURL", o.BaseURL, "must not have a query or fragment")
+	endpoint, err := o.endpoint()
+	if err != nil {
+		return "", err
 	}
-	endpoint := strings.TrimRight(u.String(), "/") + "/chat/completions"
 
 	switch {
 	case o.Model == "":
