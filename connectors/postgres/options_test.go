@@ -58,7 +58,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		{"defaults", func(*Options) {}, ""},
 		{"no store", func(o *Options) { o.Store = nil }, "store is required"},
 		{"no codecs", func(o *Options) { o.Codecs = nil }, "codecs"},
-		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "brokers"},
+		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "Brokers"},
 		{"blank group", func(o *Options) { o.Group = "  " }, "group is blank"},
 		{"same topics", func(o *Options) { o.EvidenceTopic, o.DeadLetterTopic = "t", "t" }, "both"},
 		{"bad topic name", func(o *Options) { o.EvidenceTopic = "bad topic" }, "topic name"},

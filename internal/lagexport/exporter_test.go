@@ -404,7 +404,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"timestamp timeout beyond poll", func(o *Options) { o.PollTimeout = time.Second; o.Lag.TimestampTimeout = 2 * time.Second }, "timestamp timeout"},
 		{"bad timestamp fetches", func(o *Options) { o.Lag.MaxTimestampFetches = -2 }, "timestamp fetches"},
 		{"bad evaluator", func(o *Options) { o.Evaluator.Window = 1 }, "evaluator"},
-		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "brokers"},
+		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "Brokers"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,7 +116,7 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"no store", func(o *Options) { o.Store = nil }, "Store"},
 		{"no codecs", func(o *Options) { o.Codecs = nil }, "Codecs"},
 		{"no synthesizer", func(o *Options) { o.Synthesizer = nil }, "Synthesizer"},
-		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "brokers"},
+		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "Brokers"},
 		{"same topics", func(o *Options) { o.Topic, o.DeadLetterTopic = "t", "t" }, "DeadLetterTopic"},
 		{"batch limit too large", func(o *Options) { o.EvidenceBatchLimit = MaxEvidenceBatchLimit + 1 }, "EvidenceBatchLimit"},
 		{"negative batch limit", func(o *Options) { o.EvidenceBatchLimit = -1 }, "EvidenceBatchLimit"},
