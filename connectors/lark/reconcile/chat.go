@@ -89,48 +89,71 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 		r.logReport(log, &rep)
 	}()
 
-	var unlock func()
-	if j.manual || j.coverage || j.continued {
-		u, err := r.locks.lock(ctx, j.key())
-		if err != nil {
-			rep.Err = fail(reasonCanceled, fmt.Errorf("wait for the running reconciliation of chat %s: %w", j.chat, err))
-			return rep
-		}
-		unlock = u
-	} else {
-		u, ok := r.locks.tryLock(j.key())
-		if !ok {
-			rep.Skipped = true
-			return rep
-		}
-		unlock = u
-	}
-	defer unlock()
-
-	// History items carry no chat type: a single (p2p) chat must be refused here,
-	// before any page is read (design §6, §15).
-	if err := r.opts.Chats.Check(ctx, j.chat, chats.PathReconcile); err != nil {
-		if errors.Is(err, chats.ErrRefused) {
-			rep.Stopped = fmt.Errorf("%w: %w", ErrNotGroupChat, err)
-			return rep
-		}
-		reason := reasonChatLookup
-		if ctx.Err() != nil {
-			reason = reasonCanceled
-		}
-		rep.Err = fail(reason, fmt.Errorf("check the type of chat %s: %w", j.chat, err))
-		if reason != reasonCanceled {
-			r.m.failures.WithLabelValues(reason).Inc()
-		}
+	unlock, ok := r.lockChat(ctx, j, &rep)
+	if !ok {
 		return rep
 	}
-
+	defer unlock()
+	if !r.groupChat(ctx, j, &rep) {
+		return rep
+	}
 	c := &chatRun{r: r, job: j, rep: &rep, seen: map[ids.MessageID]bool{}, scanned: map[string]bool{},
 		refused: map[string]store.RefusedThread{}, log: log, maxPages: r.opts.MaxPagesPerRun}
 	if j.manual {
 		c.maxPages = r.opts.MaxPagesPerManualRefresh
 	}
-	err := c.run(ctx)
+	r.outcome(ctx, c, c.run(ctx))
+	return rep
+}
+
+// lockChat takes the chat's lock: manual, coverage and continued runs wait for
+// a running one, scheduled runs skip the chat (rep.Skipped) when it is taken. It
+// reports false when the run must end, rep saying why.
+func (r *Reconciler) lockChat(ctx context.Context, j job, rep *ChatReport) (func(), bool) {
+	if j.manual || j.coverage || j.continued {
+		u, err := r.locks.lock(ctx, j.key())
+		if err != nil {
+			rep.Err = fail(reasonCanceled, fmt.Errorf("wait for the running reconciliation of chat %s: %w", j.chat, err))
+			return nil, false
+		}
+		return u, true
+	}
+	u, ok := r.locks.tryLock(j.key())
+	if !ok {
+		rep.Skipped = true
+		return nil, false
+	}
+	return u, true
+}
+
+// groupChat refuses a single (p2p) chat before any page is read: history items
+// carry no chat type (design §6, §15). It reports false when the run must end,
+// rep saying why.
+func (r *Reconciler) groupChat(ctx context.Context, j job, rep *ChatReport) bool {
+	err := r.opts.Chats.Check(ctx, j.chat, chats.PathReconcile)
+	if err == nil {
+		return true
+	}
+	if errors.Is(err, chats.ErrRefused) {
+		rep.Stopped = fmt.Errorf("%w: %w", ErrNotGroupChat, err)
+		return false
+	}
+	reason := reasonChatLookup
+	if ctx.Err() != nil {
+		reason = reasonCanceled
+	}
+	rep.Err = fail(reason, fmt.Errorf("check the type of chat %s: %w", j.chat, err))
+	if reason != reasonCanceled {
+		r.m.failures.WithLabelValues(reason).Inc()
+	}
+	return false
+}
+
+// outcome records how the run ended: a coverage, a stop (page budget, no longer
+// eligible, shutting down; a truncated automatic run is continued at once), or a
+// failure, counted and recorded on the checkpoint.
+func (r *Reconciler) outcome(ctx context.Context, c *chatRun, err error) {
+	j, rep := c.job, c.rep
 	switch {
 	case err == nil && rep.Complete && j.coverage:
 		r.noteCovered(j.key(), c.now)
@@ -154,41 +177,17 @@ func (r *Reconciler) runChat(ctx context.Context, j job) (rep ChatReport) {
 			c.recordFailure(ctx, err)
 		}
 	}
-	return rep
 }
 
+// run reads the chat's range: the checkpoint and the plan, then the threads
+// (seeded, refused earlier, known), then the chat container page by page.
 func (c *chatRun) run(ctx context.Context) error {
-	r, j := c.r, c.job
-	cp, err := r.opts.Store.GetCheckpoint(ctx, j.ws.ID, j.chat)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return fail(reasonStore, fmt.Errorf("read checkpoint of chat %s: %w", j.chat, err))
-	default:
-		c.cp = &cp
-		c.rep.CoveredUntil = cp.Position.Time
-		for _, th := range cp.Meta.RefusedThreads {
-			c.refused[th.ID] = th
-		}
-		if r.isPending(j.key()) {
-			r.publish(ctx, cp)
-		}
+	if err := c.loadCheckpoint(ctx); err != nil {
+		return err
 	}
-	c.now = r.opts.Clock()
-	c.plan = makePlan(planInput{
-		now: c.now, workspaceCreated: j.ws.CreatedAt, checkpoint: c.cp, manual: j.manual,
-		coverage: j.coverage, continued: j.continued,
-		lookback: r.opts.IngestionLookback, retention: r.opts.Retention, settle: r.opts.Settle,
-		overlap: r.opts.ReconcileOverlap, refreshInterval: r.opts.EvidenceRefreshInterval,
-		refreshLookback: r.opts.EvidenceRefreshLookback,
-	})
-	c.rep.Kind, c.rep.Bound, c.rep.Start, c.rep.End = c.plan.kind, c.plan.bound, c.plan.start, c.plan.end
-	if j.scheduled && r.opts.Window > 0 && c.plan.kind == KindIncremental && r.fresh(j.key(), c.now) {
-		c.rep.Fresh = true // a coverage run read it moments ago; no history call
-		return nil
-	}
-	if j.coverage && c.cp != nil && !c.cp.Position.Time.Before(j.windowEnd) {
-		c.rep.Fresh = true // another run covered the window already
+	c.makePlan()
+	if c.alreadyCovered() {
+		c.rep.Fresh = true
 		return nil
 	}
 	if err := c.gate(ctx); err != nil {
@@ -206,11 +205,66 @@ func (c *chatRun) run(ctx context.Context) error {
 	if err := c.retryRefused(ctx); err != nil {
 		return err
 	}
+	if err := c.readKnownThreads(ctx); err != nil {
+		return err
+	}
+	return c.readChat(ctx)
+}
 
-	// Known threads first: a reply to a thread whose root lies before the range
-	// is visible only in the thread container, and the checkpoint may not pass it.
-	// Refresh, manual and first backfill runs read every known thread; runs that
-	// continue from a checkpoint only those active within ThreadActiveWindow.
+// loadCheckpoint reads the chat's checkpoint, if any, with its refused threads,
+// and publishes it again when an earlier publish is pending.
+func (c *chatRun) loadCheckpoint(ctx context.Context) error {
+	r, j := c.r, c.job
+	cp, err := r.opts.Store.GetCheckpoint(ctx, j.ws.ID, j.chat)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		return fail(reasonStore, fmt.Errorf("read checkpoint of chat %s: %w", j.chat, err))
+	default:
+		c.cp = &cp
+		c.rep.CoveredUntil = cp.Position.Time
+		for _, th := range cp.Meta.RefusedThreads {
+			c.refused[th.ID] = th
+		}
+		if r.isPending(j.key()) {
+			r.publish(ctx, cp)
+		}
+	}
+	return nil
+}
+
+// makePlan decides the run's kind and range from the checkpoint and the clock.
+func (c *chatRun) makePlan() {
+	r, j := c.r, c.job
+	c.now = r.opts.Clock()
+	c.plan = makePlan(planInput{
+		now: c.now, workspaceCreated: j.ws.CreatedAt, checkpoint: c.cp, manual: j.manual,
+		coverage: j.coverage, continued: j.continued,
+		lookback: r.opts.IngestionLookback, retention: r.opts.Retention, settle: r.opts.Settle,
+		overlap: r.opts.ReconcileOverlap, refreshInterval: r.opts.EvidenceRefreshInterval,
+		refreshLookback: r.opts.EvidenceRefreshLookback,
+	})
+	c.rep.Kind, c.rep.Bound, c.rep.Start, c.rep.End = c.plan.kind, c.plan.bound, c.plan.start, c.plan.end
+}
+
+// alreadyCovered reports a run that needs no history call: a scheduled
+// incremental run of a chat a coverage run read moments ago, or a coverage run
+// of a window another run covered already.
+func (c *chatRun) alreadyCovered() bool {
+	r, j := c.r, c.job
+	if j.scheduled && r.opts.Window > 0 && c.plan.kind == KindIncremental && r.fresh(j.key(), c.now) {
+		return true
+	}
+	return j.coverage && c.cp != nil && !c.cp.Position.Time.Before(j.windowEnd)
+}
+
+// readKnownThreads reads the chat's known threads first: a reply to a thread
+// whose root lies before the range is visible only in the thread container, and
+// the checkpoint may not pass it. Refresh, manual and first backfill runs read
+// every known thread; runs that continue from a checkpoint only those active
+// within ThreadActiveWindow.
+func (c *chatRun) readKnownThreads(ctx context.Context) error {
+	r, j := c.r, c.job
 	var since time.Time
 	if c.plan.kind == KindIncremental || (c.plan.kind == KindBackfill && c.cp != nil) {
 		since = c.now.Add(-r.opts.ThreadActiveWindow)
@@ -223,16 +277,20 @@ func (c *chatRun) run(ctx context.Context) error {
 		}
 		batch = append(batch, items...)
 	}
-	if err := c.commit(ctx, batch); err != nil {
-		return err
-	}
+	return c.commit(ctx, batch)
+}
 
-	// The overlap before the checkpoint is re-read to catch messages history shows
-	// late. It may not use more than half the page budget: a burst inside the overlap
-	// larger than the budget would otherwise make every run re-read the same pages and
-	// never get past the checkpoint (coverage, and so every window, would stall). Past
-	// half the budget the run jumps to the checkpoint, which pages already committed.
-	// Refresh and manual runs re-read their whole range on purpose (edits, recalls).
+// readChat pages the chat container over the plan's range, committing and
+// advancing the checkpoint after every page.
+//
+// The overlap before the checkpoint is re-read to catch messages history shows
+// late. It may not use more than half the page budget: a burst inside the overlap
+// larger than the budget would otherwise make every run re-read the same pages and
+// never get past the checkpoint (coverage, and so every window, would stall). Past
+// half the budget the run jumps to the checkpoint, which pages already committed.
+// Refresh and manual runs re-read their whole range on purpose (edits, recalls).
+func (c *chatRun) readChat(ctx context.Context) error {
+	r, j := c.r, c.job
 	var resumeAt time.Time
 	if (c.plan.kind == KindIncremental || c.plan.kind == KindBackfill) && c.cp != nil && c.plan.start.Before(c.cp.Position.Time) {
 		resumeAt = c.cp.Position.Time
@@ -253,34 +311,9 @@ func (c *chatRun) run(ctx context.Context) error {
 		c.rep.Pages++
 		r.m.pages.WithLabelValues(larkapi.ContainerChat).Inc()
 
-		items, last, final := c.chatItems(page)
-		// Threads whose roots are on this page are read before the page commits.
-		var replies []*larkim.Message
-		for _, it := range items {
-			th := deref(it.ThreadId)
-			if th == "" || c.scanned[th] {
-				continue
-			}
-			if t, err := normalize.ParseTimestamp(deref(it.CreateTime)); err == nil {
-				r.threads.observe(j.chat, th, t)
-			}
-			msgs, err := c.readThread(ctx, th, c.plan.start)
-			if err != nil {
-				return err
-			}
-			replies = append(replies, msgs...)
-		}
-		if err := c.commit(ctx, append(items, replies...)); err != nil {
+		pos, final, err := c.commitPage(ctx, page)
+		if err != nil {
 			return err
-		}
-		pos := last
-		if final {
-			pos = store.CheckpointPosition{Time: c.plan.end}
-		}
-		if !pos.Time.IsZero() {
-			if err := c.advance(ctx, pos, final); err != nil {
-				return err
-			}
 		}
 		if c.rep.Pages%progressLogEvery == 0 {
 			c.log.Info("reconcile progress", "kind", c.plan.kind, "pages", c.rep.Pages, "thread_pages", c.rep.ThreadPages,
@@ -302,6 +335,42 @@ func (c *chatRun) run(ctx context.Context) error {
 		}
 		token = page.PageToken
 	}
+}
+
+// commitPage commits one chat page with the threads whose roots are on it (read
+// before the page commits), then advances the checkpoint to the page's last
+// message, or to the plan's end on the final page. It returns that position.
+func (c *chatRun) commitPage(ctx context.Context, page larkapi.ListPage) (store.CheckpointPosition, bool, error) {
+	r, j := c.r, c.job
+	items, last, final := c.chatItems(page)
+	var replies []*larkim.Message
+	for _, it := range items {
+		th := deref(it.ThreadId)
+		if th == "" || c.scanned[th] {
+			continue
+		}
+		if t, err := normalize.ParseTimestamp(deref(it.CreateTime)); err == nil {
+			r.threads.observe(j.chat, th, t)
+		}
+		msgs, err := c.readThread(ctx, th, c.plan.start)
+		if err != nil {
+			return store.CheckpointPosition{}, false, err
+		}
+		replies = append(replies, msgs...)
+	}
+	if err := c.commit(ctx, append(items, replies...)); err != nil {
+		return store.CheckpointPosition{}, false, err
+	}
+	pos := last
+	if final {
+		pos = store.CheckpointPosition{Time: c.plan.end}
+	}
+	if !pos.Time.IsZero() {
+		if err := c.advance(ctx, pos, final); err != nil {
+			return store.CheckpointPosition{}, false, err
+		}
+	}
+	return pos, final, nil
 }
 
 // gate is asked before every history call: it ends the run when Run is stopping,
