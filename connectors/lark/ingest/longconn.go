@@ -331,6 +331,17 @@ func (l *LongConn) runGeneration(ctx context.Context, g *generation) (healthy bo
 		}
 		l.m.connected.WithLabelValues().Set(0)
 	}()
+	if err := l.awaitDial(ctx, g, startErr); err != nil || ctx.Err() != nil {
+		g.close()
+		return false, err
+	}
+	return l.watch(ctx, g, startErr)
+}
+
+// awaitDial waits until the SDK dialed, Start failed, the connect timeout passed
+// or ctx ended, then gives the dial hook back. It returns why the generation
+// cannot go on (nil when ctx ended).
+func (l *LongConn) awaitDial(ctx context.Context, g *generation, startErr <-chan error) (err error) {
 	timer := time.NewTimer(l.connectTimeout)
 	dialed, started := false, false // started: Start returned (its error was received)
 	select {
@@ -361,11 +372,13 @@ func (l *LongConn) runGeneration(ctx context.Context, g *generation) (healthy bo
 	}
 	wsDial.mu.Unlock()
 	<-wsDial.gate
-	if err != nil || ctx.Err() != nil {
-		g.close()
-		return false, err
-	}
+	return err
+}
 
+// watch keeps a connected generation until ctx ends (drained, nil), Start
+// returns, the connection is lost or nothing was received for the liveness
+// period. healthy reports whether it stayed connected for a liveness period.
+func (l *LongConn) watch(ctx context.Context, g *generation, startErr <-chan error) (healthy bool, err error) {
 	ticker := time.NewTicker(l.checkEvery)
 	defer ticker.Stop()
 	for {

@@ -249,15 +249,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	eventID = boundedID(env.Header.EventID)
-	if subtle.ConstantTimeCompare([]byte(env.Header.Token), h.token) != 1 {
-		res = rejected(ReasonBadToken, errors.New("header.token is not the verification token"))
-		return
-	}
-	if h.key != "" && !signed {
-		res = rejected(ReasonMissingSignature, errors.New("event without X-Lark-Signature although an encrypt key is set"))
-		return
-	}
-	if res = h.checkTimestamp(r); res.Outcome != "" {
+	if res = h.authenticate(r, env, signed); res.Outcome != "" {
 		return
 	}
 	// Replay guard (issue #19): an event acknowledged within the timestamp window is
@@ -280,18 +272,35 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res = ignored(ReasonUnsupportedEventType)
 		return
 	}
+	res = h.dispatch(ctx, r, req, env, plain)
+}
 
+// authenticate checks an event's verification token, that it is signed when an
+// encrypt key is set, and its timestamp. A zero Result lets it through.
+func (h *Webhook) authenticate(r *http.Request, env envelope, signed bool) Result {
+	if subtle.ConstantTimeCompare([]byte(env.Header.Token), h.token) != 1 {
+		return rejected(ReasonBadToken, errors.New("header.token is not the verification token"))
+	}
+	if h.key != "" && !signed {
+		return rejected(ReasonMissingSignature, errors.New("event without X-Lark-Signature although an encrypt key is set"))
+	}
+	return h.checkTimestamp(r)
+}
+
+// dispatch hands a verified, supported event to the SDK's typed handler, whose
+// Result it returns.
+func (h *Webhook) dispatch(ctx context.Context, r *http.Request, req *larkevent.EventReq, env envelope, plain string) Result {
 	slot := &resultSlot{}
 	ctx = context.WithValue(ctx, slotKey{}, slot)
 	_, err := h.d.DoHandle(ctx, larkevent.ReqType(env.Type), env.Header.EventType, env.Challenge, env.Header.Token, plain, r.RequestURI, req)
 	switch {
 	case slot.set:
-		res = slot.res
+		return slot.res
 	case err != nil:
 		// The SDK could not decode the event into its typed struct.
-		res = rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
+		return rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
 	default:
-		res = failed(ReasonInternal, errors.New("the SDK dispatched no handler"))
+		return failed(ReasonInternal, errors.New("the SDK dispatched no handler"))
 	}
 }
 
