@@ -96,7 +96,9 @@ func fatal(err error) bool {
 	return err != nil && !errors.As(err, &ab)
 }
 
-// loop runs batches until ctx ends (then drains) or one fails fatally.
+// loop runs batches until ctx ends (then drains) or one fails fatally. Each turn
+// polls the next batch, settles the batch in flight (overlapping the next one's
+// writes with its dead letters and offsets where it can), then starts the next.
 func (s *Sink) loop(ctx context.Context) error {
 	// Batches keep working for DrainTimeout after ctx ends.
 	work, stopWork := drainContext(ctx, s.o.DrainTimeout)
@@ -106,87 +108,116 @@ func (s *Sink) loop(ctx context.Context) error {
 		if ctx.Err() != nil && fl == nil {
 			return nil
 		}
-		var (
-			next    *batch
-			nextErr error
-		)
-		// With a rebalance waiting, the batch in flight is finished and no other one
-		// is taken before rebalances are allowed.
-		if ctx.Err() == nil && (fl == nil || !s.rb.pending()) {
-			recs, err := s.poll(ctx, fl)
-			if err != nil {
-				if fl != nil {
-					<-fl.done
-					s.giveUp(err, fl.b)
-				}
-				return err
-			}
-			if len(recs) > 0 {
-				next = s.newBatch(recs)
-				nextErr = s.decode(work, next)
-			}
+		next, nextErr, err := s.pollNext(ctx, work, fl)
+		if err != nil {
+			return err
 		}
 		if fl != nil {
-			<-fl.done
-			written, err := fl.b, fl.err
-			fl = nil
-			var overlap *flight
-			if err == nil && next != nil && nextErr == nil && !s.rb.pending() && ctx.Err() == nil {
-				// The next batch's writes start now (after this one's, so the
-				// versions of a key stay in order) while this one's dead letters
-				// and offsets go out.
-				overlap = s.launch(work, next)
-			}
-			if err == nil {
-				err = s.complete(work, written)
-			}
+			var took bool
+			fl, took, err = s.settle(ctx, work, fl, next, nextErr)
 			if err != nil {
-				if overlap != nil {
-					<-overlap.done
-				}
-				if next != nil {
-					s.giveUp(err, written, next)
-				} else {
-					s.giveUp(err, written)
-				}
-				s.allow()
-				if fatal(err) {
-					return err
-				}
-				continue
-			}
-			if overlap != nil {
-				fl = overlap
-				continue
-			}
-		}
-		switch {
-		case next == nil:
-			s.allow()
-		case nextErr != nil:
-			s.giveUp(nextErr, next)
-			s.allow()
-			if fatal(nextErr) {
-				return nextErr
-			}
-		case s.rb.pending() || ctx.Err() != nil:
-			// Let the rebalance (or the shutdown) through: this batch is written
-			// now, and no other is started before rebalances are allowed.
-			err := s.write(work, next)
-			if err == nil {
-				err = s.complete(work, next)
-			}
-			if err != nil {
-				s.giveUp(err, next)
-			}
-			s.allow()
-			if fatal(err) {
 				return err
 			}
-		default:
-			fl = s.launch(work, next)
+			if took {
+				continue
+			}
+		}
+		if fl, err = s.startNext(ctx, work, next, nextErr); err != nil {
+			return err
 		}
 	}
+}
+
+// pollNext polls and decodes the next batch (nil: none, or none taken). With a
+// rebalance waiting, the batch in flight is finished and no other one is taken
+// before rebalances are allowed. A poll error is fatal: the batch in flight is
+// waited for and given up with it.
+func (s *Sink) pollNext(ctx, work context.Context, fl *flight) (next *batch, nextErr, err error) {
+	if ctx.Err() != nil || (fl != nil && s.rb.pending()) {
+		return nil, nil, nil
+	}
+	recs, err := s.poll(ctx, fl)
+	if err != nil {
+		if fl != nil {
+			<-fl.done
+			s.giveUp(err, fl.b)
+		}
+		return nil, nil, err
+	}
+	if len(recs) > 0 {
+		next = s.newBatch(recs)
+		nextErr = s.decode(work, next)
+	}
+	return next, nextErr, nil
+}
+
+// settle waits for the batch in flight and completes it. When it wrote and next
+// decoded, next's writes start at once (after this one's, so the versions of a
+// key stay in order) while this one's dead letters and offsets go out: the
+// returned flight is next's. took reports that next was dealt with here
+// (launched, or given up with a failed batch in flight); err is a fatal failure.
+func (s *Sink) settle(ctx, work context.Context, fl *flight, next *batch, nextErr error) (_ *flight, took bool, _ error) {
+	<-fl.done
+	written, err := fl.b, fl.err
+	var overlap *flight
+	if err == nil && next != nil && nextErr == nil && !s.rb.pending() && ctx.Err() == nil {
+		overlap = s.launch(work, next)
+	}
+	if err == nil {
+		err = s.complete(work, written)
+	}
+	if err != nil {
+		if overlap != nil {
+			<-overlap.done
+		}
+		if next != nil {
+			s.giveUp(err, written, next)
+		} else {
+			s.giveUp(err, written)
+		}
+		s.allow()
+		if fatal(err) {
+			return nil, true, err
+		}
+		return nil, true, nil
+	}
+	if overlap != nil {
+		return overlap, true, nil
+	}
+	return nil, false, nil
+}
+
+// startNext deals with the polled batch when nothing is in flight: none (allow
+// rebalances), undecodable (given up), a rebalance or shutdown waiting (written
+// and completed now, then rebalances are allowed), or launched.
+func (s *Sink) startNext(ctx, work context.Context, next *batch, nextErr error) (*flight, error) {
+	switch {
+	case next == nil:
+		s.allow()
+	case nextErr != nil:
+		s.giveUp(nextErr, next)
+		s.allow()
+		if fatal(nextErr) {
+			return nil, nextErr
+		}
+	case s.rb.pending() || ctx.Err() != nil:
+		// Let the rebalance (or the shutdown) through: this batch is written
+		// now, and no other is started before rebalances are allowed.
+		err := s.write(work, next)
+		if err == nil {
+			err = s.complete(work, next)
+		}
+		if err != nil {
+			s.giveUp(err, next)
+		}
+		s.allow()
+		if fatal(err) {
+			return nil, err
+		}
+	default:
+		return s.launch(work, next), nil
+	}
+	return nil, nil
 }
 
 // poll returns the next records. While a batch is being written it returns as soon
