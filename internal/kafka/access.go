@@ -133,6 +133,8 @@ func allowed(ops int32, op kmsg.ACLOperation) bool {
 	return ops != authorizedOpsUnknown && ops&(1<<uint(op)) != 0
 }
 
+// checkTopics asks the broker, in one Metadata request, what the principal may do
+// on each topic, and returns the needs it may not.
 func checkTopics(ctx context.Context, cl *kgo.Client, topics map[string][]Access) ([]Access, error) {
 	if len(topics) == 0 {
 		return nil, nil
@@ -201,6 +203,17 @@ func checkTopics(ctx context.Context, cl *kgo.Client, topics map[string][]Access
 	if len(toCreate) == 0 {
 		return missing, nil
 	}
+	refused, err := checkCreate(ctx, cl, toCreate)
+	if err != nil {
+		return nil, err
+	}
+	return append(missing, refused...), nil
+}
+
+// checkCreate asks, with a validate-only CreateTopics, whether the principal may
+// create the topics a broker that reports no authorized operations left
+// unchecked, and returns the needs it refused.
+func checkCreate(ctx context.Context, cl *kgo.Client, toCreate []Access) ([]Access, error) {
 	creq := kmsg.NewPtrCreateTopicsRequest()
 	creq.ValidateOnly = true
 	creq.TimeoutMillis = 15_000
@@ -214,6 +227,7 @@ func checkTopics(ctx context.Context, cl *kgo.Client, topics map[string][]Access
 	if err != nil {
 		return nil, fmt.Errorf("kafka access check: validate-only create: %w", err)
 	}
+	var missing []Access
 	for _, t := range cresp.Topics {
 		if errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.TopicAuthorizationFailed) {
 			for _, n := range toCreate {

@@ -176,11 +176,43 @@ type tp struct {
 // earliest requested offset of the partition, and each group's LagTime comes from the
 // first record at or after its own offset.
 func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedGroupLags, out []GroupLag, o LagOptions) error {
-	type want struct {
-		gi, pi int
-		off    int64
+	wants, from := lagWants(described, out, o.MaxTimestampFetches)
+	if len(from) == 0 {
+		return nil
 	}
-	wants := map[tp][]want{}
+	stamps, err := readLagStamps(ctx, cl, wants, from, o.TimestampTimeout)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	for k, ws := range wants {
+		for _, w := range ws {
+			p := &out[w.gi].Partitions[w.pi]
+			ts, ok := stamps[k][w.off]
+			if !ok {
+				continue
+			}
+			d := now.Sub(ts)
+			if d < 0 {
+				d = 0
+			}
+			p.LagTime = d
+		}
+	}
+	return nil
+}
+
+// lagWant is one group's lagging partition: where it is in out, and the offset
+// it reads next.
+type lagWant struct {
+	gi, pi int
+	off    int64
+}
+
+// lagWants lists, per lagging partition (at most max of them), the offsets the
+// groups read next, and the smallest of them (where reading starts).
+func lagWants(described kadm.DescribedGroupLags, out []GroupLag, max int) (map[tp][]lagWant, map[tp]int64) {
+	wants := map[tp][]lagWant{}
 	from := map[tp]int64{}
 	for gi := range out {
 		for pi, p := range out[gi].Partitions {
@@ -197,22 +229,23 @@ func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedG
 				}
 			}
 			if _, ok := from[k]; !ok {
-				if len(from) >= o.MaxTimestampFetches {
+				if len(from) >= max {
 					continue
 				}
 				from[k] = off
 			} else if off < from[k] {
 				from[k] = off
 			}
-			wants[k] = append(wants[k], want{gi, pi, off})
+			wants[k] = append(wants[k], lagWant{gi, pi, off})
 		}
 	}
-	if len(from) == 0 {
-		return nil
-	}
+	return wants, from
+}
 
-	// Read records from the smallest wanted offset of each partition until every
-	// group's offset on it is covered, or time runs out.
+// readLagStamps reads records from the smallest wanted offset of each partition
+// until every group's offset on it is covered, or timeout passes, and returns per
+// wanted offset the timestamp of the first record at or after it.
+func readLagStamps(ctx context.Context, cl *kgo.Client, wants map[tp][]lagWant, from map[tp]int64, timeout time.Duration) (map[tp]map[int64]time.Time, error) {
 	remaining := map[tp]map[int64]bool{}
 	for k, ws := range wants {
 		offs := map[int64]bool{}
@@ -237,11 +270,11 @@ func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedG
 	)
 	rd, err := kgo.NewClient(opts...)
 	if err != nil {
-		return fmt.Errorf("creating the record-timestamp reader: %w", err)
+		return nil, fmt.Errorf("creating the record-timestamp reader: %w", err)
 	}
 	defer rd.Close()
 
-	fctx, cancel := context.WithTimeout(ctx, o.TimestampTimeout)
+	fctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	stamps := map[tp]map[int64]time.Time{} // wanted offset -> timestamp of first record at or after it
 	for len(remaining) > 0 {
@@ -267,24 +300,9 @@ func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedG
 		})
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("reading record timestamps: %w", err)
+		return nil, fmt.Errorf("reading record timestamps: %w", err)
 	}
-	now := time.Now()
-	for k, ws := range wants {
-		for _, w := range ws {
-			p := &out[w.gi].Partitions[w.pi]
-			ts, ok := stamps[k][w.off]
-			if !ok {
-				continue
-			}
-			d := now.Sub(ts)
-			if d < 0 {
-				d = 0
-			}
-			p.LagTime = d
-		}
-	}
-	return nil
+	return stamps, nil
 }
 
 // connectionOpts keeps the options of a client that are about connecting (brokers,

@@ -96,6 +96,58 @@ type Server struct {
 
 // New validates opts, binds the listener and returns a Server ready to Run.
 func New(opts Options) (*Server, error) {
+	// The server owns an injected listener from here on, also when New fails.
+	fail := func(err error) (*Server, error) {
+		if opts.Listener != nil {
+			_ = opts.Listener.Close()
+		}
+		return nil, err
+	}
+	if err := opts.withDefaults(); err != nil {
+		return fail(err)
+	}
+
+	s := &Server{
+		life:   lifecycle.New("ops server", lifecycle.Once, ErrClosed),
+		opts:   opts,
+		log:    logging.OrDiscard(opts.Logger),
+		mux:    http.NewServeMux(),
+		checks: make(map[string]func(context.Context) error),
+	}
+	if opts.Registry != nil {
+		m, err := newRequestMetrics(opts.Registry)
+		if err != nil {
+			return fail(err)
+		}
+		s.metrics = m
+	}
+	s.srv = &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: opts.ReadHeaderTimeout,
+		ReadTimeout:       opts.ReadTimeout,
+		WriteTimeout:      opts.WriteTimeout,
+		IdleTimeout:       opts.IdleTimeout,
+		MaxHeaderBytes:    opts.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+
+	if err := s.mountOps(); err != nil {
+		return fail(err)
+	}
+
+	s.ln = opts.Listener
+	if s.ln == nil {
+		ln, err := net.Listen("tcp", opts.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("ops server listening on %s: %w", opts.Addr, err)
+		}
+		s.ln = ln
+	}
+	return s, nil
+}
+
+// withDefaults fills the defaults of opts and reports every bad value at once.
+func (opts *Options) withDefaults() error {
 	var problems []string
 	durations := []struct {
 		name string
@@ -126,66 +178,29 @@ func New(opts Options) (*Server, error) {
 	if opts.Listener == nil && opts.Addr == "" {
 		problems = append(problems, "neither Addr nor Listener is set")
 	}
-	// The server owns an injected listener from here on, also when New fails.
-	fail := func(err error) (*Server, error) {
-		if opts.Listener != nil {
-			_ = opts.Listener.Close()
-		}
-		return nil, err
-	}
 	if len(problems) > 0 {
-		return fail(fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; ")))
+		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
 	}
+	return nil
+}
 
-	s := &Server{
-		life:   lifecycle.New("ops server", lifecycle.Once, ErrClosed),
-		opts:   opts,
-		log:    logging.OrDiscard(opts.Logger),
-		mux:    http.NewServeMux(),
-		checks: make(map[string]func(context.Context) error),
-	}
-	if opts.Registry != nil {
-		m, err := newRequestMetrics(opts.Registry)
-		if err != nil {
-			return fail(err)
-		}
-		s.metrics = m
-	}
-	s.srv = &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: opts.ReadHeaderTimeout,
-		ReadTimeout:       opts.ReadTimeout,
-		WriteTimeout:      opts.WriteTimeout,
-		IdleTimeout:       opts.IdleTimeout,
-		MaxHeaderBytes:    opts.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-	}
-
+// mountOps mounts the ops endpoints: health, readiness, and the metrics of the
+// registry when there is one.
+func (s *Server) mountOps() error {
 	if err := s.mount("GET "+PathHealthz, http.HandlerFunc(s.serveHealthz)); err != nil {
-		return fail(err)
+		return err
 	}
 	if err := s.mount("GET "+PathReadyz, http.HandlerFunc(s.serveReadyz)); err != nil {
-		return fail(err)
+		return err
 	}
-	if opts.Registry != nil {
-		h := promhttp.HandlerFor(opts.Registry, promhttp.HandlerOpts{
-			ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
-			ErrorHandling: promhttp.ContinueOnError,
-		})
-		if err := s.mount("GET "+PathMetrics, h); err != nil {
-			return fail(err)
-		}
+	if s.opts.Registry == nil {
+		return nil
 	}
-
-	s.ln = opts.Listener
-	if s.ln == nil {
-		ln, err := net.Listen("tcp", opts.Addr)
-		if err != nil {
-			return nil, fmt.Errorf("ops server listening on %s: %w", opts.Addr, err)
-		}
-		s.ln = ln
-	}
-	return s, nil
+	h := promhttp.HandlerFor(s.opts.Registry, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return s.mount("GET "+PathMetrics, h)
 }
 
 // Addr is the address the server listens on, with the port the system chose when
