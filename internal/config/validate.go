@@ -29,11 +29,10 @@ const (
 const tl = "services.workspace.timeline.lark."
 
 var (
-	nameRE     = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
-	tokenName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
-	sha256RE   = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	topicRE    = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
-	clientIDRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,256}$`)
+	nameRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	tokenName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+	sha256RE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	topicRE   = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
 	// groupPrefixRE leaves room in the 249-character topic limit for
 	// "-windows-<version>-table".
 	groupPrefixRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,100}$`)
@@ -114,14 +113,6 @@ func (ch *checker) notNegative(path string, d time.Duration) bool {
 func (ch *checker) atLeast(path string, d, lo time.Duration) bool {
 	if d < lo {
 		ch.bad(path, d, "must be at least %s", formatDuration(lo))
-		return false
-	}
-	return true
-}
-
-func (ch *checker) between(path string, d, lo, hi time.Duration, why string) bool {
-	if d < lo || d > hi {
-		ch.bad(path, d, "must be between %s and %s%s", formatDuration(lo), formatDuration(hi), why)
 		return false
 	}
 	return true
