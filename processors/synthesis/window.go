@@ -365,40 +365,11 @@ func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]
 // The caller holds the workspace lock and a global slot.
 func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slog.Logger) (string, step, error) {
 	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
-	if errors.Is(err, store.ErrEmptyWindow) {
-		log.Warn("window holds no evidence in the table; waiting for it")
-		return "", stepEmpty, nil
-	}
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return "", 0, ctx.Err()
-		case errors.Is(err, store.ErrInvalid):
-			return "", 0, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
-		}
-		w.m.storeRetries.WithLabelValues("claim_window").Inc()
-		level := slog.LevelWarn
-		if !store.IsRetryable(err) {
-			level = slog.LevelError
-		}
-		log.Log(ctx, level, "claiming the window failed; retrying", "retryable", store.IsRetryable(err), "error", err)
-		return "", stepRetry, nil
+		return w.claimFailed(ctx, err, log)
 	}
-	w.m.claims.WithLabelValues(oc.String()).Inc()
-	switch oc {
-	case store.ClaimDone:
-		return outcomeSkippedDone, stepFinished, nil
-	case store.ClaimExhausted:
-		log.Info("window attempts are exhausted", "attempts", st.Attempts, "diagnostics", st.Meta.Error)
-		return outcomeSkippedExhausted, stepFinished, nil
-	case store.ClaimBusy:
-		if j.sweep {
-			return outcomeBusy, stepFinished, nil
-		}
-		log.Debug("another worker is processing the window; waiting", "attempt", st.Attempts)
-		return "", stepRetry, nil
-	case store.ClaimRetried, store.ClaimTakenOver:
-		w.m.windowRetries.Inc()
+	if out, next, ok := w.claimOutcome(j, st, oc, log); !ok {
+		return out, next, nil
 	}
 	log = log.With("attempt", st.Attempts)
 	log.Info("window claimed", "claim", oc.String())
@@ -407,7 +378,64 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 			return "", 0, fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 	}
+	res, aerr := w.attemptClaimed(ctx, st, j, tk, log)
+	if aerr != nil {
+		return w.attemptFailed(ctx, st, aerr, log)
+	}
+	log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
+		"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
+	w.summarize(ctx, j, res, log)
+	return res.outcome, stepFinished, nil
+}
 
+// claimFailed follows a claim that failed with err: an empty window waits for its
+// evidence, an invalid one ends the job, any other failure is retried.
+func (w *Worker) claimFailed(ctx context.Context, err error, log *slog.Logger) (string, step, error) {
+	if errors.Is(err, store.ErrEmptyWindow) {
+		log.Warn("window holds no evidence in the table; waiting for it")
+		return "", stepEmpty, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return "", 0, ctx.Err()
+	case errors.Is(err, store.ErrInvalid):
+		return "", 0, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
+	}
+	w.m.storeRetries.WithLabelValues("claim_window").Inc()
+	level := slog.LevelWarn
+	if !store.IsRetryable(err) {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "claiming the window failed; retrying", "retryable", store.IsRetryable(err), "error", err)
+	return "", stepRetry, nil
+}
+
+// claimOutcome counts the claim's outcome. proceed is false when the claim did not get
+// the window; out and next then say what follows.
+func (w *Worker) claimOutcome(j *job, st store.WindowState, oc store.ClaimOutcome, log *slog.Logger) (out string, next step, proceed bool) {
+	w.m.claims.WithLabelValues(oc.String()).Inc()
+	switch oc {
+	case store.ClaimDone:
+		return outcomeSkippedDone, stepFinished, false
+	case store.ClaimExhausted:
+		log.Info("window attempts are exhausted", "attempts", st.Attempts, "diagnostics", st.Meta.Error)
+		return outcomeSkippedExhausted, stepFinished, false
+	case store.ClaimBusy:
+		if j.sweep {
+			return outcomeBusy, stepFinished, false
+		}
+		log.Debug("another worker is processing the window; waiting", "attempt", st.Attempts)
+		return "", stepRetry, false
+	case store.ClaimRetried, store.ClaimTakenOver:
+		w.m.windowRetries.Inc()
+	}
+	return "", 0, true
+}
+
+// attemptClaimed runs the attempt on the claimed window st and observes its duration.
+// An attempt that failed because its heartbeat found the lease gone fails with the
+// heartbeat's cause, errLeaseLost.
+func (w *Worker) attemptClaimed(ctx context.Context, st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) (attemptResult, error) {
 	started := w.o.Clock()
 	// The attempt runs under a heartbeat that keeps the claim fresh; a lost lease
 	// (another worker took the window over) cancels it.
@@ -420,12 +448,13 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	if cause := context.Cause(actx); aerr != nil && ctx.Err() == nil && errors.Is(cause, errLeaseLost) {
 		aerr = cause
 	}
-	if aerr == nil {
-		log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
-			"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
-		w.summarize(ctx, j, res, log)
-		return res.outcome, stepFinished, nil
-	}
+	return res, aerr
+}
+
+// attemptFailed follows an attempt on st that failed with aerr: a lost lease re-checks
+// the window, shutdown releases it, a model outage refunds the attempt, and any other
+// failure is recorded (the window failed once its attempts are exhausted).
+func (w *Worker) attemptFailed(ctx context.Context, st store.WindowState, aerr error, log *slog.Logger) (string, step, error) {
 	if errors.Is(aerr, store.ErrConflict) || errors.Is(aerr, errLeaseLost) {
 		log.Warn("window lease lost (taken over by another worker); re-checking the window", "error", aerr)
 		return "", stepRetry, nil
@@ -440,18 +469,7 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	}
 	w.m.attemptFailures.WithLabelValues(reason).Inc()
 	if errors.Is(aerr, errModelOutage) {
-		// Not the window's failure: give the attempt back and wait for the model.
-		if err := w.refundFailed(ctx, st.Lease(), aerr); err != nil {
-			if ctx.Err() != nil {
-				return "", 0, ctx.Err()
-			}
-			log.Warn("recording the attempt failed by the model outage failed", "error", err)
-			return "", stepRetry, nil
-		}
-		w.m.refunds.Inc()
-		log.Warn("model unavailable; window attempt released without counting it, waiting for the model",
-			"reason", reason, "error", aerr)
-		return "", stepOutage, nil
+		return w.modelOutage(ctx, st, aerr, reason, log)
 	}
 	if err := w.finishFailed(ctx, st.Lease(), aerr); err != nil {
 		if ctx.Err() != nil {
@@ -467,6 +485,22 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	}
 	log.Warn("window attempt failed; the window will be retried", "reason", reason, "error", aerr)
 	return "", stepRetry, nil
+}
+
+// modelOutage follows an attempt failed by a model outage (aerr, for reason).
+func (w *Worker) modelOutage(ctx context.Context, st store.WindowState, aerr error, reason string, log *slog.Logger) (string, step, error) {
+	// Not the window's failure: give the attempt back and wait for the model.
+	if err := w.refundFailed(ctx, st.Lease(), aerr); err != nil {
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		log.Warn("recording the attempt failed by the model outage failed", "error", err)
+		return "", stepRetry, nil
+	}
+	w.m.refunds.Inc()
+	log.Warn("model unavailable; window attempt released without counting it, waiting for the model",
+		"reason", reason, "error", aerr)
+	return "", stepOutage, nil
 }
 
 // finishFailed records a failed attempt with bounded diagnostics.
