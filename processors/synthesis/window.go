@@ -146,67 +146,24 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 	defer cancel()
 	defer context.AfterFunc(stop, cancel)()
 
-	log := w.log.With(j.logAttrs()...)
-	retry := w.backoff()
-	verified := j.versions == nil && !j.ranged
-	missing := ""
-	empty, waits := 0, 0
+	r := &windowRun{w: w, j: j, log: w.log.With(j.logAttrs()...), retry: w.backoff(),
+		verified: j.versions == nil && !j.ranged}
 	for {
 		if err := wait.Err(); err != nil {
 			return "", err
 		}
-		if !verified {
-			if out, done, err := w.alreadyTerminal(wait, j, retry, log); err != nil || done {
+		if !r.verified {
+			if out, done, err := r.verify(wait); err != nil || done {
 				return out, err
 			}
-			if j.ranged {
-				if err := w.waitSink(wait, j, log); err != nil {
-					return "", err
-				}
-				verified = true
-			} else {
-				ok, diag, err := w.waitEvidence(wait, j, log)
-				if err != nil {
-					return "", err
-				}
-				verified, missing = ok, diag
-			}
 		}
-		if !verified {
-			// The evidence wait ran out: no claim and no attempt; after MaxAttempts
-			// waits the window ends needing attention.
-			if waits++; waits >= w.o.MaxAttempts {
-				if out, done, err := w.needsAttention(wait, j, missing, log); err != nil || done {
-					return out, err
-				}
-				waits = 0
-			}
-			if err := sleep(wait, retry.next()); err != nil {
-				return "", err
+		if !r.verified {
+			if out, done, err := r.evidenceMissing(wait); err != nil || done {
+				return out, err
 			}
 			continue
 		}
-		// A window that needs the model waits for the model gate first, holding
-		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
-		tk, err := w.gate.pass(wait)
-		if err != nil {
-			return "", err
-		}
-		release, err := w.limits.acquire(wait, j.key.Workspace)
-		if err != nil {
-			w.gate.done(tk)
-			return "", err
-		}
-		if err := wait.Err(); err != nil {
-			release()
-			w.gate.done(tk)
-			return "", err
-		}
-		w.m.inFlight.Set(float64(w.limits.inUse()))
-		out, next, err := w.claimOnce(ctx, j, tk, log)
-		release()
-		w.gate.done(tk)
-		w.m.inFlight.Set(float64(w.limits.inUse()))
+		out, next, err := r.claim(ctx, wait)
 		if err != nil {
 			return "", err
 		}
@@ -216,23 +173,111 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 		case stepOutage:
 			continue // straight back to the gate, which paces the retry
 		case stepEmpty:
-			if empty++; empty >= w.o.MaxAttempts {
-				diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", empty)
-				if j.ranged {
-					diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
-						j.partition, j.endOffset, empty)
-				}
-				if out, done, err := w.needsAttention(wait, j, diag, log); err != nil || done {
-					return out, err
-				}
-				empty = 0
+			if out, done, err := r.emptyClaim(wait); err != nil || done {
+				return out, err
 			}
-			verified = j.versions == nil && !j.ranged
 		}
-		if err := sleep(wait, retry.next()); err != nil {
+		if err := sleep(wait, r.retry.next()); err != nil {
 			return "", err
 		}
 	}
+}
+
+// windowRun is the state of runWindow between claims.
+type windowRun struct {
+	w     *Worker
+	j     *job
+	log   *slog.Logger
+	retry *backoff
+	// verified: the window's evidence is known to be in the table (a sweep names no
+	// evidence to wait for).
+	verified bool
+	missing  string // what the last evidence wait did not find
+	empty    int    // claims in a row that found no evidence in the table
+	waits    int    // evidence waits in a row that ran out
+}
+
+// verify checks whether a duplicate record names a window already terminal (done),
+// then waits for the window's evidence: for a ranged job the sink's commit of it, else
+// the versions the record names; r.verified says whether it arrived.
+func (r *windowRun) verify(ctx context.Context) (string, bool, error) {
+	if out, done, err := r.w.alreadyTerminal(ctx, r.j, r.retry, r.log); err != nil || done {
+		return out, done, err
+	}
+	if r.j.ranged {
+		if err := r.w.waitSink(ctx, r.j, r.log); err != nil {
+			return "", false, err
+		}
+		r.verified = true
+		return "", false, nil
+	}
+	ok, diag, err := r.w.waitEvidence(ctx, r.j, r.log)
+	if err != nil {
+		return "", false, err
+	}
+	r.verified, r.missing = ok, diag
+	return "", false, nil
+}
+
+// evidenceMissing follows an evidence wait that ran out, then backs off.
+func (r *windowRun) evidenceMissing(ctx context.Context) (string, bool, error) {
+	// The evidence wait ran out: no claim and no attempt; after MaxAttempts
+	// waits the window ends needing attention.
+	if r.waits++; r.waits >= r.w.o.MaxAttempts {
+		if out, done, err := r.w.needsAttention(ctx, r.j, r.missing, r.log); err != nil || done {
+			return out, done, err
+		}
+		r.waits = 0
+	}
+	return "", false, sleep(ctx, r.retry.next())
+}
+
+// claim passes the model gate and takes a workspace slot, waiting under wait, then
+// claims the window once under ctx (claimOnce), holding both.
+func (r *windowRun) claim(ctx, wait context.Context) (string, step, error) {
+	w := r.w
+	// A window that needs the model waits for the model gate first, holding
+	// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
+	tk, err := w.gate.pass(wait)
+	if err != nil {
+		return "", 0, err
+	}
+	release, err := w.limits.acquire(wait, r.j.key.Workspace)
+	if err != nil {
+		w.gate.done(tk)
+		return "", 0, err
+	}
+	if err := wait.Err(); err != nil {
+		release()
+		w.gate.done(tk)
+		return "", 0, err
+	}
+	w.m.inFlight.Set(float64(w.limits.inUse()))
+	out, next, err := w.claimOnce(ctx, r.j, tk, r.log)
+	release()
+	w.gate.done(tk)
+	w.m.inFlight.Set(float64(w.limits.inUse()))
+	return out, next, err
+}
+
+// emptyClaim follows a claim that found no evidence of the window in the table: after
+// MaxAttempts of them in a row the window ends needing attention; the evidence is
+// verified again before the next claim.
+func (r *windowRun) emptyClaim(ctx context.Context) (string, bool, error) {
+	j := r.j
+	if r.empty++; r.empty >= r.w.o.MaxAttempts {
+		diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", r.empty)
+		if j.ranged {
+			diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
+				j.partition, j.endOffset, r.empty)
+		}
+		if out, done, err := r.w.needsAttention(ctx, j, diag, r.log); err != nil || done {
+			return out, done, err
+		}
+		r.empty = 0
+	}
+	r.verified = j.versions == nil && !j.ranged
+	return "", false, nil
 }
 
 // alreadyTerminal checks, before any wait, whether a duplicate record names a window
