@@ -34,145 +34,234 @@ type attemptResult struct {
 // it completed or ignored. Errors: an *attemptError (the attempt failed; the caller
 // records it), an error wrapping store.ErrConflict (the lease was lost), or ctx's.
 func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) (attemptResult, error) {
-	var (
-		res    attemptResult
-		lease  = st.Lease()
-		ws     = j.key.Workspace
-		agg    = newAggregate()
-		cursor = st.Cursor
-		chunk  = st.Meta.ChunkCount
-		mem    = &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)}
-		prompt string
-	)
-	// A version 3 window reads the messages its record names; a sweep's takeover has
-	// no record, the window state remembers the bound.
-	below := j.belowOffset()
-	if below == 0 {
-		below = st.Meta.BelowOffset
-	}
-	// A resumed window's committed chunks count: their drafts, and whether they changed
-	// a visible draft (the summary policy, §13), are in the window state.
-	res.drafts, res.changed = st.Meta.DraftCount, st.Meta.DraftsChanged
-	if cursor != nil {
-		// The store resumed the window after a committed chunk: the aggregate covers the
-		// evidence before the cursor too.
-		if err := w.seedAggregate(ctx, j, below, *cursor, agg); err != nil {
-			return res, err
-		}
-	}
-	lookback, err := w.lookback(ctx, j)
-	if err != nil {
-		return res, err
+	a := w.newAttemptRun(st, j, tk, log)
+	if err := a.resume(ctx); err != nil {
+		return a.res, err
 	}
 	for {
-		var page store.EvidencePage
-		err := w.withStore(ctx, "evidence_in_range", func() (err error) {
-			page, err = w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: ws, Chat: j.key.Chat,
-				From: j.key.Start, To: j.end, After: cursor, Limit: w.o.EvidenceBatchLimit, EligibleOnly: true,
-				BelowOffset: below})
-			return err
-		})
+		page, err := a.nextEvidence(ctx)
 		if err != nil {
-			return res, storeFailure(ctx, "reading the window's evidence", err)
+			return a.res, err
 		}
 		if len(page.Items) == 0 {
 			break
 		}
-		msgs := make([]synth.Message, len(page.Items))
-		for i, e := range page.Items {
-			if msgs[i], err = toMessage(j.key.Chat, e, false); err != nil {
-				return res, failAttempt(reasonStore, err)
-			}
-		}
-		existing, err := w.existingEntries(ctx, j)
+		c, err := a.plan(ctx, page.Items)
 		if err != nil {
-			return res, err
+			return a.res, err
 		}
-		// The budget is shared: existing entries take at most an eighth, a quarter is
-		// kept for read-only context, primary evidence takes the rest (and the context
-		// whatever primary evidence left).
-		budget := w.o.MaxEstimatedTokensPerChunk
-		exist, existTokens := pickExisting(existing, budget/8, w.o.MaxExistingEntries)
-		reserve := 0
-		if w.o.MaxContextMessages > 0 {
-			reserve = budget / 4
+		if err := a.commit(ctx, c); err != nil {
+			return a.res, err
 		}
-		n, tokens := takePrimary(msgs, w.o.EvidenceBatchLimit, budget, existTokens+reserve)
-		primary, rows := msgs[:n], page.Items[:n]
-		ctxMsgs, ctxTokens, err := w.chunkContext(ctx, j, primary, mem, lookback, max(budget-existTokens-tokens, 0))
-		if err != nil {
-			return res, err
+	}
+	return a.finish(ctx)
+}
+
+// attemptRun is one attempt's state as it walks the window chunk by chunk.
+type attemptRun struct {
+	w   *Worker
+	j   *job
+	st  store.WindowState
+	tk  *gateTicket
+	log *slog.Logger
+
+	lease    store.WindowLease
+	below    int64           // the BelowOffset of the window's reads
+	agg      *aggregate      // the window's evidence committed so far
+	cursor   *store.Cursor   // the last committed evidence; nil before the first chunk
+	chunk    int             // the window's committed chunks: the next chunk's number
+	mem      *recent         // messages of the attempt's earlier chunks, for context
+	lookback []synth.Message // the context before the window
+	prompt   string          // the synthesizer's latest prompt version
+	res      attemptResult
+}
+
+func (w *Worker) newAttemptRun(st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) *attemptRun {
+	a := &attemptRun{
+		w: w, j: j, st: st, tk: tk, log: log,
+		lease:  st.Lease(),
+		agg:    newAggregate(),
+		cursor: st.Cursor,
+		chunk:  st.Meta.ChunkCount,
+		mem:    &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)},
+	}
+	// A version 3 window reads the messages its record names; a sweep's takeover has
+	// no record, the window state remembers the bound.
+	a.below = j.belowOffset()
+	if a.below == 0 {
+		a.below = st.Meta.BelowOffset
+	}
+	// A resumed window's committed chunks count: their drafts, and whether they changed
+	// a visible draft (the summary policy, §13), are in the window state.
+	a.res.drafts, a.res.changed = st.Meta.DraftCount, st.Meta.DraftsChanged
+	return a
+}
+
+// resume reads what the attempt needs before its first chunk: the aggregate of the
+// chunks committed before it, and the context before the window.
+func (a *attemptRun) resume(ctx context.Context) error {
+	if a.cursor != nil {
+		// The store resumed the window after a committed chunk: the aggregate covers the
+		// evidence before the cursor too.
+		if err := a.w.seedAggregate(ctx, a.j, a.below, *a.cursor, a.agg); err != nil {
+			return err
 		}
-		batchID := fmt.Sprintf("%s#%d", j.key.SourceKey(), chunk)
-		req := synth.Request{
-			Workspace: ws, Chat: j.key.Chat, WindowStart: j.key.Start, WindowEnd: j.end,
+	}
+	var err error
+	a.lookback, err = a.w.lookback(ctx, a.j)
+	return err
+}
+
+// nextEvidence reads the next page of the window's eligible evidence after the cursor.
+func (a *attemptRun) nextEvidence(ctx context.Context) (store.EvidencePage, error) {
+	var page store.EvidencePage
+	err := a.w.withStore(ctx, "evidence_in_range", func() (err error) {
+		page, err = a.w.o.Store.EvidenceInRange(ctx, store.RangeQuery{Workspace: a.j.key.Workspace, Chat: a.j.key.Chat,
+			From: a.j.key.Start, To: a.j.end, After: a.cursor, Limit: a.w.o.EvidenceBatchLimit, EligibleOnly: true,
+			BelowOffset: a.below})
+		return err
+	})
+	if err != nil {
+		return page, storeFailure(ctx, "reading the window's evidence", err)
+	}
+	return page, nil
+}
+
+// chunkPlan is one chunk, ready for the synthesizer.
+type chunkPlan struct {
+	batchID string
+	req     synth.Request
+	primary []synth.Message  // the chunk's own messages
+	rows    []store.Evidence // their evidence rows
+	context int              // how many read-only context messages req carries
+	tokens  int              // the estimated tokens of req
+}
+
+// plan cuts the next chunk from a page of evidence: as much primary evidence as the
+// token budget allows, the existing entries and the read-only context.
+func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPlan, error) {
+	w, j := a.w, a.j
+	msgs := make([]synth.Message, len(items))
+	for i, e := range items {
+		var err error
+		if msgs[i], err = toMessage(j.key.Chat, e, false); err != nil {
+			return chunkPlan{}, failAttempt(reasonStore, err)
+		}
+	}
+	existing, err := w.existingEntries(ctx, j)
+	if err != nil {
+		return chunkPlan{}, err
+	}
+	// The budget is shared: existing entries take at most an eighth, a quarter is
+	// kept for read-only context, primary evidence takes the rest (and the context
+	// whatever primary evidence left).
+	budget := w.o.MaxEstimatedTokensPerChunk
+	exist, existTokens := pickExisting(existing, budget/8, w.o.MaxExistingEntries)
+	reserve := 0
+	if w.o.MaxContextMessages > 0 {
+		reserve = budget / 4
+	}
+	n, tokens := takePrimary(msgs, w.o.EvidenceBatchLimit, budget, existTokens+reserve)
+	primary, rows := msgs[:n], items[:n]
+	ctxMsgs, ctxTokens, err := w.chunkContext(ctx, j, primary, a.mem, a.lookback, max(budget-existTokens-tokens, 0))
+	if err != nil {
+		return chunkPlan{}, err
+	}
+	return chunkPlan{
+		batchID: fmt.Sprintf("%s#%d", j.key.SourceKey(), a.chunk),
+		req: synth.Request{
+			Workspace: j.key.Workspace, Chat: j.key.Chat, WindowStart: j.key.Start, WindowEnd: j.end,
 			Groups:           groupConversations(append(slices.Clone(primary), ctxMsgs...), w.o.ProximityGap),
 			Existing:         exist,
 			ProcessorVersion: j.processorVersion(),
-		}
-		out, err := w.synthesizeChunk(ctx, req, batchID, tk, log)
-		if err != nil {
-			return res, err
-		}
-		if out.PromptVersion != "" {
-			prompt = out.PromptVersion
-		}
-		changed, err := w.writeDrafts(ctx, j, st, req, rows, out, batchID, log)
-		if err != nil {
-			return res, err
-		}
-		last := rows[n-1].Cursor()
-		var next store.WindowState
-		err = w.withStore(ctx, "advance_window_cursor", func() (err error) {
-			next, err = w.o.Store.AdvanceWindowCursor(ctx, lease, store.ChunkProgress{Cursor: last, Evidence: n,
-				Drafts: len(out.Drafts), Changed: changed})
-			return err
-		})
-		if err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return res, err
-			}
-			return res, storeFailure(ctx, "advancing the window cursor", err)
-		}
-		for i := range rows {
-			agg.add(rows[i].ID, rows[i].ContentHash)
-		}
-		mem.add(primary)
-		cursor = &last
-		chunk = next.Meta.ChunkCount
-		res.drafts += len(out.Drafts)
-		res.changed = res.changed || changed
-		w.m.chunks.Inc()
-		w.m.chunkEvidence.Observe(float64(n))
-		w.m.chunkContext.Observe(float64(len(ctxMsgs)))
-		w.m.chunkTokens.Observe(float64(tokens + ctxTokens + existTokens))
-		log.Debug("chunk committed", "batch_id", batchID, "evidence", n, "context", len(ctxMsgs),
-			"estimated_tokens", tokens+ctxTokens+existTokens, "drafts", len(out.Drafts), "cursor", last.String())
-	}
+		},
+		primary: primary,
+		rows:    rows,
+		context: len(ctxMsgs),
+		tokens:  tokens + ctxTokens + existTokens,
+	}, nil
+}
 
-	res.outcome = outcomeIgnored
-	status := store.WindowIgnored
-	if res.drafts > 0 {
-		res.outcome, status = outcomeCompleted, store.WindowCompleted
+// commit synthesizes the chunk, writes its drafts and advances the window's cursor
+// past it.
+func (a *attemptRun) commit(ctx context.Context, c chunkPlan) error {
+	w := a.w
+	out, err := w.synthesizeChunk(ctx, c.req, c.batchID, a.tk, a.log)
+	if err != nil {
+		return err
 	}
-	err = w.withStore(ctx, "finish_window", func() (err error) {
-		res.state, err = w.o.Store.FinishWindow(ctx, lease, status, func(s *store.WindowState) {
-			s.AggregateHash = agg.sum()
-			s.Meta.EvidenceCount = agg.n
+	if out.PromptVersion != "" {
+		a.prompt = out.PromptVersion
+	}
+	changed, err := w.writeDrafts(ctx, a.j, a.st, c.req, c.rows, out, c.batchID, a.log)
+	if err != nil {
+		return err
+	}
+	n := len(c.rows)
+	last := c.rows[n-1].Cursor()
+	next, err := a.advance(ctx, store.ChunkProgress{Cursor: last, Evidence: n, Drafts: len(out.Drafts), Changed: changed})
+	if err != nil {
+		return err
+	}
+	for i := range c.rows {
+		a.agg.add(c.rows[i].ID, c.rows[i].ContentHash)
+	}
+	a.mem.add(c.primary)
+	a.cursor = &last
+	a.chunk = next.Meta.ChunkCount
+	a.res.drafts += len(out.Drafts)
+	a.res.changed = a.res.changed || changed
+	w.m.chunks.Inc()
+	w.m.chunkEvidence.Observe(float64(n))
+	w.m.chunkContext.Observe(float64(c.context))
+	w.m.chunkTokens.Observe(float64(c.tokens))
+	a.log.Debug("chunk committed", "batch_id", c.batchID, "evidence", n, "context", c.context,
+		"estimated_tokens", c.tokens, "drafts", len(out.Drafts), "cursor", last.String())
+	return nil
+}
+
+// advance records a committed chunk in the window state.
+func (a *attemptRun) advance(ctx context.Context, p store.ChunkProgress) (store.WindowState, error) {
+	var next store.WindowState
+	err := a.w.withStore(ctx, "advance_window_cursor", func() (err error) {
+		next, err = a.w.o.Store.AdvanceWindowCursor(ctx, a.lease, p)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return next, err
+		}
+		return next, storeFailure(ctx, "advancing the window cursor", err)
+	}
+	return next, nil
+}
+
+// finish ends the window completed (when it has drafts) or ignored, with the
+// aggregate of its evidence.
+func (a *attemptRun) finish(ctx context.Context) (attemptResult, error) {
+	a.res.outcome = outcomeIgnored
+	status := store.WindowIgnored
+	if a.res.drafts > 0 {
+		a.res.outcome, status = outcomeCompleted, store.WindowCompleted
+	}
+	err := a.w.withStore(ctx, "finish_window", func() (err error) {
+		a.res.state, err = a.w.o.Store.FinishWindow(ctx, a.lease, status, func(s *store.WindowState) {
+			s.AggregateHash = a.agg.sum()
+			s.Meta.EvidenceCount = a.agg.n
 			s.Meta.Error = ""
-			if prompt != "" {
-				s.Meta.PromptVersion = prompt
+			if a.prompt != "" {
+				s.Meta.PromptVersion = a.prompt
 			}
 		})
 		return err
 	})
 	if err != nil {
 		if errors.Is(err, store.ErrConflict) {
-			return res, err
+			return a.res, err
 		}
-		return res, storeFailure(ctx, "finishing the window", err)
+		return a.res, storeFailure(ctx, "finishing the window", err)
 	}
-	return res, nil
+	return a.res, nil
 }
 
 // storeFailure turns a store error inside an attempt into an attempt failure, unless

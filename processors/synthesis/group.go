@@ -43,33 +43,51 @@ func groupConversations(msgs []synth.Message, gap time.Duration) []synth.Group {
 	}
 	sorted := slices.Clone(msgs)
 	slices.SortStableFunc(sorted, compareMessages)
+	roots, members := conversations(sorted, linkMessages(sorted))
+	groups := buildGroups(sorted, roots, members, gap)
+	slices.SortStableFunc(groups, func(a, b synth.Group) int { return compareMessages(a.Messages[0], b.Messages[0]) })
+	return groups
+}
 
-	parent := make([]int, len(sorted))
+// disjointSets is a union-find over message indexes: a set's representative is its
+// earliest message.
+type disjointSets []int
+
+func newDisjointSets(n int) disjointSets {
+	parent := make(disjointSets, n)
 	for i := range parent {
 		parent[i] = i
 	}
-	var find func(int) int
-	find = func(i int) int {
-		for parent[i] != i {
-			parent[i] = parent[parent[i]]
-			i = parent[i]
-		}
-		return i
+	return parent
+}
+
+func (parent disjointSets) find(i int) int {
+	for parent[i] != i {
+		parent[i] = parent[parent[i]]
+		i = parent[i]
 	}
-	union := func(a, b int) {
-		ra, rb := find(a), find(b)
-		if ra == rb {
-			return
-		}
-		if rb < ra { // the earlier message is the representative
-			ra, rb = rb, ra
-		}
-		parent[rb] = ra
+	return i
+}
+
+func (parent disjointSets) union(a, b int) {
+	ra, rb := parent.find(a), parent.find(b)
+	if ra == rb {
+		return
 	}
+	if rb < ra { // the earlier message is the representative
+		ra, rb = rb, ra
+	}
+	parent[rb] = ra
+}
+
+// linkMessages joins the sorted messages linked by the same thread_id, the same
+// root_id, a root or a parent (boundaries 1 to 3).
+func linkMessages(sorted []synth.Message) disjointSets {
+	sets := newDisjointSets(len(sorted))
 	first := make(map[string]int, 2*len(sorted))
 	link := func(i int, node string) {
 		if j, ok := first[node]; ok {
-			union(i, j)
+			sets.union(i, j)
 			return
 		}
 		first[node] = i
@@ -86,17 +104,26 @@ func groupConversations(msgs []synth.Message, gap time.Duration) []synth.Group {
 			link(i, "m:"+m.ParentID)
 		}
 	}
+	return sets
+}
 
-	members := make(map[int][]int, len(sorted))
-	var roots []int // in order of first member
+// conversations lists the sets of the sorted messages: their representatives in order
+// of first member, and the members of each, in order.
+func conversations(sorted []synth.Message, sets disjointSets) (roots []int, members map[int][]int) {
+	members = make(map[int][]int, len(sorted))
 	for i := range sorted {
-		r := find(i)
+		r := sets.find(i)
 		if _, seen := members[r]; !seen {
 			roots = append(roots, r)
 		}
 		members[r] = append(members[r], i)
 	}
+	return roots, members
+}
 
+// buildGroups makes a group of each linked conversation, and joins the messages
+// without links by proximity (boundary 4).
+func buildGroups(sorted []synth.Message, roots []int, members map[int][]int, gap time.Duration) []synth.Group {
 	var (
 		groups  []synth.Group
 		proxIdx = -1 // the open proximity group
@@ -115,18 +142,23 @@ func groupConversations(msgs []synth.Message, gap time.Duration) []synth.Group {
 			lastAt = m0.OccurredAt
 			continue
 		}
-		g := synth.Group{Key: groupConv + string(m0.MessageID)}
-		for _, i := range idx {
-			if m := sorted[i]; m.ThreadID != "" {
-				g.Key = groupThread + m.ThreadID
-				break
-			}
-		}
-		for _, i := range idx {
-			g.Messages = append(g.Messages, sorted[i])
-		}
-		groups = append(groups, g)
+		groups = append(groups, linkedGroup(sorted, idx))
 	}
-	slices.SortStableFunc(groups, func(a, b synth.Group) int { return compareMessages(a.Messages[0], b.Messages[0]) })
 	return groups
+}
+
+// linkedGroup is the group of the linked conversation of sorted[idx...]: keyed by the
+// first thread_id among its messages, else by its first message.
+func linkedGroup(sorted []synth.Message, idx []int) synth.Group {
+	g := synth.Group{Key: groupConv + string(sorted[idx[0]].MessageID)}
+	for _, i := range idx {
+		if m := sorted[i]; m.ThreadID != "" {
+			g.Key = groupThread + m.ThreadID
+			break
+		}
+	}
+	for _, i := range idx {
+		g.Messages = append(g.Messages, sorted[i])
+	}
+	return g
 }

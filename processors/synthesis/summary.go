@@ -33,62 +33,113 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 	if res.outcome != outcomeCompleted {
 		return
 	}
-	skip := func(reason string, attrs ...any) {
-		w.m.summarySkipped.WithLabelValues(reason).Inc()
-		log.Debug("summary skipped", append([]any{"reason", reason}, attrs...)...)
+	s := summaryRun{w: w, j: j, log: log}
+	if !s.due(ctx, res.changed) {
+		return
 	}
-	attempted := func(outcome string, err error) {
-		w.m.summaryAttempts.WithLabelValues(outcome).Inc()
-		if err != nil {
-			log.Warn("summary attempt failed; the window keeps its state and the attempt is spent", "outcome", outcome, "error", err)
-		}
+	previous, ok := s.previous(ctx)
+	if !ok || !s.spend(ctx) {
+		return
 	}
+	req, ok := s.request(ctx, previous)
+	if !ok {
+		return
+	}
+	text, usage, ok := s.call(ctx, req)
+	if !ok {
+		return
+	}
+	s.write(ctx, req, text, usage)
+}
+
+// summaryRun is the summary attempt after one window; each step counts and logs how
+// the attempt ends when it ends there.
+type summaryRun struct {
+	w   *Worker
+	j   *job
+	log *slog.Logger
+}
+
+// skip counts and logs a summary that is not attempted.
+func (s summaryRun) skip(reason string, attrs ...any) {
+	s.w.m.summarySkipped.WithLabelValues(reason).Inc()
+	s.log.Debug("summary skipped", append([]any{"reason", reason}, attrs...)...)
+}
+
+// attempted counts how a spent attempt ended, and logs a failure.
+func (s summaryRun) attempted(outcome string, err error) {
+	s.w.m.summaryAttempts.WithLabelValues(outcome).Inc()
+	if err != nil {
+		s.log.Warn("summary attempt failed; the window keeps its state and the attempt is spent", "outcome", outcome, "error", err)
+	}
+}
+
+// due reports whether the workspace is to be summarized: a summarizer is configured,
+// and the window changed a visible draft or a refresh is due.
+func (s summaryRun) due(ctx context.Context, changed bool) bool {
 	switch {
-	case w.o.Summarizer == nil:
-		skip(skipDisabled)
-		return
-	case !res.changed && !w.summaryRefreshDue(ctx, j.key.Workspace):
-		skip(skipNoChange)
-		return
+	case s.w.o.Summarizer == nil:
+		s.skip(skipDisabled)
+		return false
+	case !changed && !s.w.summaryRefreshDue(ctx, s.j.key.Workspace):
+		s.skip(skipNoChange)
+		return false
 	}
-	ws := j.key.Workspace
+	return true
+}
+
+// previous reads the workspace's summary (zero when it has none); ok is false when it
+// cannot be read or a human wrote it.
+func (s summaryRun) previous(ctx context.Context) (store.Summary, bool) {
 	var previous store.Summary
-	err := w.withStore(ctx, "get_summary", func() (err error) {
-		previous, err = w.o.Store.GetSummary(ctx, ws)
+	err := s.w.withStore(ctx, "get_summary", func() (err error) {
+		previous, err = s.w.o.Store.GetSummary(ctx, s.j.key.Workspace)
 		return err
 	})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		previous = store.Summary{}
 	case err != nil:
-		skip(skipStoreError, "error", err)
-		return
+		s.skip(skipStoreError, "error", err)
+		return previous, false
 	case previous.Source == store.EntryFromHuman:
-		skip(skipHumanSummary)
-		return
+		s.skip(skipHumanSummary)
+		return previous, false
 	}
+	return previous, true
+}
+
+// spend sets summary_attempted in the window state; it is false when that failed or
+// the window's one attempt was spent already.
+func (s summaryRun) spend(ctx context.Context) bool {
 	var first bool
-	err = w.withStore(ctx, "mark_summary_attempted", func() (err error) {
-		first, err = w.o.Store.MarkSummaryAttempted(ctx, j.key)
+	err := s.w.withStore(ctx, "mark_summary_attempted", func() (err error) {
+		first, err = s.w.o.Store.MarkSummaryAttempted(ctx, s.j.key)
 		return err
 	})
 	switch {
 	case err != nil:
-		skip(skipStoreError, "error", err)
-		return
+		s.skip(skipStoreError, "error", err)
+		return false
 	case !first:
-		skip(skipAlreadyAttempted)
-		return
+		s.skip(skipAlreadyAttempted)
+		return false
 	}
+	return true
+}
 
+// request builds the summarizer's input from the workspace's visible entries; ok is
+// false when they cannot be read or none of them is of a kind the summarizer knows.
+func (s summaryRun) request(ctx context.Context, previous store.Summary) (synth.SummaryRequest, bool) {
+	ws := s.j.key.Workspace
 	var entries []store.Entry
-	err = w.withStore(ctx, "list_visible_entries", func() (err error) {
-		entries, err = w.o.Store.ListVisibleEntries(ctx, ws)
+	err := s.w.withStore(ctx, "list_visible_entries", func() (err error) {
+		entries, err = s.w.o.Store.ListVisibleEntries(ctx, ws)
 		return err
 	})
 	if err != nil {
-		attempted(summaryFailed, err)
-		return
+		s.attempted(summaryFailed, err)
+		return synth.SummaryRequest{}, false
 	}
 	req := synth.SummaryRequest{Workspace: ws, Previous: previous.Text}
 	for _, e := range entries {
@@ -100,11 +151,17 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 			OccurredAt: e.OccurredAt, Status: string(e.Status)})
 	}
 	if len(req.Entries) == 0 {
-		skip(skipNoEntries)
-		return
+		s.skip(skipNoEntries)
+		return req, false
 	}
-	sctx, cancel := context.WithTimeout(ctx, w.o.SummaryTimeout)
-	text, usage, err := w.o.Summarizer.Summarize(sctx, req)
+	return req, true
+}
+
+// call runs the summarizer, bounded by SummaryTimeout, and validates its text; ok is
+// false when it failed.
+func (s summaryRun) call(ctx context.Context, req synth.SummaryRequest) (string, synth.Usage, bool) {
+	sctx, cancel := context.WithTimeout(ctx, s.w.o.SummaryTimeout)
+	text, usage, err := s.w.o.Summarizer.Summarize(sctx, req)
 	cancel()
 	if err == nil {
 		err = synth.ValidateSummary(text)
@@ -114,32 +171,38 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 		if errors.Is(err, synth.ErrInvalidOutput) {
 			outcome = summaryInvalid
 		}
-		attempted(outcome, err)
-		return
+		s.attempted(outcome, err)
+		return "", synth.Usage{}, false
 	}
+	return text, usage, true
+}
+
+// write stores the summary, unless a human summary was written meanwhile.
+func (s summaryRun) write(ctx context.Context, req synth.SummaryRequest, text string, usage synth.Usage) {
+	w, j := s.w, s.j
 	meta, err := json.Marshal(summaryMeta{WindowKey: j.key.SourceKey(), ProcessorVersion: j.processorVersion(),
 		Entries: len(req.Entries), PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
 		SummarizedAt: w.o.Clock().UTC()})
 	if err != nil {
-		attempted(summaryFailed, err)
+		s.attempted(summaryFailed, err)
 		return
 	}
 	var written bool
 	err = w.withStore(ctx, "put_ai_summary", func() (err error) {
-		written, err = w.o.Store.PutAISummaryIfNotHuman(ctx, ws, text, meta)
+		written, err = w.o.Store.PutAISummaryIfNotHuman(ctx, j.key.Workspace, text, meta)
 		return err
 	})
 	switch {
 	case err != nil:
-		attempted(summaryFailed, err)
+		s.attempted(summaryFailed, err)
 	case !written:
-		attempted(summaryHumanKept, nil)
+		s.attempted(summaryHumanKept, nil)
 	default:
-		attempted(summaryWritten, nil)
+		s.attempted(summaryWritten, nil)
 		if !j.closedAt.IsZero() {
 			w.m.summaryLag.Observe(w.o.Clock().Sub(j.closedAt).Seconds())
 		}
-		log.Info("workspace summary written", "entries", len(req.Entries))
+		s.log.Info("workspace summary written", "entries", len(req.Entries))
 	}
 }
 

@@ -146,67 +146,24 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 	defer cancel()
 	defer context.AfterFunc(stop, cancel)()
 
-	log := w.log.With(j.logAttrs()...)
-	retry := w.backoff()
-	verified := j.versions == nil && !j.ranged
-	missing := ""
-	empty, waits := 0, 0
+	r := &windowRun{w: w, j: j, log: w.log.With(j.logAttrs()...), retry: w.backoff(),
+		verified: j.versions == nil && !j.ranged}
 	for {
 		if err := wait.Err(); err != nil {
 			return "", err
 		}
-		if !verified {
-			if out, done, err := w.alreadyTerminal(wait, j, retry, log); err != nil || done {
+		if !r.verified {
+			if out, done, err := r.verify(wait); err != nil || done {
 				return out, err
 			}
-			if j.ranged {
-				if err := w.waitSink(wait, j, log); err != nil {
-					return "", err
-				}
-				verified = true
-			} else {
-				ok, diag, err := w.waitEvidence(wait, j, log)
-				if err != nil {
-					return "", err
-				}
-				verified, missing = ok, diag
-			}
 		}
-		if !verified {
-			// The evidence wait ran out: no claim and no attempt; after MaxAttempts
-			// waits the window ends needing attention.
-			if waits++; waits >= w.o.MaxAttempts {
-				if out, done, err := w.needsAttention(wait, j, missing, log); err != nil || done {
-					return out, err
-				}
-				waits = 0
-			}
-			if err := sleep(wait, retry.next()); err != nil {
-				return "", err
+		if !r.verified {
+			if out, done, err := r.evidenceMissing(wait); err != nil || done {
+				return out, err
 			}
 			continue
 		}
-		// A window that needs the model waits for the model gate first, holding
-		// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
-		tk, err := w.gate.pass(wait)
-		if err != nil {
-			return "", err
-		}
-		release, err := w.limits.acquire(wait, j.key.Workspace)
-		if err != nil {
-			w.gate.done(tk)
-			return "", err
-		}
-		if err := wait.Err(); err != nil {
-			release()
-			w.gate.done(tk)
-			return "", err
-		}
-		w.m.inFlight.Set(float64(w.limits.inUse()))
-		out, next, err := w.claimOnce(ctx, j, tk, log)
-		release()
-		w.gate.done(tk)
-		w.m.inFlight.Set(float64(w.limits.inUse()))
+		out, next, err := r.claim(ctx, wait)
 		if err != nil {
 			return "", err
 		}
@@ -216,23 +173,111 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 		case stepOutage:
 			continue // straight back to the gate, which paces the retry
 		case stepEmpty:
-			if empty++; empty >= w.o.MaxAttempts {
-				diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", empty)
-				if j.ranged {
-					diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
-						j.partition, j.endOffset, empty)
-				}
-				if out, done, err := w.needsAttention(wait, j, diag, log); err != nil || done {
-					return out, err
-				}
-				empty = 0
+			if out, done, err := r.emptyClaim(wait); err != nil || done {
+				return out, err
 			}
-			verified = j.versions == nil && !j.ranged
 		}
-		if err := sleep(wait, retry.next()); err != nil {
+		if err := sleep(wait, r.retry.next()); err != nil {
 			return "", err
 		}
 	}
+}
+
+// windowRun is the state of runWindow between claims.
+type windowRun struct {
+	w     *Worker
+	j     *job
+	log   *slog.Logger
+	retry *backoff
+	// verified: the window's evidence is known to be in the table (a sweep names no
+	// evidence to wait for).
+	verified bool
+	missing  string // what the last evidence wait did not find
+	empty    int    // claims in a row that found no evidence in the table
+	waits    int    // evidence waits in a row that ran out
+}
+
+// verify checks whether a duplicate record names a window already terminal (done),
+// then waits for the window's evidence: for a ranged job the sink's commit of it, else
+// the versions the record names; r.verified says whether it arrived.
+func (r *windowRun) verify(ctx context.Context) (string, bool, error) {
+	if out, done, err := r.w.alreadyTerminal(ctx, r.j, r.retry, r.log); err != nil || done {
+		return out, done, err
+	}
+	if r.j.ranged {
+		if err := r.w.waitSink(ctx, r.j, r.log); err != nil {
+			return "", false, err
+		}
+		r.verified = true
+		return "", false, nil
+	}
+	ok, diag, err := r.w.waitEvidence(ctx, r.j, r.log)
+	if err != nil {
+		return "", false, err
+	}
+	r.verified, r.missing = ok, diag
+	return "", false, nil
+}
+
+// evidenceMissing follows an evidence wait that ran out, then backs off.
+func (r *windowRun) evidenceMissing(ctx context.Context) (string, bool, error) {
+	// The evidence wait ran out: no claim and no attempt; after MaxAttempts
+	// waits the window ends needing attention.
+	if r.waits++; r.waits >= r.w.o.MaxAttempts {
+		if out, done, err := r.w.needsAttention(ctx, r.j, r.missing, r.log); err != nil || done {
+			return out, done, err
+		}
+		r.waits = 0
+	}
+	return "", false, sleep(ctx, r.retry.next())
+}
+
+// claim passes the model gate and takes a workspace slot, waiting under wait, then
+// claims the window once under ctx (claimOnce), holding both.
+func (r *windowRun) claim(ctx, wait context.Context) (string, step, error) {
+	w := r.w
+	// A window that needs the model waits for the model gate first, holding
+	// nothing: no claim (its lease cannot go stale), no slot, no workspace lock.
+	tk, err := w.gate.pass(wait)
+	if err != nil {
+		return "", 0, err
+	}
+	release, err := w.limits.acquire(wait, r.j.key.Workspace)
+	if err != nil {
+		w.gate.done(tk)
+		return "", 0, err
+	}
+	if err := wait.Err(); err != nil {
+		release()
+		w.gate.done(tk)
+		return "", 0, err
+	}
+	w.m.inFlight.Set(float64(w.limits.inUse()))
+	out, next, err := w.claimOnce(ctx, r.j, tk, r.log)
+	release()
+	w.gate.done(tk)
+	w.m.inFlight.Set(float64(w.limits.inUse()))
+	return out, next, err
+}
+
+// emptyClaim follows a claim that found no evidence of the window in the table: after
+// MaxAttempts of them in a row the window ends needing attention; the evidence is
+// verified again before the next claim.
+func (r *windowRun) emptyClaim(ctx context.Context) (string, bool, error) {
+	j := r.j
+	if r.empty++; r.empty >= r.w.o.MaxAttempts {
+		diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", r.empty)
+		if j.ranged {
+			diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
+				j.partition, j.endOffset, r.empty)
+		}
+		if out, done, err := r.w.needsAttention(ctx, j, diag, r.log); err != nil || done {
+			return out, done, err
+		}
+		r.empty = 0
+	}
+	r.verified = j.versions == nil && !j.ranged
+	return "", false, nil
 }
 
 // alreadyTerminal checks, before any wait, whether a duplicate record names a window
@@ -365,40 +410,11 @@ func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]
 // The caller holds the workspace lock and a global slot.
 func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slog.Logger) (string, step, error) {
 	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
-	if errors.Is(err, store.ErrEmptyWindow) {
-		log.Warn("window holds no evidence in the table; waiting for it")
-		return "", stepEmpty, nil
-	}
 	if err != nil {
-		switch {
-		case ctx.Err() != nil:
-			return "", 0, ctx.Err()
-		case errors.Is(err, store.ErrInvalid):
-			return "", 0, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
-		}
-		w.m.storeRetries.WithLabelValues("claim_window").Inc()
-		level := slog.LevelWarn
-		if !store.IsRetryable(err) {
-			level = slog.LevelError
-		}
-		log.Log(ctx, level, "claiming the window failed; retrying", "retryable", store.IsRetryable(err), "error", err)
-		return "", stepRetry, nil
+		return w.claimFailed(ctx, err, log)
 	}
-	w.m.claims.WithLabelValues(oc.String()).Inc()
-	switch oc {
-	case store.ClaimDone:
-		return outcomeSkippedDone, stepFinished, nil
-	case store.ClaimExhausted:
-		log.Info("window attempts are exhausted", "attempts", st.Attempts, "diagnostics", st.Meta.Error)
-		return outcomeSkippedExhausted, stepFinished, nil
-	case store.ClaimBusy:
-		if j.sweep {
-			return outcomeBusy, stepFinished, nil
-		}
-		log.Debug("another worker is processing the window; waiting", "attempt", st.Attempts)
-		return "", stepRetry, nil
-	case store.ClaimRetried, store.ClaimTakenOver:
-		w.m.windowRetries.Inc()
+	if out, next, ok := w.claimOutcome(j, st, oc, log); !ok {
+		return out, next, nil
 	}
 	log = log.With("attempt", st.Attempts)
 	log.Info("window claimed", "claim", oc.String())
@@ -407,7 +423,64 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 			return "", 0, fmt.Errorf("%w: %w", errAbandoned, err)
 		}
 	}
+	res, aerr := w.attemptClaimed(ctx, st, j, tk, log)
+	if aerr != nil {
+		return w.attemptFailed(ctx, st, aerr, log)
+	}
+	log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
+		"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
+	w.summarize(ctx, j, res, log)
+	return res.outcome, stepFinished, nil
+}
 
+// claimFailed follows a claim that failed with err: an empty window waits for its
+// evidence, an invalid one ends the job, any other failure is retried.
+func (w *Worker) claimFailed(ctx context.Context, err error, log *slog.Logger) (string, step, error) {
+	if errors.Is(err, store.ErrEmptyWindow) {
+		log.Warn("window holds no evidence in the table; waiting for it")
+		return "", stepEmpty, nil
+	}
+	switch {
+	case ctx.Err() != nil:
+		return "", 0, ctx.Err()
+	case errors.Is(err, store.ErrInvalid):
+		return "", 0, fmt.Errorf("%w: %w", ErrInvalidWindow, err)
+	}
+	w.m.storeRetries.WithLabelValues("claim_window").Inc()
+	level := slog.LevelWarn
+	if !store.IsRetryable(err) {
+		level = slog.LevelError
+	}
+	log.Log(ctx, level, "claiming the window failed; retrying", "retryable", store.IsRetryable(err), "error", err)
+	return "", stepRetry, nil
+}
+
+// claimOutcome counts the claim's outcome. proceed is false when the claim did not get
+// the window; out and next then say what follows.
+func (w *Worker) claimOutcome(j *job, st store.WindowState, oc store.ClaimOutcome, log *slog.Logger) (out string, next step, proceed bool) {
+	w.m.claims.WithLabelValues(oc.String()).Inc()
+	switch oc {
+	case store.ClaimDone:
+		return outcomeSkippedDone, stepFinished, false
+	case store.ClaimExhausted:
+		log.Info("window attempts are exhausted", "attempts", st.Attempts, "diagnostics", st.Meta.Error)
+		return outcomeSkippedExhausted, stepFinished, false
+	case store.ClaimBusy:
+		if j.sweep {
+			return outcomeBusy, stepFinished, false
+		}
+		log.Debug("another worker is processing the window; waiting", "attempt", st.Attempts)
+		return "", stepRetry, false
+	case store.ClaimRetried, store.ClaimTakenOver:
+		w.m.windowRetries.Inc()
+	}
+	return "", 0, true
+}
+
+// attemptClaimed runs the attempt on the claimed window st and observes its duration.
+// An attempt that failed because its heartbeat found the lease gone fails with the
+// heartbeat's cause, errLeaseLost.
+func (w *Worker) attemptClaimed(ctx context.Context, st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) (attemptResult, error) {
 	started := w.o.Clock()
 	// The attempt runs under a heartbeat that keeps the claim fresh; a lost lease
 	// (another worker took the window over) cancels it.
@@ -420,12 +493,13 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	if cause := context.Cause(actx); aerr != nil && ctx.Err() == nil && errors.Is(cause, errLeaseLost) {
 		aerr = cause
 	}
-	if aerr == nil {
-		log.Info("window finished", "status", res.outcome, "chunks", res.state.Meta.ChunkCount,
-			"evidence", res.state.Meta.EvidenceCount, "drafts", res.drafts, "aggregate_hash", res.state.AggregateHash)
-		w.summarize(ctx, j, res, log)
-		return res.outcome, stepFinished, nil
-	}
+	return res, aerr
+}
+
+// attemptFailed follows an attempt on st that failed with aerr: a lost lease re-checks
+// the window, shutdown releases it, a model outage refunds the attempt, and any other
+// failure is recorded (the window failed once its attempts are exhausted).
+func (w *Worker) attemptFailed(ctx context.Context, st store.WindowState, aerr error, log *slog.Logger) (string, step, error) {
 	if errors.Is(aerr, store.ErrConflict) || errors.Is(aerr, errLeaseLost) {
 		log.Warn("window lease lost (taken over by another worker); re-checking the window", "error", aerr)
 		return "", stepRetry, nil
@@ -440,18 +514,7 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	}
 	w.m.attemptFailures.WithLabelValues(reason).Inc()
 	if errors.Is(aerr, errModelOutage) {
-		// Not the window's failure: give the attempt back and wait for the model.
-		if err := w.refundFailed(ctx, st.Lease(), aerr); err != nil {
-			if ctx.Err() != nil {
-				return "", 0, ctx.Err()
-			}
-			log.Warn("recording the attempt failed by the model outage failed", "error", err)
-			return "", stepRetry, nil
-		}
-		w.m.refunds.Inc()
-		log.Warn("model unavailable; window attempt released without counting it, waiting for the model",
-			"reason", reason, "error", aerr)
-		return "", stepOutage, nil
+		return w.modelOutage(ctx, st, aerr, reason, log)
 	}
 	if err := w.finishFailed(ctx, st.Lease(), aerr); err != nil {
 		if ctx.Err() != nil {
@@ -467,6 +530,22 @@ func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slo
 	}
 	log.Warn("window attempt failed; the window will be retried", "reason", reason, "error", aerr)
 	return "", stepRetry, nil
+}
+
+// modelOutage follows an attempt failed by a model outage (aerr, for reason).
+func (w *Worker) modelOutage(ctx context.Context, st store.WindowState, aerr error, reason string, log *slog.Logger) (string, step, error) {
+	// Not the window's failure: give the attempt back and wait for the model.
+	if err := w.refundFailed(ctx, st.Lease(), aerr); err != nil {
+		if ctx.Err() != nil {
+			return "", 0, ctx.Err()
+		}
+		log.Warn("recording the attempt failed by the model outage failed", "error", err)
+		return "", stepRetry, nil
+	}
+	w.m.refunds.Inc()
+	log.Warn("model unavailable; window attempt released without counting it, waiting for the model",
+		"reason", reason, "error", aerr)
+	return "", stepOutage, nil
 }
 
 // finishFailed records a failed attempt with bounded diagnostics.

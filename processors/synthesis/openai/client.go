@@ -195,98 +195,140 @@ type chatResponse struct {
 // structured outputs answer 400 to it); the switch sticks for the client's lifetime
 // once json_object was accepted.
 func (c *Client) complete(ctx context.Context, cl call) (synth.Usage, string, error) {
-	var (
-		usage    synth.Usage
-		model    string
-		lastErr  error
-		feedback []chatMessage
-		fellBack bool
-		attempts = 1 + c.o.MaxRetries
-	)
-	log := c.log.With(append([]any{"op", cl.op}, cl.logAttrs...)...)
-	for attempt := 1; attempt <= attempts; {
-		format := formatJSONSchema
-		if c.noSchema.Load() || fellBack {
-			format = formatJSONObject
-		}
-		body, err := json.Marshal(c.request(cl, feedback, format))
+	r := &callRun{c: c, cl: cl, attempts: 1 + c.o.MaxRetries,
+		log: c.log.With(append([]any{"op", cl.op}, cl.logAttrs...)...)}
+	for attempt := 1; attempt <= r.attempts; {
+		format := r.format()
+		body, err := json.Marshal(c.request(cl, r.feedback, format))
 		if err != nil {
-			return usage, model, fmt.Errorf("%w: encoding request: %w", synth.ErrInvalidRequest, err)
+			return r.usage, r.model, fmt.Errorf("%w: encoding request: %w", synth.ErrInvalidRequest, err)
 		}
 		start := time.Now()
 		resp, err := c.post(ctx, body)
 		c.m.duration.WithLabelValues(cl.op).Observe(time.Since(start).Seconds())
-
 		if err != nil {
-			if ctxErr := ctx.Err(); ctxErr != nil {
-				c.m.requests.WithLabelValues(cl.op, outcomeCanceled).Inc()
-				return usage, model, fmt.Errorf("calling model: %w", ctxErr)
+			again, err := r.postFailed(ctx, attempt, format, err)
+			if err != nil {
+				return r.usage, r.model, err
 			}
-			var se *StatusError
-			if errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && format == formatJSONSchema {
-				c.m.requests.WithLabelValues(cl.op, outcomeRejected).Inc()
-				c.m.retries.WithLabelValues(cl.op, reasonSchemaFallback).Inc()
-				log.Info("endpoint rejected json_schema response format; retrying with json_object", "status", se.StatusCode)
-				fellBack = true
-				continue // the same attempt, in the other format
+			if !again {
+				attempt++
 			}
-			if errors.Is(err, synth.ErrRejected) {
-				c.m.requests.WithLabelValues(cl.op, outcomeRejected).Inc()
-				log.Warn("model endpoint rejected the request", "attempt", attempt, "err", err)
-				return usage, model, err
-			}
-			c.m.requests.WithLabelValues(cl.op, outcomeUnavailable).Inc()
-			lastErr = err
-			if attempt == attempts {
-				break
-			}
-			delay, ok := c.retryDelay(attempt, err)
-			if !ok {
-				log.Warn("model endpoint asks to retry later than MaxRetryAfter; giving up this call", "attempt", attempt, "err", err)
-				return usage, model, err
-			}
-			c.m.retries.WithLabelValues(cl.op, reasonUnavailable).Inc()
-			log.Warn("model endpoint unavailable; retrying", "attempt", attempt, "delay", delay, "err", err)
-			if err := c.sleep(ctx, delay); err != nil {
-				return usage, model, fmt.Errorf("waiting to retry: %w", err)
-			}
+			continue
+		}
+		if err := r.answered(resp, attempt); err != nil {
 			attempt++
 			continue
 		}
-
-		usage = usage.Add(synth.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens})
-		c.m.tokens.WithLabelValues(cl.op, "prompt").Add(float64(resp.Usage.PromptTokens))
-		c.m.tokens.WithLabelValues(cl.op, "completion").Add(float64(resp.Usage.CompletionTokens))
-		if resp.Model != "" {
-			model = resp.Model
-		}
-		answer, err := resp.answer()
-		if err == nil {
-			err = cl.accept(answer)
-		}
-		if err != nil {
-			c.m.requests.WithLabelValues(cl.op, outcomeInvalid).Inc()
-			lastErr = err
-			if attempt < attempts {
-				c.m.retries.WithLabelValues(cl.op, reasonInvalidOutput).Inc()
-				log.Warn("model answer invalid; retrying with feedback", "attempt", attempt, "err", err)
-			}
-			feedback = []chatMessage{
-				{Role: "assistant", Content: truncateRunes(answer, maxFeedbackRunes)},
-				{Role: "user", Content: "Your previous answer was rejected: " + err.Error() +
-					". Answer again with JSON of the required shape that follows every rule."},
-			}
-			attempt++
-			continue
-		}
-		c.m.requests.WithLabelValues(cl.op, outcomeOK).Inc()
-		if fellBack && !c.noSchema.Swap(true) {
-			log.Info("using json_object response format for this endpoint from now on")
-		}
-		log.Debug("model call succeeded", "attempt", attempt, "prompt_tokens", usage.PromptTokens, "completion_tokens", usage.CompletionTokens)
-		return usage, model, nil
+		r.succeeded(attempt)
+		return r.usage, r.model, nil
 	}
-	return usage, model, fmt.Errorf("giving up after %d attempts: %w", attempts, lastErr)
+	return r.usage, r.model, fmt.Errorf("giving up after %d attempts: %w", r.attempts, r.lastErr)
+}
+
+// callRun is the state of one call across its attempts.
+type callRun struct {
+	c        *Client
+	cl       call
+	log      *slog.Logger
+	attempts int // 1+MaxRetries
+
+	usage    synth.Usage // summed over the attempts
+	model    string      // the model the endpoint last named
+	lastErr  error
+	feedback []chatMessage // why the last answer was rejected, for the next attempt
+	fellBack bool          // the endpoint rejected json_schema during this call
+}
+
+// format is the response format of the next request: json_object once the endpoint
+// rejected json_schema.
+func (r *callRun) format() string {
+	if r.c.noSchema.Load() || r.fellBack {
+		return formatJSONObject
+	}
+	return formatJSONSchema
+}
+
+// postFailed follows a failed post (err) of attempt in format. again reports that the
+// same attempt is to be made once more in json_object (the endpoint rejected
+// json_schema); an error ends the call. Otherwise the next attempt follows, after a
+// backoff, or after the last attempt the call gives up with r.lastErr.
+func (r *callRun) postFailed(ctx context.Context, attempt int, format string, err error) (again bool, _ error) {
+	c, op, log := r.c, r.cl.op, r.log
+	if ctxErr := ctx.Err(); ctxErr != nil {
+		c.m.requests.WithLabelValues(op, outcomeCanceled).Inc()
+		return false, fmt.Errorf("calling model: %w", ctxErr)
+	}
+	var se *StatusError
+	if errors.As(err, &se) && se.StatusCode == http.StatusBadRequest && format == formatJSONSchema {
+		c.m.requests.WithLabelValues(op, outcomeRejected).Inc()
+		c.m.retries.WithLabelValues(op, reasonSchemaFallback).Inc()
+		log.Info("endpoint rejected json_schema response format; retrying with json_object", "status", se.StatusCode)
+		r.fellBack = true
+		return true, nil // the same attempt, in the other format
+	}
+	if errors.Is(err, synth.ErrRejected) {
+		c.m.requests.WithLabelValues(op, outcomeRejected).Inc()
+		log.Warn("model endpoint rejected the request", "attempt", attempt, "err", err)
+		return false, err
+	}
+	c.m.requests.WithLabelValues(op, outcomeUnavailable).Inc()
+	r.lastErr = err
+	if attempt == r.attempts {
+		return false, nil
+	}
+	delay, ok := c.retryDelay(attempt, err)
+	if !ok {
+		log.Warn("model endpoint asks to retry later than MaxRetryAfter; giving up this call", "attempt", attempt, "err", err)
+		return false, err
+	}
+	c.m.retries.WithLabelValues(op, reasonUnavailable).Inc()
+	log.Warn("model endpoint unavailable; retrying", "attempt", attempt, "delay", delay, "err", err)
+	if err := c.sleep(ctx, delay); err != nil {
+		return false, fmt.Errorf("waiting to retry: %w", err)
+	}
+	return false, nil
+}
+
+// answered counts the response's usage and accepts its answer. A rejected answer
+// (the error) becomes r.lastErr and the feedback of the next attempt.
+func (r *callRun) answered(resp *chatResponse, attempt int) error {
+	c, op := r.c, r.cl.op
+	r.usage = r.usage.Add(synth.Usage{PromptTokens: resp.Usage.PromptTokens, CompletionTokens: resp.Usage.CompletionTokens})
+	c.m.tokens.WithLabelValues(op, "prompt").Add(float64(resp.Usage.PromptTokens))
+	c.m.tokens.WithLabelValues(op, "completion").Add(float64(resp.Usage.CompletionTokens))
+	if resp.Model != "" {
+		r.model = resp.Model
+	}
+	answer, err := resp.answer()
+	if err == nil {
+		err = r.cl.accept(answer)
+	}
+	if err != nil {
+		c.m.requests.WithLabelValues(op, outcomeInvalid).Inc()
+		r.lastErr = err
+		if attempt < r.attempts {
+			c.m.retries.WithLabelValues(op, reasonInvalidOutput).Inc()
+			r.log.Warn("model answer invalid; retrying with feedback", "attempt", attempt, "err", err)
+		}
+		r.feedback = []chatMessage{
+			{Role: "assistant", Content: truncateRunes(answer, maxFeedbackRunes)},
+			{Role: "user", Content: "Your previous answer was rejected: " + err.Error() +
+				". Answer again with JSON of the required shape that follows every rule."},
+		}
+		return err
+	}
+	return nil
+}
+
+// succeeded counts and logs a call whose answer was accepted at attempt; a fallback
+// to json_object sticks from now on.
+func (r *callRun) succeeded(attempt int) {
+	r.c.m.requests.WithLabelValues(r.cl.op, outcomeOK).Inc()
+	if r.fellBack && !r.c.noSchema.Swap(true) {
+		r.log.Info("using json_object response format for this endpoint from now on")
+	}
+	r.log.Debug("model call succeeded", "attempt", attempt, "prompt_tokens", r.usage.PromptTokens, "completion_tokens", r.usage.CompletionTokens)
 }
 
 func (c *Client) request(cl call, feedback []chatMessage, format string) chatRequest {

@@ -124,61 +124,71 @@ func (s *Synthesizer) Synthesize(ctx context.Context, req synth.Request) (synth.
 // analyse decides whether a message can support a draft, of which kinds, and what
 // each draft would be titled after.
 func (s *Synthesizer) analyse(m synth.Message) (analysed, bool) {
+	text, ok := statement(m)
+	if !ok {
+		return analysed{}, false
+	}
+	// A labelled message ("Impact: …", "Root cause" heading, "Next steps" list) is
+	// classified by its labels only, one draft kind per labelled section.
+	if secs := sections(text); len(secs) > 0 {
+		return s.analyseSections(m, secs)
+	}
+	return s.analyseSentences(m, text)
+}
+
+// statement is the trimmed text of a message that can state something: ok is false
+// for one that is not citable, not text, empty, an acknowledgement, or without words.
+func statement(m synth.Message) (string, bool) {
 	if !m.Citable() {
-		return analysed{}, false // context, deleted, bot
+		return "", false // context, deleted, bot
 	}
 	switch m.MessageType {
 	case synth.MessageTypeText, synth.MessageTypePost, "":
 	default:
-		return analysed{}, false // images, files, cards, system messages
+		return "", false // images, files, cards, system messages
 	}
 	text := strings.TrimSpace(m.Text)
 	if text == "" || isAck(text) {
-		return analysed{}, false
+		return "", false
 	}
 	words, han, hadLink := content(text)
 	if words+han == 0 {
-		return analysed{}, false // emoji, punctuation or a link alone
+		return "", false // emoji, punctuation or a link alone
 	}
 	if hadLink && words < 4 && han < 6 {
-		return analysed{}, false // a link without explanation
+		return "", false // a link without explanation
 	}
+	return text, true
+}
+
+// analyseSections classifies a labelled message by its sections.
+func (s *Synthesizer) analyseSections(m synth.Message, secs []section) (analysed, bool) {
 	a := analysed{msg: m}
 	ok := false
-
-	// A labelled message ("Impact: …", "Root cause" heading, "Next steps" list) is
-	// classified by its labels only, one draft kind per labelled section.
-	if secs := sections(text); len(secs) > 0 {
-		for _, sec := range secs {
-			k := sec.kind.Rank()
-			if a.score[k] > 0 {
-				continue // the first section of a kind titles it
-			}
-			if w, h, _ := content(sec.content); w+h == 0 {
-				continue // a heading without content
-			}
-			a.score[k] = maxScore
-			a.title[k] = sectionTitle(sec, s.maxTitle)
-			ok = true
+	for _, sec := range secs {
+		k := sec.kind.Rank()
+		if a.score[k] > 0 {
+			continue // the first section of a kind titles it
 		}
-		return a, ok
+		if w, h, _ := content(sec.content); w+h == 0 {
+			continue // a heading without content
+		}
+		a.score[k] = maxScore
+		a.title[k] = sectionTitle(sec, s.maxTitle)
+		ok = true
 	}
+	return a, ok
+}
 
-	// Otherwise every sentence has at most one kind, its strongest; a message
-	// supports the kinds of its sentences. Quoted text is someone's words, not a
-	// statement; a leading acknowledgement is dropped before scoring.
+// analyseSentences classifies a message without labels: every sentence has at most
+// one kind, its strongest; a message supports the kinds of its sentences. Quoted text
+// is someone's words, not a statement; a leading acknowledgement is dropped before
+// scoring.
+func (s *Synthesizer) analyseSentences(m synth.Message, text string) (analysed, bool) {
+	a := analysed{msg: m}
+	ok := false
 	whole, acked := stripAckLead(text)
-	unquoted := quotedRE.ReplaceAllString(whole, " ")
-	units, digits := substance(unquoted)
-	allowed := func(synth.Kind) bool { return true }
-	switch {
-	case acked && !digits && units < minAckReply,
-		meTooRE.MatchString(normalizeForMatch(unquoted)) && !digits && units < minAgreement,
-		!digits && units < minSubstance:
-		// "收到，开始切换", "我这边也看到了", "继续观察": no new fact; only a
-		// statement of who owns what ("ack, taking IC") survives.
-		allowed = func(k synth.Kind) bool { return k == synth.KindOwnership }
-	}
+	allowed := allowedKinds(whole, acked)
 	var best [numKinds]string
 	for _, sentence := range sentences(whole) {
 		sc := primary(scoreSentence(normalizeForMatch(quotedRE.ReplaceAllString(sentence, " "))))
@@ -193,6 +203,29 @@ func (s *Synthesizer) analyse(m synth.Message) (analysed, bool) {
 	if !ok {
 		return a, false
 	}
+	s.sentenceTitles(&a, whole, best)
+	return a, true
+}
+
+// allowedKinds is the kinds a message without labels may support: only ownership when
+// it adds no new fact.
+func allowedKinds(whole string, acked bool) func(synth.Kind) bool {
+	unquoted := quotedRE.ReplaceAllString(whole, " ")
+	units, digits := substance(unquoted)
+	switch {
+	case acked && !digits && units < minAckReply,
+		meTooRE.MatchString(normalizeForMatch(unquoted)) && !digits && units < minAgreement,
+		!digits && units < minSubstance:
+		// "收到，开始切换", "我这边也看到了", "继续观察": no new fact; only a
+		// statement of who owns what ("ack, taking IC") survives.
+		return func(k synth.Kind) bool { return k == synth.KindOwnership }
+	}
+	return func(synth.Kind) bool { return true }
+}
+
+// sentenceTitles titles each kind a's message supports, from the message without its
+// leading acknowledgement (whole) or its strongest sentence of the kind (best).
+func (s *Synthesizer) sentenceTitles(a *analysed, whole string, best [numKinds]string) {
 	kinds := 0
 	for _, v := range a.score {
 		if v > 0 {
@@ -211,7 +244,6 @@ func (s *Synthesizer) analyse(m synth.Message) (analysed, bool) {
 			a.title[k] = best[k]
 		}
 	}
-	return a, true
 }
 
 // draft combines the messages of one group that support kind.

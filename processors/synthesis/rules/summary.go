@@ -54,8 +54,63 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 	if err := synth.ValidateSummaryRequest(req); err != nil {
 		return "", synth.Usage{}, err
 	}
-	entries := slices.Clone(req.Entries)
-	// Chronological; at the same instant a confirmed entry counts as the later one.
+	sm := newSummary(req.Entries)
+	recovered := sm.status()
+	sm.facts(recovered)
+	sm.nextSteps()
+	return sm.text(s.maxSummary), synth.Usage{}, nil
+}
+
+// summary is a summary being written: what the entries say, and its lines so far.
+type summary struct {
+	entries    []synth.VisibleEntry // chronological, titles without their own kind's label
+	l          labels
+	latest     map[synth.Kind]*synth.VisibleEntry
+	steps      []synth.VisibleEntry // the next steps
+	ic         *synth.VisibleEntry  // the latest ownership entry naming the IC
+	mostImpact *synth.VisibleEntry  // the most quantified and scoped impact
+	impact     *synth.VisibleEntry  // the impact the summary states
+	lines      []string             // in order of importance; the tail is dropped first
+}
+
+// newSummary reads the entries in chronological order.
+func newSummary(visible []synth.VisibleEntry) *summary {
+	sm := &summary{entries: chronological(visible), l: labelsEN, latest: map[synth.Kind]*synth.VisibleEntry{}}
+	han := 0
+	for i := range sm.entries {
+		e := &sm.entries[i]
+		e.Title = slotTitle(*e)
+		if e.Title == "" {
+			continue // a bare heading ("Root cause") says nothing
+		}
+		sm.latest[e.Kind] = e
+		switch e.Kind {
+		case synth.KindNextStep:
+			sm.steps = append(sm.steps, *e)
+		case synth.KindOwnership:
+			if icRE.MatchString(normalizeForMatch(e.Title)) {
+				sm.ic = e
+			}
+		case synth.KindImpact:
+			if sm.mostImpact == nil || informative(e.Title) >= informative(sm.mostImpact.Title) {
+				sm.mostImpact = e
+			}
+		}
+		if hasHan(e.Title) {
+			han++
+		}
+	}
+	if han*2 > len(sm.entries) {
+		sm.l = labelsZH
+	}
+	sm.impact = sm.latest[synth.KindImpact]
+	return sm
+}
+
+// chronological is a copy of entries in time order; at the same instant a confirmed
+// entry counts as the later one.
+func chronological(entries []synth.VisibleEntry) []synth.VisibleEntry {
+	entries = slices.Clone(entries)
 	slices.SortStableFunc(entries, func(a, b synth.VisibleEntry) int {
 		if c := a.OccurredAt.Compare(b.OccurredAt); c != 0 {
 			return c
@@ -68,106 +123,101 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 		}
 		return strings.Compare(a.Title, b.Title)
 	})
-	latest := map[synth.Kind]*synth.VisibleEntry{}
-	var (
-		nextSteps  []synth.VisibleEntry
-		ic         *synth.VisibleEntry // the latest ownership entry naming the IC
-		mostImpact *synth.VisibleEntry // the most quantified and scoped impact
-		han        int
-	)
-	for i := range entries {
-		e := &entries[i]
-		e.Title = slotTitle(*e)
-		if e.Title == "" {
-			continue // a bare heading ("Root cause") says nothing
-		}
-		latest[e.Kind] = e
-		switch e.Kind {
-		case synth.KindNextStep:
-			nextSteps = append(nextSteps, *e)
-		case synth.KindOwnership:
-			if icRE.MatchString(normalizeForMatch(e.Title)) {
-				ic = e
-			}
-		case synth.KindImpact:
-			if mostImpact == nil || informative(e.Title) >= informative(mostImpact.Title) {
-				mostImpact = e
-			}
-		}
-		if hasHan(e.Title) {
-			han++
-		}
-	}
-	l := labelsEN
-	if han*2 > len(entries) {
-		l = labelsZH
-	}
-	entry := func(e *synth.VisibleEntry) string {
-		return truncate(collapse(e.Title), summaryTitleRunes) + " (" + e.OccurredAt.UTC().Format(timeLayout) + ")"
-	}
-	line := func(label string, e *synth.VisibleEntry) string { return label + l.sep + entry(e) }
+	return entries
+}
 
-	impact, mitigation, recovery := latest[synth.KindImpact], latest[synth.KindMitigation], latest[synth.KindRecovery]
-	after := func(e *synth.VisibleEntry) bool {
-		return e != nil && (impact == nil || !e.OccurredAt.Before(impact.OccurredAt))
-	}
-	var lines []string // in order of importance; the tail is dropped first
-	recovered := after(recovery)
+// entryText is an entry's title with its time.
+func entryText(e *synth.VisibleEntry) string {
+	return truncate(collapse(e.Title), summaryTitleRunes) + " (" + e.OccurredAt.UTC().Format(timeLayout) + ")"
+}
+
+// add adds the line "label: e".
+func (sm *summary) add(label string, e *synth.VisibleEntry) {
+	sm.lines = append(sm.lines, label+sm.l.sep+entryText(e))
+}
+
+// after reports whether e is at or after the impact the summary states.
+func (sm *summary) after(e *synth.VisibleEntry) bool {
+	return e != nil && (sm.impact == nil || !e.OccurredAt.Before(sm.impact.OccurredAt))
+}
+
+// status adds the status line: recovered, mitigated or investigating, judged by
+// whether the latest recovery or mitigation follows the latest impact.
+func (sm *summary) status() (recovered bool) {
+	l := sm.l
+	mitigation, recovery := sm.latest[synth.KindMitigation], sm.latest[synth.KindRecovery]
+	recovered = sm.after(recovery)
 	switch {
 	case recovered:
 		// The fullest confirmation since the latest impact, not merely the last word.
-		for i := range entries {
-			if e := &entries[i]; e.Kind == synth.KindRecovery && e.Title != "" && after(e) && informative(e.Title) > informative(recovery.Title) {
+		for i := range sm.entries {
+			if e := &sm.entries[i]; e.Kind == synth.KindRecovery && e.Title != "" && sm.after(e) && informative(e.Title) > informative(recovery.Title) {
 				recovery = e
 			}
 		}
-		lines = append(lines, l.status+l.sep+l.recovered+" — "+entry(recovery))
-	case after(mitigation):
-		lines = append(lines, l.status+l.sep+l.mitigated+" — "+entry(mitigation))
+		sm.lines = append(sm.lines, l.status+l.sep+l.recovered+" — "+entryText(recovery))
+	case sm.after(mitigation):
+		sm.lines = append(sm.lines, l.status+l.sep+l.mitigated+" — "+entryText(mitigation))
 	default:
-		lines = append(lines, l.status+l.sep+l.investigating)
+		sm.lines = append(sm.lines, l.status+l.sep+l.investigating)
 	}
-	if impact != nil {
-		if recovered || after(mitigation) {
+	return recovered
+}
+
+// facts adds the lines after the status: impact, mitigation, root cause, owner,
+// blocker and decision.
+func (sm *summary) facts(recovered bool) {
+	l := sm.l
+	mitigation := sm.latest[synth.KindMitigation]
+	if sm.impact != nil {
+		if recovered || sm.after(mitigation) {
 			// Once it is over, the impact worth stating is the fullest one, not the
 			// last interim reading.
-			impact = mostImpact
+			sm.impact = sm.mostImpact
 		}
-		lines = append(lines, line(l.impact, impact))
+		sm.add(l.impact, sm.impact)
 	}
-	if mitigation != nil && !(after(mitigation) && !recovered) { // not already the status line
-		lines = append(lines, line(l.mitigation, mitigation))
+	if mitigation != nil && !(sm.after(mitigation) && !recovered) { // not already the status line
+		sm.add(l.mitigation, mitigation)
 	}
-	if rc := latest[synth.KindRootCause]; rc != nil {
-		lines = append(lines, line(l.rootCause, rc))
-	} else if f := latest[synth.KindFinding]; f != nil {
-		lines = append(lines, line(l.rootCause+l.sep+l.unknownCause+"; "+l.latestFinding, f))
+	if rc := sm.latest[synth.KindRootCause]; rc != nil {
+		sm.add(l.rootCause, rc)
+	} else if f := sm.latest[synth.KindFinding]; f != nil {
+		sm.add(l.rootCause+l.sep+l.unknownCause+"; "+l.latestFinding, f)
 	} else {
-		lines = append(lines, l.rootCause+l.sep+l.unknownCause)
+		sm.lines = append(sm.lines, l.rootCause+l.sep+l.unknownCause)
 	}
-	if o := cmp.Or(ic, latest[synth.KindOwnership]); o != nil {
-		lines = append(lines, line(l.owner, o))
+	if o := cmp.Or(sm.ic, sm.latest[synth.KindOwnership]); o != nil {
+		sm.add(l.owner, o)
 	}
-	if b := latest[synth.KindBlocker]; b != nil && !recovered {
-		lines = append(lines, line(l.blocker, b))
+	if b := sm.latest[synth.KindBlocker]; b != nil && !recovered {
+		sm.add(l.blocker, b)
 	}
-	if d := latest[synth.KindDecision]; d != nil {
-		lines = append(lines, line(l.decision, d))
+	if d := sm.latest[synth.KindDecision]; d != nil {
+		sm.add(l.decision, d)
 	}
-	if n := len(nextSteps); n > 0 {
-		lines = append(lines, l.nextSteps+strings.TrimSpace(l.sep))
-		for _, e := range nextSteps[max(0, n-summaryNextSteps):] {
-			lines = append(lines, "- "+truncate(collapse(e.Title), summaryTitleRunes))
+}
+
+// nextSteps adds a heading and up to summaryNextSteps of the latest next steps.
+func (sm *summary) nextSteps() {
+	if n := len(sm.steps); n > 0 {
+		sm.lines = append(sm.lines, sm.l.nextSteps+strings.TrimSpace(sm.l.sep))
+		for _, e := range sm.steps[max(0, n-summaryNextSteps):] {
+			sm.lines = append(sm.lines, "- "+truncate(collapse(e.Title), summaryTitleRunes))
 		}
 	}
+}
 
+// text joins the lines, dropping the tail beyond maxRunes (the first line alone is
+// cut), and a next-steps heading left without items.
+func (sm *summary) text(maxRunes int) string {
 	var b strings.Builder
 	runes := 0
-	for i, ln := range lines {
+	for i, ln := range sm.lines {
 		n := utf8.RuneCountInString(ln) + 1
-		if runes+n > s.maxSummary {
+		if runes+n > maxRunes {
 			if i == 0 {
-				b.WriteString(truncate(ln, s.maxSummary))
+				b.WriteString(truncate(ln, maxRunes))
 			}
 			break
 		}
@@ -177,8 +227,7 @@ func (s *Synthesizer) Summarize(ctx context.Context, req synth.SummaryRequest) (
 		b.WriteString(ln)
 		runes += n
 	}
-	text := strings.TrimSuffix(b.String(), "\n"+l.nextSteps+strings.TrimSpace(l.sep)) // a heading without items
-	return text, synth.Usage{}, nil
+	return strings.TrimSuffix(b.String(), "\n"+sm.l.nextSteps+strings.TrimSpace(sm.l.sep)) // a heading without items
 }
 
 // slotTitle is an entry's title without a leading label of its own kind ("Root
