@@ -138,6 +138,8 @@ var windowsKeys = config.FieldKeys{
 	"ProcessorVersion":  "windows.processorVersion",
 	"EvidenceTopic":     "kafka.topics.evidence",
 	"CheckpointTopic":   "kafka.topics.checkpoints",
+	"ClosedTopic":       "kafka.topics.windowsClosed",
+	"DeadLetterTopic":   "kafka.topics.deadLetter",
 	"Window":            tl + "synthesisWindow",
 	"Grace":             tl + "synthesisWindowCloseGrace",
 	"Retention":         tl + "ingestionLookback",

@@ -131,6 +131,8 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 			want: []want{{"synthesis.openai.maxRetries", "between 0 and 10"}}},
 		{name: "openai's rules are not applied while the synthesizer is rules", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 11 }},
 		{name: "openai ready is fine", mutate: func(c *config.Config) { openAIReady(c) }},
+		{name: "a key the file refused is not reported again by a stage", mutate: func(c *config.Config) { c.Kafka.Topics.WindowsClosed = "" },
+			want: []want{{"kafka.topics.windowsClosed", "Kafka topic name"}}},
 		{name: "all problems at once, the file's and the stages'", mutate: func(c *config.Config) {
 			timeline(c).SynthesisWindow = 7 * time.Minute
 			c.Kafka.Partitions = 0

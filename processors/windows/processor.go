@@ -206,8 +206,12 @@ func (o Options) problems() *options.Problems {
 	if _, err := ids.ParseProcessorVersion(o.ProcessorVersion); err != nil {
 		p.Add("ProcessorVersion", o.ProcessorVersion, "%v", err)
 	}
-	if o.EvidenceTopic == "" || o.ClosedTopic == "" || o.DeadLetterTopic == "" {
-		p.Add("EvidenceTopic", o.EvidenceTopic, "evidence, closed and dead-letter topics are required")
+	for _, t := range []struct{ field, name string }{
+		{"EvidenceTopic", o.EvidenceTopic}, {"ClosedTopic", o.ClosedTopic}, {"DeadLetterTopic", o.DeadLetterTopic},
+	} {
+		if t.name == "" {
+			p.Add(t.field, nil, "is required")
+		}
 	}
 	if o.RequireCoverage && o.CheckpointTopic == "" {
 		p.Add("CheckpointTopic", o.CheckpointTopic, "is required with RequireCoverage (coverage reads the checkpoints)")
