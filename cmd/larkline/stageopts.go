@@ -53,7 +53,7 @@ func validateConfig(cfg *config.Config) error {
 // as a whole, not per role.
 func stageProblems(cfg *config.Config) []config.Problem {
 	stages := [][]config.Problem{
-		cfg.OptionProblems("kafka", kafkaKeys, gokaOptions(cfg, "").Check()),
+		cfg.OptionProblems("kafka", kafkaKeys(cfg), gokaOptions(cfg, "").Check()),
 		cfg.OptionProblems("windows", windowsKeys, windowsOptions(cfg, cfg.Windows.ProcessorVersion).Check()),
 		cfg.OptionProblems("reconcile", reconcileKeys, reconcileOptions(cfg).Check()),
 		cfg.OptionProblems("synthesis", synthesisKeys, synthesisOptions(cfg).Check()),
@@ -92,7 +92,20 @@ func gokaOptions(cfg *config.Config, clientSuffix string) kafka.GokaOptions {
 	}
 }
 
-var kafkaKeys = config.FieldKeys{
+// kafkaKeys names the keys of the Kafka options; the large-record topics come
+// from two topic keys, named by value.
+func kafkaKeys(cfg *config.Config) config.FieldKeys {
+	keys := config.FieldKeys{
+		"Producer.LargeRecordTopics=" + cfg.Kafka.Topics.DeadLetter:    "kafka.topics.deadLetter",
+		"Producer.LargeRecordTopics=" + cfg.Kafka.Topics.WindowsClosed: "kafka.topics.windowsClosed",
+	}
+	for field, key := range kafkaFieldKeys {
+		keys[field] = key
+	}
+	return keys
+}
+
+var kafkaFieldKeys = config.FieldKeys{
 	"Brokers":                     "kafka.brokers",
 	"ClientID":                    "kafka.clientID",
 	"Producer.Acks":               "kafka.producer.acks",

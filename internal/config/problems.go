@@ -74,8 +74,21 @@ func asError(problems []Problem) error {
 }
 
 // FieldKeys maps the Go fields of one package's Options onto the configuration keys
-// that set them ("PageSize" → "lark.api.pageSize").
+// that set them ("PageSize" → "lark.api.pageSize"). A list field filled from
+// several keys maps each of its values: "Producer.LargeRecordTopics=<name>" →
+// the key whose value <name> is; such an entry wins over the field's own.
 type FieldKeys map[string]string
+
+// key is the configuration key of a problem's field (and value), if any.
+func (k FieldKeys) key(p options.Problem) (string, bool) {
+	if v, ok := p.Value.(string); ok {
+		if key, ok := k[p.Field+"="+v]; ok {
+			return key, true
+		}
+	}
+	key, ok := k[p.Field]
+	return key, ok
+}
 
 // OptionProblems reports err, the error of a package's Options.Check, under the
 // configuration's keys: each option problem becomes a Problem with the key that
@@ -94,7 +107,7 @@ func (c *Config) OptionProblems(stage string, keys FieldKeys, err error) []Probl
 	}
 	out := make([]Problem, 0, len(ps))
 	for _, p := range ps {
-		key, ok := keys[p.Field]
+		key, ok := keys.key(p)
 		if !ok {
 			out = append(out, Problem{Path: stage, Message: p.String()})
 			continue

@@ -429,6 +429,12 @@ func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("OptionProblems = %+v\nwant %+v", got, want)
 	}
+	var lists options.Problems
+	lists.Add("Topics", "b", "must be a topic name")
+	keys := config.FieldKeys{"Topics=a": "kafka.topics.evidence", "Topics=b": "kafka.topics.deadLetter", "Topics": "kafka.topics.checkpoints"}
+	if got := c.OptionProblems("kafka", keys, lists.Err(sentinel)); len(got) != 1 || got[0].Path != "kafka.topics.deadLetter" {
+		t.Fatalf("a list field is named by its value's key: %+v", got)
+	}
 	if got := c.OptionProblems("windows", nil, errors.New("no brokers")); len(got) != 1 || got[0].Path != "windows" || got[0].Message != "no brokers" {
 		t.Fatalf("an error without option problems: %+v", got)
 	}
