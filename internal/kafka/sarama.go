@@ -121,11 +121,9 @@ func saramaConfig(o GokaOptions) (*sarama.Config, validated, error) {
 // setting larkline relies on is set explicitly, one per line, because sarama's
 // defaults move between releases.
 func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
-	if err := o.gokaProblems().Err(ErrInvalidOptions); err != nil {
-		return nil, err
-	}
-	version, err := parseProtocolVersion(o.Version)
-	if err != nil {
+	bad := new(options.Problems)
+	version := o.gokaProblems(bad)
+	if err := bad.Err(ErrInvalidOptions); err != nil {
 		return nil, err
 	}
 
@@ -218,17 +216,16 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 // or nil. It does no I/O.
 func (o GokaOptions) Check() error {
 	p := o.Options.WithDefaults().problems()
-	for _, q := range options.ProblemsOf(o.gokaProblems().Err(ErrInvalidOptions)) {
-		p.Add(q.Field, q.Value, "%s", q.Message)
-	}
+	o.gokaProblems(p)
 	return p.Err(ErrInvalidOptions)
 }
 
-// gokaProblems checks Goka's own options.
-func (o GokaOptions) gokaProblems() *options.Problems {
-	p := new(options.Problems)
-	if _, err := parseProtocolVersion(o.Version); err != nil {
-		p.Add("Version", o.Version, "%s", protocolVersionProblem(o.Version))
+// gokaProblems adds the problems of Goka's own options to p and returns the
+// protocol version (zero when it is one of them).
+func (o GokaOptions) gokaProblems(p *options.Problems) sarama.KafkaVersion {
+	version, why := parseProtocolVersion(o.Version)
+	if why != "" {
+		p.Add("Version", o.Version, "%s", why)
 	}
 	if o.TableReplication < 1 || o.TableReplication > 32767 {
 		p.Add("TableReplication", o.TableReplication, "must be between 1 and 32767")
@@ -244,41 +241,25 @@ func (o GokaOptions) gokaProblems() *options.Problems {
 	if o.StreamRetention < 0 {
 		p.Add("StreamRetention", o.StreamRetention, "must not be negative")
 	}
-	return p
+	return version
 }
 
-// protocolVersionProblem says what is wrong with a sarama protocol version.
-func protocolVersionProblem(s string) string {
+// parseProtocolVersion parses a sarama protocol version ("" is the default), or
+// says what is wrong with it.
+func parseProtocolVersion(s string) (sarama.KafkaVersion, string) {
 	if s == "" {
 		s = DefaultProtocolVersion
 	}
 	v, err := sarama.ParseKafkaVersion(s)
 	switch {
 	case err != nil:
-		return "must be a Kafka version such as 3.6.0"
+		return sarama.KafkaVersion{}, "must be a Kafka version such as 3.6.0"
 	case !v.IsAtLeast(minProtocolVersion):
-		return fmt.Sprintf("must be at least %s: Kafka 4 removed the older protocol versions", minProtocolVersion)
+		return sarama.KafkaVersion{}, fmt.Sprintf("must be at least %s: Kafka 4 removed the older protocol versions", minProtocolVersion)
 	case !sarama.MaxVersion.IsAtLeast(v):
-		return fmt.Sprintf("must be at most %s, the newest sarama knows", sarama.MaxVersion)
+		return sarama.KafkaVersion{}, fmt.Sprintf("must be at most %s, the newest sarama knows", sarama.MaxVersion)
 	}
-	return ""
-}
-
-func parseProtocolVersion(s string) (sarama.KafkaVersion, error) {
-	if s == "" {
-		s = DefaultProtocolVersion
-	}
-	v, err := sarama.ParseKafkaVersion(s)
-	if err != nil {
-		return sarama.KafkaVersion{}, invalid("kafka protocol version %q: %v", s, err)
-	}
-	if !v.IsAtLeast(minProtocolVersion) {
-		return sarama.KafkaVersion{}, invalid("kafka protocol version %s: below %s, whose older request versions Kafka 4 removed", v, minProtocolVersion)
-	}
-	if !sarama.MaxVersion.IsAtLeast(v) {
-		return sarama.KafkaVersion{}, invalid("kafka protocol version %s: sarama knows versions up to %s", v, sarama.MaxVersion)
-	}
-	return v, nil
+	return v, ""
 }
 
 func saramaCompression(c Compression) sarama.CompressionCodec {

@@ -132,12 +132,17 @@ func defaultJitter() float64 { return rand.Float64() }
 
 // check reports every broken rule of the rate and burst.
 func (opts LimiterOptions) check() error {
-	var p options.Problems
+	p := new(options.Problems)
+	opts.problems(p)
+	return p.Err(ErrInvalidOptions)
+}
+
+// problems adds the broken rules of the rate and burst to p.
+func (opts LimiterOptions) problems(p *options.Problems) {
 	if math.IsNaN(opts.RequestsPerSecond) || opts.RequestsPerSecond <= 0 || opts.RequestsPerSecond > MaxRequestsPerSecond {
 		p.Add("RequestsPerSecond", opts.RequestsPerSecond, "must be above 0 and at most %d, Lark's documented per-app limit for the message history API", MaxRequestsPerSecond)
 	}
 	if opts.Burst < 1 || opts.Burst > 10_000 {
 		p.Add("Burst", opts.Burst, "must be between 1 and 10000")
 	}
-	return p.Err(ErrInvalidOptions)
 }

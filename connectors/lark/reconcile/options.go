@@ -433,9 +433,7 @@ func (o *Options) rate(p *options.Problems) {
 	if o.Burst == 0 {
 		o.Burst = DefaultBurst
 	}
-	for _, q := range options.ProblemsOf((LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}).check()) {
-		p.Add(q.Field, q.Value, "%s", q.Message)
-	}
+	LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}.problems(p)
 }
 
 // sleep waits d or until ctx is done.
