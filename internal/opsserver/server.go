@@ -18,6 +18,7 @@ import (
 
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/logging"
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Paths of the endpoints the server owns.
@@ -148,40 +149,25 @@ func New(opts Options) (*Server, error) {
 
 // withDefaults fills the defaults of opts and reports every bad value at once.
 func (opts *Options) withDefaults() error {
-	var problems []string
-	durations := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"ReadHeaderTimeout", &opts.ReadHeaderTimeout, DefaultReadHeaderTimeout},
-		{"ReadTimeout", &opts.ReadTimeout, DefaultReadTimeout},
-		{"WriteTimeout", &opts.WriteTimeout, DefaultWriteTimeout},
-		{"IdleTimeout", &opts.IdleTimeout, DefaultIdleTimeout},
-		{"ReadinessTimeout", &opts.ReadinessTimeout, DefaultReadinessTimeout},
-		{"ShutdownTimeout", &opts.ShutdownTimeout, DefaultShutdownTimeout},
-	}
-	for _, d := range durations {
-		switch {
-		case *d.v < 0:
-			problems = append(problems, fmt.Sprintf("%s %v is negative", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
+	p := new(options.Problems)
+	p.Durations(
+		options.Duration{Name: "ReadHeaderTimeout", V: &opts.ReadHeaderTimeout, Default: DefaultReadHeaderTimeout},
+		options.Duration{Name: "ReadTimeout", V: &opts.ReadTimeout, Default: DefaultReadTimeout},
+		options.Duration{Name: "WriteTimeout", V: &opts.WriteTimeout, Default: DefaultWriteTimeout},
+		options.Duration{Name: "IdleTimeout", V: &opts.IdleTimeout, Default: DefaultIdleTimeout},
+		options.Duration{Name: "ReadinessTimeout", V: &opts.ReadinessTimeout, Default: DefaultReadinessTimeout},
+		options.Duration{Name: "ShutdownTimeout", V: &opts.ShutdownTimeout, Default: DefaultShutdownTimeout},
+	)
 	switch {
 	case opts.MaxHeaderBytes < 0:
-		problems = append(problems, fmt.Sprintf("MaxHeaderBytes %d is negative", opts.MaxHeaderBytes))
+		p.Add("MaxHeaderBytes", opts.MaxHeaderBytes, "must not be negative")
 	case opts.MaxHeaderBytes == 0:
 		opts.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	if opts.Listener == nil && opts.Addr == "" {
-		problems = append(problems, "neither Addr nor Listener is set")
+		p.Add("Addr", nil, "or Listener must be set")
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
-	}
-	return nil
+	return p.Err(ErrInvalidOptions)
 }
 
 // mountOps mounts the ops endpoints: health, readiness, and the metrics of the

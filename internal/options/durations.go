@@ -13,16 +13,13 @@ type Duration struct {
 }
 
 // Durations sets every zero option to its default and returns an error naming the
-// first negative one ("<Name> <value> is negative"); options before it keep their
-// defaults, the rest are untouched.
+// first negative one ("<Name> <value> is negative"). It is [Problems.Durations]
+// for constructors that report one problem.
 func Durations(ds ...Duration) error {
-	for _, d := range ds {
-		switch {
-		case *d.V == 0:
-			*d.V = d.Default
-		case *d.V < 0:
-			return fmt.Errorf("%s %s is negative", d.Name, *d.V)
-		}
+	var p Problems
+	p.Durations(ds...)
+	if len(p.list) == 0 {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%s %s is negative", p.list[0].Field, p.list[0].Value)
 }

@@ -55,6 +55,19 @@ func (p *Problems) Add(field string, value any, format string, args ...any) {
 	p.list = append(p.list, Problem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
 }
 
+// Durations sets every zero option to its default and records each negative one
+// ("must not be negative").
+func (p *Problems) Durations(ds ...Duration) {
+	for _, d := range ds {
+		switch {
+		case *d.V == 0:
+			*d.V = d.Default
+		case *d.V < 0:
+			p.Add(d.Name, *d.V, "must not be negative")
+		}
+	}
+}
+
 // Len is the number of problems recorded so far.
 func (p *Problems) Len() int { return len(p.list) }
 

@@ -303,26 +303,17 @@ func (o Options) values() (Options, error) {
 
 // durations fills the duration defaults and refuses negative ones.
 func (o *Options) durations(p *options.Problems) {
-	ds := []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"IngestionLookback", &o.IngestionLookback, DefaultIngestionLookback},
-		{"ReconcileInterval", &o.ReconcileInterval, DefaultReconcileInterval},
-		{"EvidenceRefreshInterval", &o.EvidenceRefreshInterval, DefaultEvidenceRefreshInterval},
-		{"EvidenceRefreshLookback", &o.EvidenceRefreshLookback, DefaultEvidenceRefreshLookback},
-		{"MinBackoff", &o.MinBackoff, DefaultMinBackoff},
-		{"MaxBackoff", &o.MaxBackoff, DefaultMaxBackoff},
-		{"RequestTimeout", &o.RequestTimeout, DefaultRequestTimeout},
-		{"ThreadActiveWindow", &o.ThreadActiveWindow, DefaultThreadActiveWindow},
-		{"DrainTimeout", &o.DrainTimeout, DefaultDrainTimeout},
-	}
-	for _, d := range ds {
-		if err := options.Durations(options.Duration{Name: d.name, V: d.v, Default: d.def}); err != nil {
-			p.Add(d.name, *d.v, "must not be negative")
-		}
-	}
+	p.Durations(
+		options.Duration{Name: "IngestionLookback", V: &o.IngestionLookback, Default: DefaultIngestionLookback},
+		options.Duration{Name: "ReconcileInterval", V: &o.ReconcileInterval, Default: DefaultReconcileInterval},
+		options.Duration{Name: "EvidenceRefreshInterval", V: &o.EvidenceRefreshInterval, Default: DefaultEvidenceRefreshInterval},
+		options.Duration{Name: "EvidenceRefreshLookback", V: &o.EvidenceRefreshLookback, Default: DefaultEvidenceRefreshLookback},
+		options.Duration{Name: "MinBackoff", V: &o.MinBackoff, Default: DefaultMinBackoff},
+		options.Duration{Name: "MaxBackoff", V: &o.MaxBackoff, Default: DefaultMaxBackoff},
+		options.Duration{Name: "RequestTimeout", V: &o.RequestTimeout, Default: DefaultRequestTimeout},
+		options.Duration{Name: "ThreadActiveWindow", V: &o.ThreadActiveWindow, Default: DefaultThreadActiveWindow},
+		options.Duration{Name: "DrainTimeout", V: &o.DrainTimeout, Default: DefaultDrainTimeout},
+	)
 	switch {
 	case o.ReconcileOverlap == 0:
 		o.ReconcileOverlap = DefaultReconcileOverlap
