@@ -43,7 +43,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 // loadConfig reads and validates the configuration (the file's rules and every
 // stage's), then checks the keys this command needs on top.
 func loadConfig(path string, required ...string) (*config.Config, error) {
-	cfg, err := config.LoadChecked(path, os.Environ(), stageProblems)
+	cfg, err := config.LoadChecked(path, os.Environ(), stageChecks...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
@@ -17,69 +16,48 @@ import (
 
 // The one mapping of configuration keys onto each stage's value options. A role
 // takes the stage's options from here and adds its dependencies (store, clients,
-// codecs); validateConfig runs the stage's own Options.Check on the same options
-// at load and reports each problem under the key that set the field. The rules
+// codecs); stageChecks run the stage's own Options.Check on the same options at
+// load and report each problem under the key that set the field. The rules
 // live in the stages (docs/decisions.md D17); each FieldKeys table names, for
 // every field set here, its key.
 
 const tl = "services.workspace.timeline.lark."
 
-// validateConfig checks the file's own rules (config.Validate), then every stage's
-// rules on the options the file maps onto, and reports all problems at once. A key
-// the file's rules already refused is not reported again by a stage.
-func validateConfig(cfg *config.Config) error {
-	var all []config.Problem
-	if err := cfg.Validate(); err != nil {
-		var ce *config.Error
-		if !errors.As(err, &ce) {
-			return err
-		}
-		all = append(all, ce.Problems...)
-	}
-	refused := make(map[string]bool, len(all))
-	for _, p := range all {
-		refused[p.Path] = true
-	}
-	for _, p := range stageProblems(cfg) {
-		if !refused[p.Path] {
-			all = append(all, p)
-		}
-	}
-	return config.Invalid(all)
-}
+// validateConfig checks the file's own rules and every stage's (stageChecks),
+// all problems at once.
+func validateConfig(cfg *config.Config) error { return cfg.ValidateWith(stageChecks...) }
 
-// stageProblems runs each stage's Options.Check on the configured options. Every
+// stageChecks run each stage's Options.Check on the configured options. Every
 // stage is checked whether or not this process runs it: a file is right or wrong
 // as a whole, not per role.
-func stageProblems(cfg *config.Config) []config.Problem {
-	stages := [][]config.Problem{
-		cfg.OptionProblems("kafka", kafkaKeys(cfg), gokaOptions(cfg, "").Check()),
-		cfg.OptionProblems("windows", windowsKeys, windowsOptions(cfg, cfg.Windows.ProcessorVersion).Check()),
-		cfg.OptionProblems("reconcile", reconcileKeys, reconcileOptions(cfg).Check()),
-		cfg.OptionProblems("synthesis", synthesisKeys, synthesisOptions(cfg).Check()),
-		cfg.OptionProblems("retention", retentionKeys, retentionOptions(cfg).Check()),
-		cfg.OptionProblems("normalize", normalizeKeys, normalizeOptions(cfg).Check()),
-		cfg.OptionProblems("webhook", webhookKeys, webhookOptions(cfg).Check()),
-	}
-	if cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI {
-		stages = append(stages, cfg.OptionProblems("openai", openaiKeys, openaiOptions(cfg).Check()))
-	}
-	// A key that one stage refused is not reported again by the next: two
-	// stages that read the same key (kafka.producer.acks, synthesisWindow) would
-	// otherwise say the same thing twice, in their own words.
-	var ps []config.Problem
-	seen := map[string]bool{}
-	for _, stage := range stages {
-		for _, p := range stage {
-			if !seen[p.Path] {
-				ps = append(ps, p)
-			}
+var stageChecks = []config.StageCheck{
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("kafka", kafkaKeys(c), gokaOptions(c, "").Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("windows", windowsKeys, windowsOptions(c, c.Windows.ProcessorVersion).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("reconcile", reconcileKeys, reconcileOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("synthesis", synthesisKeys, synthesisOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("retention", retentionKeys, retentionOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("normalize", normalizeKeys, normalizeOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		return c.OptionProblems("webhook", webhookKeys, webhookOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		if c.Synthesis.Synthesizer != config.SynthesizerOpenAI {
+			return nil // the client's rules apply only to the client in use
 		}
-		for _, p := range stage {
-			seen[p.Path] = true
-		}
-	}
-	return ps
+		return c.OptionProblems("openai", openaiKeys, openaiOptions(c).Check())
+	},
 }
 
 // gokaOptions: the Kafka clients, franz-go's (the embedded Options) and Goka's.

@@ -27,8 +27,9 @@
 // [Config.Validate] holds the file's own rules only: the shape of a value, the zero
 // rule (a key set to 0 where a stage reads 0 as its default), rules across stages,
 // and what a switch requires. The ranges and relations of a stage's options are the
-// stage's (its Options.Check, docs/decisions.md D17): [LoadChecked] takes a function
-// that runs them on the options the file maps onto (cmd/larkline's stageProblems),
+// stage's (its Options.Check, docs/decisions.md D17): [LoadChecked] and
+// [Config.ValidateWith] take [StageCheck]s that run them on the options the file
+// maps onto (cmd/larkline's stageChecks),
 // and [Config.OptionProblems] reports a stage's problems under the key that set the
 // field, so that the one error also lists them.
 //

@@ -28,14 +28,14 @@ const maxSecretFileBytes = 64 << 10
 // the like). Everything wrong with the content — unknown keys, values that do not
 // parse, environment variables that name no key, unreadable secret files, and every
 // Validate rule — is reported at once in one *Error that matches ErrInvalid.
-func Load(path string, env []string) (*Config, error) { return LoadChecked(path, env, nil) }
+func Load(path string, env []string) (*Config, error) { return LoadChecked(path, env) }
 
-// LoadChecked is Load with the stages' rules: after the file's own rules, stages
-// (when not nil) reports the problems the stages' Options.Check find in the
-// options the configuration maps onto (cmd/larkline's stageProblems), so that one
-// error lists everything wrong at once. A key that already has a problem is not
-// reported again.
-func LoadChecked(path string, env []string, stages func(*Config) []Problem) (*Config, error) {
+// LoadChecked is Load with the stages' rules: after the file's own rules, every
+// stage check reports the problems its stage's Options.Check finds in the options
+// the configuration maps onto (cmd/larkline's stageChecks), so that one error
+// lists everything wrong at once (see [Config.ValidateWith] for which repeats are
+// left out).
+func LoadChecked(path string, env []string, stages ...StageCheck) (*Config, error) {
 	idx, err := loadSchema()
 	if err != nil {
 		return nil, fmt.Errorf("loading configuration: %w", err)
@@ -53,25 +53,7 @@ func LoadChecked(path string, env []string, stages func(*Config) []Problem) (*Co
 	d.applyEnv(env)
 	d.resolveSecretFiles()
 
-	problems := d.problems
-	refused := make(map[string]bool)
-	for _, p := range problems {
-		refused[p.Path] = true
-	}
-	for _, p := range cfg.validate() {
-		if !d.failed[p.Path] {
-			problems = append(problems, p)
-			refused[p.Path] = true
-		}
-	}
-	if stages != nil {
-		for _, p := range stages(cfg) {
-			if !d.failed[p.Path] && !refused[p.Path] {
-				problems = append(problems, p)
-			}
-		}
-	}
-	if err := Invalid(problems); err != nil {
+	if err := asError(cfg.checked(d.problems, d.failed, stages)); err != nil {
 		return nil, err
 	}
 	return cfg, nil

@@ -73,6 +73,48 @@ func asError(problems []Problem) error {
 	return &Error{Problems: problems}
 }
 
+// StageCheck runs one stage's Options.Check on the options the configuration maps
+// onto and reports its problems under their keys ([Config.OptionProblems]).
+type StageCheck func(*Config) []Problem
+
+// ValidateWith is [Config.Validate] with the stages' rules, all problems in one
+// *Error (matching ErrInvalid).
+func (c *Config) ValidateWith(stages ...StageCheck) error {
+	return asError(c.checked(nil, nil, stages))
+}
+
+// checked adds to problems (those found while loading) the file's own, then the
+// stages'. A key already refused is not reported again: not by the file's rules
+// when it did not parse (failed), not by a stage when the file or an earlier
+// stage refused it (two stages that read one key would say the same thing twice,
+// in their own words).
+func (c *Config) checked(problems []Problem, failed map[string]bool, stages []StageCheck) []Problem {
+	refused := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		refused[p.Path] = true
+	}
+	for _, p := range c.validate() {
+		if !failed[p.Path] {
+			problems = append(problems, p)
+			refused[p.Path] = true
+		}
+	}
+	for _, stage := range stages {
+		found := stage(c)
+		said := make(map[Problem]bool, len(found))
+		for _, p := range found {
+			if !failed[p.Path] && !refused[p.Path] && !said[p] {
+				problems = append(problems, p)
+				said[p] = true
+			}
+		}
+		for _, p := range found {
+			refused[p.Path] = true
+		}
+	}
+	return problems
+}
+
 // FieldKeys maps the Go fields of one package's Options onto the configuration keys
 // that set them ("PageSize" → "lark.api.pageSize"). A list field filled from
 // several keys maps each of its values: "Producer.LargeRecordTopics=<name>" →
@@ -124,22 +166,6 @@ func (c *Config) display(key string, fallback any) string {
 		return display(v)
 	}
 	return display(fallback)
-}
-
-// Invalid returns problems as an *Error (matching ErrInvalid), or nil for none,
-// dropping repeats of one key and message (two packages owning the same rule for
-// one key, such as synthesisWindow).
-func Invalid(problems []Problem) error {
-	seen := make(map[[2]string]bool, len(problems))
-	out := problems[:0:0]
-	for _, p := range problems {
-		k := [2]string{p.Path, p.Message}
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, p)
-		}
-	}
-	return asError(out)
 }
 
 // value is the typed value of a leaf key, or false for a path that is not one.

@@ -441,12 +441,28 @@ func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
 	if got := c.OptionProblems("windows", nil, nil); got != nil {
 		t.Fatalf("nil error: %+v", got)
 	}
-	dup := []config.Problem{{Path: "a", Message: "m"}, {Path: "a", Message: "m"}, {Path: "a", Message: "n"}}
-	var cerr *config.Error
-	if err := config.Invalid(dup); !errors.As(err, &cerr) || len(cerr.Problems) != 2 {
-		t.Fatalf("Invalid kept repeats: %v", err)
+}
+
+func TestValidateWithLeavesOutRepeats(t *testing.T) {
+	c := config.Default()
+	rf := config.Problem{Path: "kafka.replicationFactor", Message: "must be between 1 and 32767"}
+	first := func(*config.Config) []config.Problem {
+		// two fields set from one key: said once; another problem on it: kept
+		return []config.Problem{rf, rf, {Path: "kafka.replicationFactor", Message: "other"}}
 	}
-	if config.Invalid(nil) != nil {
-		t.Fatal("Invalid(nil) is not nil")
+	second := func(*config.Config) []config.Problem {
+		// a key an earlier stage refused: left out; a new key: kept
+		return []config.Problem{{Path: "kafka.replicationFactor", Message: "again"}, {Path: "kafka.partitions", Message: "p"}}
+	}
+	var cerr *config.Error
+	if err := c.ValidateWith(first, second); !errors.As(err, &cerr) || len(cerr.Problems) != 3 {
+		t.Fatalf("ValidateWith = %v, want 3 problems", err)
+	}
+	c.Kafka.Partitions = 0 // refused by the file's own rule: the stage's problem is left out
+	if err := c.ValidateWith(second); !errors.As(err, &cerr) || len(cerr.Problems) != 2 || cerr.Problems[0].Message != "must be at least 1" {
+		t.Fatalf("ValidateWith = %v, want the file's problem and the stage's other one", err)
+	}
+	if err := config.Default().ValidateWith(); err != nil {
+		t.Fatalf("no stages, a valid file: %v", err)
 	}
 }
