@@ -4,12 +4,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/config/configtest"
 )
 
 // Each stage's rules are its own (Options.Check); these cases say the
@@ -23,7 +23,7 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 		c.Synthesis.OpenAI.Model = "m"
 		c.Synthesis.OpenAI.APIKey = "k"
 	}
-	type want struct{ path, contains string }
+	type want = configtest.Want
 	tests := []struct {
 		name   string
 		mutate func(*config.Config)
@@ -145,49 +145,11 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 			{"log.format", "json or text"},
 		}},
 	}
-	keys, err := config.Keys()
-	if err != nil {
-		t.Fatal(err)
-	}
-	known := map[string]bool{}
-	for _, k := range keys {
-		known[k.Path] = true
-	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := config.Default()
 			tt.mutate(c)
-			err := validateConfig(c)
-			if len(tt.want) == 0 {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			var cerr *config.Error
-			if !errors.Is(err, config.ErrInvalid) || !errors.As(err, &cerr) {
-				t.Fatalf("error = %v, want a *config.Error", err)
-			}
-			var got, wantPaths []string
-			for _, p := range cerr.Problems {
-				got = append(got, p.Path)
-				if !known[p.Path] {
-					t.Errorf("problem path %q names no key", p.Path)
-				}
-			}
-			for _, w := range tt.want {
-				wantPaths = append(wantPaths, w.path)
-				if !slices.ContainsFunc(cerr.Problems, func(p config.Problem) bool {
-					return p.Path == w.path && strings.Contains(p.String(), w.contains)
-				}) {
-					t.Errorf("no problem at %s containing %q in:\n%v", w.path, w.contains, err)
-				}
-			}
-			slices.Sort(got)
-			slices.Sort(wantPaths)
-			if !slices.Equal(got, wantPaths) {
-				t.Fatalf("problem paths = %v, want %v\n%v", got, wantPaths, err)
-			}
+			configtest.CheckProblems(t, validateConfig(c), tt.want)
 		})
 	}
 }

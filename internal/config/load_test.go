@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/config/configtest"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -166,12 +167,12 @@ kafka: {partitions: 0}
 			if len(tt.want) > 0 {
 				// Problem paths for file-level problems are the file name.
 				for i := range tt.want {
-					if tt.want[i].path == "larkline.yaml" {
-						tt.want[i].path = path
+					if tt.want[i][0] == "larkline.yaml" {
+						tt.want[i][0] = path
 					}
 				}
 			}
-			checkProblems(t, err, tt.want)
+			configtest.CheckProblems(t, err, tt.want)
 			if err == nil && tt.check != nil {
 				tt.check(t, c)
 			}
@@ -315,7 +316,7 @@ func TestLoadEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := config.Load(writeFile(t, "larkline.yaml", file), tt.env)
-			checkProblems(t, err, tt.want)
+			configtest.CheckProblems(t, err, tt.want)
 			if err == nil && tt.check != nil {
 				tt.check(t, c)
 			}
@@ -396,7 +397,7 @@ func TestSecretFiles(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := config.Load(writeFile(t, "larkline.yaml", tt.yaml), tt.env)
-			checkProblems(t, err, tt.want)
+			configtest.CheckProblems(t, err, tt.want)
 			if err != nil && strings.Contains(err.Error(), "s3cr3t") {
 				t.Errorf("error leaks a secret: %v", err)
 			}

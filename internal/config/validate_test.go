@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/config/configtest"
 	"github.com/larkline/larkline/internal/options"
 )
 
 // want is one expected problem: the key path and a fragment of the message.
-type want struct{ path, contains string }
+type want = configtest.Want
 
 const tl = "services.workspace.timeline.lark."
 
@@ -318,56 +319,8 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := config.Default()
 			tt.mutate(c)
-			checkProblems(t, c.Validate(), tt.want)
+			configtest.CheckProblems(t, c.Validate(), tt.want)
 		})
-	}
-}
-
-// checkProblems asserts err lists exactly the wanted problems (by path, in any order),
-// each message containing the wanted fragment, and that every path is a real key.
-func checkProblems(t *testing.T, err error, wants []want) {
-	t.Helper()
-	if len(wants) == 0 {
-		if err != nil {
-			t.Fatalf("unexpected error: %v", err)
-		}
-		return
-	}
-	if !errors.Is(err, config.ErrInvalid) {
-		t.Fatalf("error = %v, want one matching ErrInvalid", err)
-	}
-	var cerr *config.Error
-	if !errors.As(err, &cerr) {
-		t.Fatalf("error %T is not *config.Error", err)
-	}
-	var got []string
-	for _, p := range cerr.Problems {
-		got = append(got, p.Path)
-		structural := strings.HasPrefix(p.Message, "unknown key") || strings.HasPrefix(p.Message, "names no configuration key") ||
-			strings.HasSuffix(p.Path, ".yaml") || p.Path == "the top level" || strings.Contains(p.Message, "merge key")
-		if !structural && !config.KnownPath(p.Path) {
-			t.Errorf("problem path %q names no key", p.Path)
-		}
-	}
-	var wantPaths []string
-	for _, w := range wants {
-		wantPaths = append(wantPaths, w.path)
-	}
-	slices.Sort(got)
-	slices.Sort(wantPaths)
-	if !slices.Equal(got, wantPaths) {
-		t.Fatalf("problem paths = %v, want %v\n%v", got, wantPaths, err)
-	}
-	for _, w := range wants {
-		found := false
-		for _, p := range cerr.Problems {
-			if p.Path == w.path && strings.Contains(p.String(), w.contains) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("no problem at %s containing %q in:\n%v", w.path, w.contains, err)
-		}
 	}
 }
 
@@ -405,8 +358,8 @@ func TestRequire(t *testing.T) {
 				t.Fatalf("Require = %v, want %d problems", err, len(tt.want))
 			}
 			for i, w := range tt.want {
-				if p := cerr.Problems[i]; p.Path != w.path || !strings.Contains(p.Message, w.contains) {
-					t.Errorf("problem %d = %v, want %s containing %q", i, p, w.path, w.contains)
+				if p := cerr.Problems[i]; p.Path != w[0] || !strings.Contains(p.Message, w[1]) {
+					t.Errorf("problem %d = %v, want %s containing %q", i, p, w[0], w[1])
 				}
 			}
 		})
