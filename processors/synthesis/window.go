@@ -146,8 +146,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 	defer cancel()
 	defer context.AfterFunc(stop, cancel)()
 
-	r := &windowRun{w: w, j: j, log: w.log.With(j.logAttrs()...), retry: w.backoff(),
-		verified: j.versions == nil && !j.ranged}
+	r := &windowRun{w: w, j: j, log: w.log.With(j.logAttrs()...), retry: w.backoff(), verified: !j.namesEvidence()}
 	for {
 		if err := wait.Err(); err != nil {
 			return "", err
@@ -182,6 +181,11 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 		}
 	}
 }
+
+// namesEvidence reports whether the job's record names evidence to wait for (the
+// message versions of an older record, the offset range of a version 3 one); a sweep's
+// takeover names none.
+func (j *job) namesEvidence() bool { return j.versions != nil || j.ranged }
 
 // windowRun is the state of runWindow between claims.
 type windowRun struct {
@@ -276,7 +280,7 @@ func (r *windowRun) emptyClaim(ctx context.Context) (string, bool, error) {
 		}
 		r.empty = 0
 	}
-	r.verified = j.versions == nil && !j.ranged
+	r.verified = !j.namesEvidence()
 	return "", false, nil
 }
 
