@@ -9,7 +9,6 @@ import (
 
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
-	"github.com/larkline/larkline/schemas/ids"
 )
 
 // summaryMeta is the ai_metadata of a summary the worker writes.
@@ -34,11 +33,16 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 		return
 	}
 	s := summaryRun{w: w, j: j, log: log}
-	if !s.due(ctx, res.changed) {
+	if w.o.Summarizer == nil {
+		s.skip(skipDisabled)
 		return
 	}
-	previous, ok := s.previous(ctx)
-	if !ok || !s.spend(ctx) {
+	previous, err := s.read(ctx)
+	if !res.changed && !refreshDue(previous, err) {
+		s.skip(skipNoChange)
+		return
+	}
+	if !s.usable(previous, err) || !s.spend(ctx) {
 		return
 	}
 	req, ok := s.request(ctx, previous)
@@ -74,39 +78,33 @@ func (s summaryRun) attempted(outcome string, err error) {
 	}
 }
 
-// due reports whether the workspace is to be summarized: a summarizer is configured,
-// and the window changed a visible draft or a refresh is due.
-func (s summaryRun) due(ctx context.Context, changed bool) bool {
+// read reads the workspace's summary, once for both questions asked of it (is a
+// refresh due, may it be replaced); zero with store.ErrNotFound when it has none.
+func (s summaryRun) read(ctx context.Context) (store.Summary, error) {
+	var sum store.Summary
+	err := s.w.withStore(ctx, "get_summary", func() (err error) {
+		sum, err = s.w.o.Store.GetSummary(ctx, s.j.key.Workspace)
+		return err
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		sum = store.Summary{}
+	}
+	return sum, err
+}
+
+// usable reports whether the previous summary (read's answer) may be replaced: it
+// was read (or there is none) and no human wrote it.
+func (s summaryRun) usable(previous store.Summary, err error) bool {
 	switch {
-	case s.w.o.Summarizer == nil:
-		s.skip(skipDisabled)
+	case errors.Is(err, store.ErrNotFound):
+	case err != nil:
+		s.skip(skipStoreError, "error", err)
 		return false
-	case !changed && !s.w.summaryRefreshDue(ctx, s.j.key.Workspace):
-		s.skip(skipNoChange)
+	case previous.Source == store.EntryFromHuman:
+		s.skip(skipHumanSummary)
 		return false
 	}
 	return true
-}
-
-// previous reads the workspace's summary (zero when it has none); ok is false when it
-// cannot be read or a human wrote it.
-func (s summaryRun) previous(ctx context.Context) (store.Summary, bool) {
-	var previous store.Summary
-	err := s.w.withStore(ctx, "get_summary", func() (err error) {
-		previous, err = s.w.o.Store.GetSummary(ctx, s.j.key.Workspace)
-		return err
-	})
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		previous = store.Summary{}
-	case err != nil:
-		s.skip(skipStoreError, "error", err)
-		return previous, false
-	case previous.Source == store.EntryFromHuman:
-		s.skip(skipHumanSummary)
-		return previous, false
-	}
-	return previous, true
 }
 
 // spend sets summary_attempted in the window state; it is false when that failed or
@@ -206,15 +204,10 @@ func (s summaryRun) write(ctx context.Context, req synth.SummaryRequest, text st
 	}
 }
 
-// summaryRefreshDue reports whether a recall withdrew an AI draft of the workspace
-// since its AI summary was written (store.Summary.RefreshDueAt, decisions D12): the
-// summary's text is gone, and the next completed window summarizes even when it
-// changed nothing itself. A store error counts as not due.
-func (w *Worker) summaryRefreshDue(ctx context.Context, ws ids.WorkspaceID) bool {
-	var sum store.Summary
-	err := w.withStore(ctx, "get_summary", func() (err error) {
-		sum, err = w.o.Store.GetSummary(ctx, ws)
-		return err
-	})
+// refreshDue reports whether a recall withdrew an AI draft of the workspace since
+// its AI summary (read's answer) was written (store.Summary.RefreshDueAt,
+// decisions D12): the summary's text is gone, and the next completed window
+// summarizes even when it changed nothing itself. A store error counts as not due.
+func refreshDue(sum store.Summary, err error) bool {
 	return err == nil && sum.Source == store.EntryFromAI && sum.RefreshDueAt != nil
 }
