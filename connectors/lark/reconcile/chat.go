@@ -33,14 +33,36 @@ const (
 	diagnosticsTimeout = 5 * time.Second
 )
 
+// stopSignal is how Run asks its chat runs to stop between two pages. c is for
+// waiting (closed once Run's ctx is done or Close is called); stopped asks the two
+// sources themselves, so a run that starts a page after its caller saw Run's ctx
+// done is refused even while c, a derived context, is still being closed. The zero
+// value never stops (RunOnce and Refresh are cancelled through their ctx).
+type stopSignal struct {
+	c, run, closed <-chan struct{}
+}
+
+func (s stopSignal) stopped() bool {
+	select {
+	case <-s.run:
+		return true
+	case <-s.closed:
+		return true
+	case <-s.c:
+		return true
+	default:
+		return false
+	}
+}
+
 // job is one chat to reconcile for one workspace.
 type job struct {
 	ws   store.Workspace
 	chat ids.ChatID
 	// manual runs skip the eligibility check and read the whole bounded range.
 	manual bool
-	// stop, when closed, ends the run between two pages (graceful shutdown).
-	stop <-chan struct{}
+	// stop ends the run between two pages (graceful shutdown).
+	stop stopSignal
 	// coverage: a coverage pass's run for the window ending at windowEnd: it waits
 	// for a running run of the chat and never turns into a refresh (schedule.go).
 	coverage  bool
@@ -377,10 +399,8 @@ func (c *chatRun) commitPage(ctx context.Context, page larkapi.ListPage) (store.
 // the page budget is used up, or (automatic runs) the workspace is no longer
 // eligible — which also stops jobs that were queued before the change.
 func (c *chatRun) gate(ctx context.Context) error {
-	select {
-	case <-c.job.stop:
+	if c.job.stop.stopped() {
 		return ErrShuttingDown
-	default:
 	}
 	if err := ctx.Err(); err != nil {
 		return fail(reasonCanceled, err)

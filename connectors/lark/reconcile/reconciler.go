@@ -118,19 +118,19 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		r.mu.Unlock()
 	}()
 
-	// stop ends chat runs between pages; it is closed as soon as ctx is done or
-	// Close is called. jobCtx cancels them outright, DrainTimeout later.
+	// stop ends chat runs between pages once ctx is done or Close is called.
+	// jobCtx cancels them outright, DrainTimeout later.
 	stopCtx, stopCancel := context.WithCancel(ctx)
 	defer stopCancel()
 	defer context.AfterFunc(r.closeCtx, stopCancel)()
-	stop := stopCtx.Done()
+	stop := stopSignal{c: stopCtx.Done(), run: ctx.Done(), closed: r.closeCtx.Done()}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
 	done := make(chan struct{})
 	defer close(done)
 	go func() {
 		select {
-		case <-stop:
+		case <-stop.c:
 		case <-done:
 			return
 		}
@@ -159,7 +159,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	defer timer.Stop()
 	for {
 		select {
-		case <-stop:
+		case <-stop.c:
 			r.log.Info("reconciliation stopped")
 			return nil
 		case <-timer.C:
@@ -182,7 +182,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (PassReport, error) {
 	defer r.wg.Done()
 	ctx, cancel := r.joinClose(ctx)
 	defer cancel()
-	return r.pass(ctx, nil)
+	return r.pass(ctx, stopSignal{})
 }
 
 // joinClose returns ctx, also cancelled by Close.
@@ -195,7 +195,7 @@ func (r *Reconciler) joinClose(ctx context.Context) (context.Context, context.Ca
 // pass reconciles every binding of a firing workspace created within the lookback,
 // at most MaxConcurrentChats at a time. A job that waits for a slot re-checks
 // eligibility when it starts and before every page.
-func (r *Reconciler) pass(ctx context.Context, stop <-chan struct{}) (PassReport, error) {
+func (r *Reconciler) pass(ctx context.Context, stop stopSignal) (PassReport, error) {
 	rep := PassReport{Started: r.opts.Clock()}
 	bs, err := r.opts.Store.ListBindings(ctx, store.BindingFilter{
 		Statuses:     []store.WorkspaceStatus{store.WorkspaceFiring},
@@ -334,7 +334,7 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 	rep.Chats = make([]ChatReport, len(chats))
 	var wg sync.WaitGroup
 	for i, chat := range chats {
-		if err := r.slots.acquire(ctx, nil, classScheduled); err != nil {
+		if err := r.slots.acquire(ctx, stopSignal{}, classScheduled); err != nil {
 			for k := i; k < len(chats); k++ {
 				rep.Chats[k] = ChatReport{Workspace: ws, Chat: chats[k], Kind: KindManual, Err: fail(reasonCanceled, err)}
 			}

@@ -50,7 +50,7 @@ type slotWaiter struct {
 func newSlots(n int) *slots { return &slots{free: n} }
 
 // acquire takes a slot for a run of class, waiting as the order requires.
-func (s *slots) acquire(ctx context.Context, stop <-chan struct{}, class int) error {
+func (s *slots) acquire(ctx context.Context, stop stopSignal, class int) error {
 	s.mu.Lock()
 	if s.free > 0 && len(s.waiting[classCoverage]) == 0 && len(s.waiting[classScheduled]) == 0 {
 		s.free--
@@ -67,7 +67,7 @@ func (s *slots) acquire(ctx context.Context, stop <-chan struct{}, class int) er
 		return nil
 	case <-ctx.Done():
 		err = ctx.Err()
-	case <-stop:
+	case <-stop.c:
 		err = ErrShuttingDown
 	}
 	s.mu.Lock()
@@ -136,7 +136,7 @@ func nextCoverage(now, last time.Time, window, delay time.Duration) (end, at tim
 }
 
 // followWindows runs a coverage pass after every window end until stop.
-func (r *Reconciler) followWindows(ctx context.Context, stop <-chan struct{}) {
+func (r *Reconciler) followWindows(ctx context.Context, stop stopSignal) {
 	var last time.Time
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -144,7 +144,7 @@ func (r *Reconciler) followWindows(ctx context.Context, stop <-chan struct{}) {
 		end, at := nextCoverage(r.opts.Clock(), last, r.opts.Window, r.opts.CoverageDelay)
 		resetTimer(timer, at.Sub(r.opts.Clock()))
 		select {
-		case <-stop:
+		case <-stop.c:
 			return
 		case <-timer.C:
 		}
@@ -172,7 +172,7 @@ func resetTimer(t *time.Timer, d time.Duration) {
 // coveragePass reconciles the eligible chats that hold evidence in [from, end), the
 // window(s) that just ended, coverage first (see the top of this file). Each run
 // reads the chat up to now − Settle; one that completes covers end.
-func (r *Reconciler) coveragePass(ctx context.Context, stop <-chan struct{}, from, end time.Time) (PassReport, error) {
+func (r *Reconciler) coveragePass(ctx context.Context, stop stopSignal, from, end time.Time) (PassReport, error) {
 	rep := PassReport{Started: r.opts.Clock()}
 	bs, err := r.opts.Store.ListBindings(ctx, store.BindingFilter{
 		Statuses:     []store.WorkspaceStatus{store.WorkspaceFiring},
@@ -271,7 +271,7 @@ func (r *Reconciler) queueContinuation(j job) {
 
 // continueRuns runs the queued continuations, each as the interval pass's work (the
 // share of the slots that coverage leaves), until stop.
-func (r *Reconciler) continueRuns(ctx context.Context, stop <-chan struct{}) {
+func (r *Reconciler) continueRuns(ctx context.Context, stop stopSignal) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
@@ -285,7 +285,7 @@ func (r *Reconciler) continueRuns(ctx context.Context, stop <-chan struct{}) {
 		r.mu.Unlock()
 		if next == nil {
 			select {
-			case <-stop:
+			case <-stop.c:
 				return
 			case <-r.continueNew:
 				continue

@@ -67,13 +67,13 @@ func TestNextCoverage(t *testing.T) {
 func TestSlotsCoverageFirstShare(t *testing.T) {
 	s := newSlots(1)
 	ctx := ctxTimeout(t)
-	if err := s.acquire(ctx, nil, classScheduled); err != nil {
+	if err := s.acquire(ctx, stopSignal{}, classScheduled); err != nil {
 		t.Fatal(err)
 	}
 	got := make(chan int)
 	loop := func(class, n int) {
 		for range n {
-			if err := s.acquire(ctx, nil, class); err != nil {
+			if err := s.acquire(ctx, stopSignal{}, class); err != nil {
 				return
 			}
 			got <- class
@@ -174,7 +174,7 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 	// Hold every slot until both passes wait, so that neither starts by accident.
 	ctx := ctxTimeout(t)
 	for range opts.MaxConcurrentChats {
-		if err := r.slots.acquire(ctx, nil, classScheduled); err != nil {
+		if err := r.slots.acquire(ctx, stopSignal{}, classScheduled); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -182,13 +182,13 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 	var cov, sched PassReport
 	var covErr, schedErr error
 	wg.Add(2)
-	go func() { defer wg.Done(); cov, covErr = r.coveragePass(ctx, nil, end.Add(-window), end) }()
+	go func() { defer wg.Done(); cov, covErr = r.coveragePass(ctx, stopSignal{}, end.Add(-window), end) }()
 	waitFor(t, func() bool {
 		r.slots.mu.Lock()
 		defer r.slots.mu.Unlock()
 		return len(r.slots.waiting[classCoverage]) == 1
 	})
-	go func() { defer wg.Done(); sched, schedErr = r.pass(ctx, nil) }()
+	go func() { defer wg.Done(); sched, schedErr = r.pass(ctx, stopSignal{}) }()
 	waitFor(t, func() bool {
 		r.slots.mu.Lock()
 		defer r.slots.mu.Unlock()
@@ -313,10 +313,10 @@ func TestTruncatedRunContinues(t *testing.T) {
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	r.setFollowing(true)
-	go func() { defer close(done); r.continueRuns(ctx, stop) }()
+	go func() { defer close(done); r.continueRuns(ctx, stopSignal{c: stop}) }()
 	t.Cleanup(func() { close(stop); <-done })
 
-	rep, err := r.pass(ctx, nil)
+	rep, err := r.pass(ctx, stopSignal{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,12 +362,12 @@ func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	ctx := ctxTimeout(t)
-	if _, err := r.coveragePass(ctx, nil, end.Add(-time.Minute), end); err != nil {
+	if _, err := r.coveragePass(ctx, stopSignal{}, end.Add(-time.Minute), end); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
 		ft.sleep(ctx, 20*time.Second) // within the window: the coverage run is fresh
-		if _, err := r.pass(ctx, nil); err != nil {
+		if _, err := r.pass(ctx, stopSignal{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -383,7 +383,7 @@ func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
 	}
 	// A window later the covered chat is no longer fresh.
 	ft.sleep(ctx, time.Minute)
-	if _, err := r.pass(ctx, nil); err != nil {
+	if _, err := r.pass(ctx, stopSignal{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(f.hist.log()); n != 5 {
