@@ -37,7 +37,12 @@ type slots struct {
 	mu      sync.Mutex
 	free    int
 	waiting [2][]*slotWaiter // FIFO per class
-	streak  int              // coverage grants in a row while a scheduled run waited
+	// announced counts coverage runs a pass has announced and not yet asked a slot
+	// for: between two of a pass's acquires its next run is not yet waiting, and a
+	// slot freed then is kept for it (as if it waited) rather than handed to a
+	// scheduled run out of turn.
+	announced int
+	streak    int // coverage grants in a row while a scheduled run waited
 	// granted counts grants per class (tests).
 	granted [2]int
 }
@@ -49,17 +54,25 @@ type slotWaiter struct {
 
 func newSlots(n int) *slots { return &slots{free: n} }
 
-// acquire takes a slot for a run of class, waiting as the order requires.
+// announce tells the slots that a coverage pass will ask for n more slots (n < 0:
+// it will not, after all).
+func (s *slots) announce(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.announced = max(s.announced+n, 0)
+	s.grant()
+}
+
+// acquire takes a slot for a run of class, waiting as the order requires. A
+// coverage acquire takes the place of one announced run.
 func (s *slots) acquire(ctx context.Context, stop stopSignal, class int) error {
 	s.mu.Lock()
-	if s.free > 0 && len(s.waiting[classCoverage]) == 0 && len(s.waiting[classScheduled]) == 0 {
-		s.free--
-		s.granted[class]++
-		s.mu.Unlock()
-		return nil
+	if class == classCoverage && s.announced > 0 {
+		s.announced--
 	}
 	w := &slotWaiter{ch: make(chan struct{})}
 	s.waiting[class] = append(s.waiting[class], w)
+	s.grant()
 	s.mu.Unlock()
 	var err error
 	select {
@@ -94,14 +107,18 @@ func (s *slots) release() {
 	s.grant()
 }
 
-// grant hands free slots to waiters; s.mu is held.
+// grant hands free slots to waiters; s.mu is held. An announced coverage run
+// counts as waiting, but a slot kept for it is granted only once it asks.
 func (s *slots) grant() {
 	for s.free > 0 {
-		cov, sch := len(s.waiting[classCoverage]) > 0, len(s.waiting[classScheduled]) > 0
+		queued := len(s.waiting[classCoverage]) > 0
+		cov, sch := queued || s.announced > 0, len(s.waiting[classScheduled]) > 0
 		var c int
 		switch {
 		case cov && sch && s.streak >= coverageShare:
 			c, s.streak = classScheduled, 0
+		case !queued && cov:
+			return // kept for the announced run
 		case cov && sch:
 			c = classCoverage
 			s.streak++
@@ -197,8 +214,11 @@ func (r *Reconciler) coveragePass(ctx context.Context, stop stopSignal, from, en
 	r.m.coverageChats.Set(float64(len(active)))
 	rep.Chats = make([]ChatReport, len(active))
 	var wg sync.WaitGroup
+	r.slots.announce(len(active))
+	asked := 0
 	for i, a := range active {
 		b := byRef[a]
+		asked++
 		if err := r.slots.acquire(ctx, stop, classCoverage); err != nil {
 			for k := i; k < len(active); k++ {
 				rep.Chats[k] = ChatReport{Workspace: active[k].Workspace, Chat: active[k].Chat, Kind: KindIncremental, Stopped: ErrShuttingDown}
@@ -212,6 +232,7 @@ func (r *Reconciler) coveragePass(ctx context.Context, stop stopSignal, from, en
 			rep.Chats[i] = r.runChat(ctx, job{ws: b.Workspace, chat: b.Chat, stop: stop, coverage: true, windowEnd: end})
 		}()
 	}
+	r.slots.announce(asked - len(active)) // a stopped pass asks for no more
 	wg.Wait()
 	rep.Finished = r.opts.Clock()
 	rep.Lag = lag(rep.Finished, rep.Chats)

@@ -62,6 +62,47 @@ func TestNextCoverage(t *testing.T) {
 	}
 }
 
+// TestSlotsKeepASlotBetweenCoverageAcquires: a coverage pass asks for its runs' slots
+// one after another; a slot freed between two of its acquires goes to its next run,
+// not to a scheduled run that came later (the share still holds), and a pass that
+// stops asking gives the kept slot back.
+func TestSlotsKeepASlotBetweenCoverageAcquires(t *testing.T) {
+	ctx := ctxTimeout(t)
+	s := newSlots(1)
+	s.announce(2)
+	if err := s.acquire(ctx, stopSignal{}, classCoverage); err != nil {
+		t.Fatal(err)
+	}
+	sched := make(chan error, 1)
+	go func() { sched <- s.acquire(ctx, stopSignal{}, classScheduled) }()
+	waitFor(t, func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return len(s.waiting[classScheduled]) == 1
+	})
+	s.release() // the pass's first run ends before it asked for its second slot
+	s.mu.Lock()
+	free, schedGranted := s.free, s.granted[classScheduled]
+	s.mu.Unlock()
+	if free != 1 || schedGranted != 0 {
+		t.Fatalf("after the release: %d free, %d scheduled grants; want the slot kept for the announced coverage run", free, schedGranted)
+	}
+	if err := s.acquire(ctx, stopSignal{}, classCoverage); err != nil { // takes the kept slot at once
+		t.Fatal(err)
+	}
+	s.announce(1) // a second pass announces a run, then stops before asking
+	s.release()
+	s.announce(-1)
+	select {
+	case err := <-sched:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the scheduled run never got the slot the stopped pass gave back")
+	}
+}
+
 // TestSlotsCoverageFirstShare: with a coverage run and a scheduled run both waiting
 // for the one slot, coverage gets coverageShare slots, then the scheduled run one.
 func TestSlotsCoverageFirstShare(t *testing.T) {
