@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -18,6 +17,8 @@ import (
 	"time"
 
 	embeddedpostgres "github.com/fergusstrange/embedded-postgres"
+
+	"github.com/larkline/larkline/internal/freeport"
 )
 
 // ErrUnavailable means no way to run PostgreSQL was found on this machine.
@@ -114,13 +115,14 @@ func findBinDir(ctx context.Context) string {
 	return ""
 }
 
+// freePort reserves a port for the cluster for the life of this process
+// (internal/freeport), so nothing takes it between the choice and the bind.
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Reserve()
 	if err != nil {
 		return 0, fmt.Errorf("pgcluster: reserving a port: %w", err)
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p.Number(), nil
 }
 
 // owner is the user the server tools run as: nil unless we are root.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/larkline/larkline/internal/freeport"
 )
 
 func TestIsRetryable(t *testing.T) {
@@ -81,12 +83,12 @@ func TestIsRetryableRealConnectFailure(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Reserve() // nothing listens there, and no other test binds it
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	ln.Close() // nothing listens there now
+	defer p.Release()
+	addr := p.Addr()
 	_, err = OpenPool(ctx, PoolConfig{DSN: "postgres://nobody@" + addr + "/x?sslmode=disable", ConnectTimeout: 2 * time.Second})
 	if err == nil {
 		t.Fatal("OpenPool to a closed port succeeded")

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/larkline/larkline/internal/freeport"
 )
 
 // proc is one `larkline run --roles …` process under a supervisor that restarts it when
@@ -58,15 +59,16 @@ func larklineEnv() []string {
 	return out
 }
 
-// freePort returns a port free on 127.0.0.1 now.
+// freePort reserves a port on 127.0.0.1 for a process the test starts (and may
+// restart on it) until the test ends (internal/freeport).
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freeport.Reserve()
 	if err != nil {
 		t.Fatalf("finding a free port: %v", err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { _ = p.Release() })
+	return p.Number()
 }
 
 func newProc(t testing.TB, name string, roles []string, args, env []string, dir string) *proc {

@@ -226,7 +226,7 @@ func TestStartPostgresDocker(t *testing.T) {
 }
 
 func TestStartExternalUnreachable(t *testing.T) {
-	// A port that was just free and is closed again refuses connections.
+	// A reserved port nothing listens on refuses connections.
 	ports, err := freePorts(1)
 	if err != nil {
 		t.Fatal(err)

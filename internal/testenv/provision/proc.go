@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,23 +13,25 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/larkline/larkline/internal/freeport"
 )
 
 // modulePath identifies the larkline checkout when looking for the repo root.
 const modulePath = "github.com/larkline/larkline"
 
-// freePorts reserves n distinct free TCP ports on 127.0.0.1 by listening on
-// port 0, then releases them for the service to bind. Another process could
-// take one in between; the service's start then fails with a clear error.
+// freePorts reserves n distinct free TCP ports on 127.0.0.1 for a service this
+// process starts (internal/freeport: outside the kernel's ephemeral range, locked
+// against every other larkline process). They stay reserved until this process
+// exits, so no other test binary is handed them while the service may restart.
 func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("reserving a free port: %w", err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	reserved, err := freeport.ReserveN(n)
+	if err != nil {
+		return nil, fmt.Errorf("reserving a free port: %w", err)
+	}
+	ports := make([]int, n)
+	for i, p := range reserved {
+		ports[i] = p.Number()
 	}
 	return ports, nil
 }
