@@ -436,7 +436,16 @@ func (d *decoder) keysNamed(name string) []string {
 func reservedEnv(name string) bool {
 	return name == EnvConfigFile || strings.HasPrefix(name, EnvTestPrefix) ||
 		name == EnvPrefix+"PORT" || strings.HasPrefix(name, EnvPrefix+"PORT_") ||
-		strings.HasPrefix(name, EnvPrefix+"SERVICE_")
+		strings.HasPrefix(name, EnvPrefix+"SERVICE_") || slices.Contains(scriptEnv, name)
+}
+
+// scriptEnv are the variables of deploy/kafka's broker and registry scripts
+// (docs/testing.md): set in a developer's shell, they must not stop larkline.
+var scriptEnv = []string{
+	"LARKLINE_KAFKA_EXTRA_PROPERTIES", "LARKLINE_KAFKA_HEAP", "LARKLINE_KAFKA_JARS",
+	"LARKLINE_KAFKA_START_TIMEOUT", "LARKLINE_KAFKA_STOP_TIMEOUT",
+	"LARKLINE_REGISTRY_HEAP", "LARKLINE_REGISTRY_JARS", "LARKLINE_REGISTRY_MVN_SETTINGS",
+	"LARKLINE_REGISTRY_START_TIMEOUT", "LARKLINE_REGISTRY_STOP_TIMEOUT",
 }
 
 func (d *decoder) firstLeafEnv(k *key) string {

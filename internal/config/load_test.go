@@ -297,7 +297,9 @@ func TestLoadEnv(t *testing.T) {
 			env: []string{"LARKLINE_CONFIG=/etc/larkline.yaml", "LARKLINE_TEST_KAFKA_BROKERS=127.0.0.1:39092", "PATH=/bin", "KAFKA_BROKERS=x", "NOEQUALS",
 				// Kubernetes service links of a Service named larkline.
 				"LARKLINE_SERVICE_HOST=10.0.0.7", "LARKLINE_SERVICE_PORT=8080", "LARKLINE_PORT=tcp://10.0.0.7:8080",
-				"LARKLINE_PORT_8080_TCP_ADDR=10.0.0.7"},
+				"LARKLINE_PORT_8080_TCP_ADDR=10.0.0.7",
+				// The broker and registry scripts' own variables.
+				"LARKLINE_KAFKA_JARS=/cache/kafka", "LARKLINE_REGISTRY_JARS=/cache/registry", "LARKLINE_KAFKA_HEAP=1g"},
 			check: func(t *testing.T, c *config.Config) { eq(t, "brokers", c.Kafka.Brokers, []string{"file:9092"}) }},
 		{name: "the last assignment wins",
 			env:   []string{"LARKLINE_LOG__LEVEL=debug", "LARKLINE_LOG__LEVEL=error"},
