@@ -117,7 +117,7 @@ func BenchmarkWebhookFullPath(b *testing.B) {
 			begin := time.Now()
 			for i := range benchEvents {
 				if wait := time.Until(begin.Add(time.Duration(i) * interval)); wait > 0 {
-					time.Sleep(wait)
+					time.Sleep(wait) // paces the offered load of the benchmark
 				}
 				wg.Go(func() {
 					d, err := send(i)

@@ -258,7 +258,7 @@ func waitUntil(t testing.TB, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(5 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 }
 
@@ -799,13 +799,16 @@ func TestContactsThroughSDK(t *testing.T) {
 		c.Name("ou_stranger")
 		return testutil.ToFloat64(c.m.lookups.WithLabelValues("unknown")) >= 1
 	})
+	waitUntil(t, "the lookups done", func() bool { return len(queuedLookups(c)) == 0 })
 	calls := srv.Calls(larktest.PathUsersBatch)
 	for range 10 {
 		for _, id := range ask {
-			c.Name(id)
+			c.Name(id) // queues a lookup, if it would, before it returns
 		}
 	}
-	time.Sleep(100 * time.Millisecond) // give a wrongly queued lookup the chance to happen (not asserted on time)
+	if q := queuedLookups(c); len(q) != 0 {
+		t.Errorf("cached names queued lookups of %v", q)
+	}
 	if got := srv.Calls(larktest.PathUsersBatch); got != calls {
 		t.Errorf("cached names caused %d more batch calls", got-calls)
 	}

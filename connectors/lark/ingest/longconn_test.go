@@ -386,7 +386,17 @@ func TestLongConnShutdownDrainsEventsInFlight(t *testing.T) {
 	<-p.entered // the event is being produced
 	h.stop()    // shutdown begins while it is in flight
 	// A new event during the drain is refused (not acknowledged).
-	time.Sleep(20 * time.Millisecond) // let Run reach the drain (ordering aid only; not asserted)
+	waitUntil(t, "Run draining", func() bool {
+		h.lc.mu.Lock()
+		g := h.lc.current
+		h.lc.mu.Unlock()
+		if g == nil {
+			return false
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.closing
+	})
 	h.f.push(0, "frame-late", h.event(t, "om_late"))
 	if a := h.f.ack(t, "frame-late"); a.code != http.StatusInternalServerError {
 		t.Fatalf("event during drain acked %d, want 500", a.code)
@@ -419,7 +429,9 @@ func TestLongConnCloseAndOptions(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- lc.Run(context.Background()) }()
-	time.Sleep(50 * time.Millisecond) // let it fail to connect a few times (not asserted)
+	waitUntil(t, "failed connects", func() bool { // Close then meets Run in its retry loop
+		return testutil.ToFloat64(lc.m.restarts.WithLabelValues("connect_failed")) >= 2
+	})
 	if err := lc.Close(); err != nil {
 		t.Fatal(err)
 	}
