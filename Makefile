@@ -2,6 +2,7 @@
 # Both do all their own set-up: Go modules come from the module proxy, the Kafka broker
 # jars from Maven Central (cached under .cache/, never committed).
 
+SHELL      := /bin/bash
 GO         ?= go
 BIN        ?= bin/larkline
 TEST_FLAGS ?= -race -shuffle=on -timeout 35m
@@ -17,7 +18,17 @@ CHAOS_SEED     ?=
 CHAOS_DRAIN    ?= 10m
 CHAOS_TIMEOUT  ?= 90m
 
-.PHONY: all build demo test chaos bench lint fmt vet clean kafka-fetch
+# make flakes: every package's tests FLAKES_COUNT times (-race -shuffle on) on the real
+# broker and Postgres, then per package and per test the failed runs out of runs.
+FLAKES_COUNT   ?= 10
+FLAKES_TIMEOUT ?= 180m
+
+# testreport prints go test's output as plain go test does, then the total time and
+# the slowest packages and tests (with -runs, failures out of runs), and fails when
+# any test or build failed (docs/testing.md, "Where the time goes").
+REPORT = $(GO) run ./internal/testenv/cmd/testreport
+
+.PHONY: all build demo test flakes chaos bench lint fmt vet clean kafka-fetch
 
 all: lint build test
 
@@ -35,7 +46,14 @@ demo:
 # after the package tests rather than beside them: on a 2-core machine its fault
 # timings should not depend on which package tests happen to share the CPU.
 test:
-	$(GO) run ./internal/testenv/cmd/testenv run -- sh -c 'set -e; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); if [ -n "$$pkgs" ]; then $(GO) test $(TEST_FLAGS) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test $(TEST_FLAGS) $$e2e; fi'
+	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
+	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -eo pipefail; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); { if [ -n "$$pkgs" ]; then $(GO) test -json $(TEST_FLAGS) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test -json $(TEST_FLAGS) $$e2e; fi; } | $(REPORT) -slowest 10'
+
+# Every package's tests FLAKES_COUNT times against one real broker and Postgres.
+# PKGS filters; test/e2e runs only when PKGS names it (ten e2e runs take hours).
+flakes:
+	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
+	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -o pipefail; pkgs=$$($(GO) list $(PKGS)); if [ "$(PKGS)" = "./..." ]; then pkgs=$$(echo "$$pkgs" | grep -v "/test/e2e$$"); fi; $(GO) test -json -race -shuffle=on -count $(FLAKES_COUNT) -timeout $(FLAKES_TIMEOUT) $$pkgs | $(REPORT) -runs -slowest 10'
 
 # The chaos run: eight larkline processes (two each of windows, sink and synthesis) on a
 # private broker and a private PostgreSQL it restarts, live traffic from larktest, and
