@@ -195,7 +195,7 @@ func eventually(t testing.TB, what string, cond func() (bool, error)) {
 			// out like a false condition, and reported if it never cleared.
 			t.Fatalf("%s did not happen within %s (last error: %v)", what, waitBound, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 }
 

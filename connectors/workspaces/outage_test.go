@@ -142,7 +142,7 @@ func TestFeedRidesOutARealDatabaseOutage(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatal("the feed did not retry during the outage")
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 	if b, ok := bindingOf(t, direct, chat, ws); !ok || b.Workspace.Status != store.WorkspaceFiring {
 		t.Fatalf("during the outage: %+v %t", b, ok)

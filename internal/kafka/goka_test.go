@@ -98,7 +98,7 @@ func TestGokaEmitterAndFranzProducerAgreeOnPartitions(t *testing.T) {
 		// (NOT_LEADER_OR_FOLLOWER): that is retryable, and retried here with a bound.
 		err := em.EmitSync(k, "goka")
 		for attempt := 0; err != nil && IsRetryable(err) && attempt < 20; attempt++ {
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // backoff between bounded retries of a retryable error
 			err = em.EmitSync(k, "goka")
 		}
 		if err != nil {

@@ -399,7 +399,7 @@ func waitDraining(t *testing.T, s *opsserver.Server) {
 		if t.Context().Err() != nil {
 			t.Fatal("server never reported draining")
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 }
 

@@ -55,7 +55,7 @@ func (p *pipeline) pushOne(ctx context.Context, s *larktest.Sender, body []byte,
 			return pushed{at: time.Now()}
 		}
 		if try+1 < tries {
-			time.Sleep(time.Duration(try+1) * 200 * time.Millisecond)
+			time.Sleep(time.Duration(try+1) * 200 * time.Millisecond) // backoff between a sender's retries, as Lark redelivers; no assertion on time
 		}
 	}
 	return pushed{err: err}
@@ -126,7 +126,7 @@ func (p *pipeline) waitEvidence(ctx context.Context, n int) {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("fewer than %d evidence rows after 2 min (%d)", n, p.evidenceCount(ctx))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 }
 
@@ -176,7 +176,7 @@ func TestFaultBrokerRestartWhileProducing(t *testing.T) {
 	}
 	t.Logf("stopping the broker with %d evidence rows written", p.evidenceCount(ctx))
 	b.stop()
-	time.Sleep(3 * time.Second)
+	time.Sleep(3 * time.Second) // the fault: the broker stays down while the webhook keeps being called
 	b.start()
 	t.Logf("broker back")
 	rep := p.expectDelivered(<-rest)

@@ -398,7 +398,7 @@ func BenchmarkLoadModelOutageBacklog(b *testing.B) {
 	p.postAll(ctx, b, p.sc.Events(), 8)
 	p.waitEvidence(ctx, chats*perChat)
 	p.waitCaughtUp(ctx, p.group("windows-"+p.version), p.topic("evidence"), 5*time.Minute)
-	time.Sleep(outage)
+	time.Sleep(outage) // the outage the load test measures: how long the windows role stays down
 	backlog := len(p.closedWindows(ctx))
 	duringOutage := model.calls()
 	b.ResetTimer()

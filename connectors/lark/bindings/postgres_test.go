@@ -41,7 +41,7 @@ func eventually(t *testing.T, r *Resolver, chat ids.ChatID, what string, check f
 		if lastErr == nil && check(last) {
 			return
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 	t.Fatalf("%s: last resolution %+v, err %v", what, last, lastErr)
 }
