@@ -92,6 +92,7 @@ const batchLimit = 8
 // checks each of the design's acceptance criteria (§21) in a subtest named after it,
 // then scans every log line of every process for message text.
 func TestAcceptanceCriteria(t *testing.T) {
+	t.Parallel()
 	sc, shadow, recovered, old := acceptanceScenario(t)
 	p := newPipeline(t, pipelineOptions{Scenario: sc, Ineligible: []ids.WorkspaceID{recovered, old},
 		Env: []string{fmt.Sprintf("LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__EVIDENCEBATCHLIMIT=%d", batchLimit)}})
@@ -640,6 +641,7 @@ func (p *pipeline) fullScanCalls() int {
 // windows, and the oldest window must complete while newer windows keep receiving
 // traffic. Windows close oldest first per chat.
 func TestAcceptanceContinuousTrafficCannotStarveOlderWindows(t *testing.T) {
+	t.Parallel()
 	cfg := chaosConfig{chats: 1, rate: 4, seed: uint64(time.Now().UnixNano())}
 	traffic := newChaosTraffic(t, cfg, rand.New(rand.NewPCG(cfg.seed, 2)))
 	p := newPipeline(t, pipelineOptions{Scenario: traffic.scenario(), Live: true, Window: time.Minute, RetrySchedule: longRetries})

@@ -116,6 +116,7 @@ var faultKinds = []string{faultKill, faultBroker, faultPostgres, faultModel, fau
 const chaosWindow = time.Minute
 
 func TestChaos(t *testing.T) {
+	t.Parallel()
 	cfg := chaosConfigFromEnv(t)
 	t.Logf("chaos: seed %d (LARKLINE_TEST_CHAOS_SEED=%d repeats the fault and traffic choices), %s of traffic over %d chats at %.1f msg/s",
 		cfg.seed, cfg.seed, cfg.duration, cfg.chats, cfg.rate)

@@ -15,6 +15,7 @@ import (
 // pass, a coverage pass covered the chat's window, and the window closed covered.
 // The figure (how many seconds) belongs to BenchmarkLoadSustained1000Chats.
 func TestWindowDraftFollowsItsGrace(t *testing.T) {
+	t.Parallel()
 	const interval = 10 * time.Minute
 	sc := loadScenario(t, 1, 0, time.Now(), time.Minute)
 	p := newPipeline(t, pipelineOptions{Scenario: sc, Live: true, Window: time.Minute, Env: []string{

@@ -29,7 +29,9 @@
 //
 // # Bounds
 //
-// Tests run one at a time (each pipeline is five processes on a small machine); a test
-// takes 20–90 s. Nothing here is timed as an assertion: waits have generous deadlines
-// and fail with the pipeline's state and log tails.
+// Tests run in parallel, go test's -parallel (GOMAXPROCS) at a time: each is its own
+// deployment (topics, groups, database, ports, private brokers), and most of a test's
+// time is waiting on window clocks, leases and faults, not CPU. A test takes 5–220 s.
+// Nothing here is timed as an assertion: waits have generous deadlines and fail with
+// the pipeline's state and log tails.
 package e2e

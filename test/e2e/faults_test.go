@@ -147,6 +147,7 @@ func (p *pipeline) finish(deadline time.Duration) progress {
 // producing evidence and starts it again with its data: the webhook answers 503 while
 // Kafka is away, Lark redelivers, and nothing is lost or doubled.
 func TestFaultBrokerRestartWhileProducing(t *testing.T) {
+	t.Parallel()
 	b := startJVMBroker(t)
 	p := newPipeline(t, pipelineOptions{Brokers: []string{b.addr()}, RetrySchedule: longRetries})
 	ctx := p.ctx
@@ -191,6 +192,7 @@ func TestFaultBrokerRestartWhileProducing(t *testing.T) {
 // reset, new ones refused) for 15 s while evidence is being written and windows
 // synthesized, then brings it back.
 func TestFaultPostgresDownWhileSinkAndSynthesisRun(t *testing.T) {
+	t.Parallel()
 	direct := testenv.PostgresDSN(t)
 	px, proxied := proxyDatabase(t, direct)
 	p := newPipeline(t, pipelineOptions{DSN: direct, ProcessDSN: proxied})
@@ -219,6 +221,7 @@ func TestFaultPostgresDownWhileSinkAndSynthesisRun(t *testing.T) {
 // is emitted twice with different content. Reconciliation is held back so that no
 // window can close before the kill (coverage gating).
 func TestFaultWindowProcessorKilledMidWindow(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, pipelineOptions{Hold: []string{procReconcile}})
 	ctx := p.ctx
 	events := p.sc.Events()
@@ -330,6 +333,7 @@ func (p *pipeline) checkClosedWindows(ctx context.Context) {
 // window is taken over when its lease goes stale, no window ends twice and no entry is
 // doubled.
 func TestFaultSynthesisKilledWhileProcessing(t *testing.T) {
+	t.Parallel()
 	model := newFakeModel(t)
 	model.setDelay(300 * time.Millisecond)
 	p := newPipeline(t, pipelineOptions{ModelURL: model.url(), Env: []string{
@@ -360,6 +364,7 @@ func TestFaultSynthesisKilledWhileProcessing(t *testing.T) {
 // internal error code) and delivers the scenario's events except the ones Lark never
 // pushed: reconciliation retries within its bounds and recovers every missed message.
 func TestFaultLarkAPIErrorsDuringBackfill(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, pipelineOptions{Hold: []string{procReconcile}})
 	ctx := p.ctx
 	faults := []struct {
@@ -399,6 +404,7 @@ func TestFaultLarkAPIErrorsDuringBackfill(t *testing.T) {
 // once from 16 senders (each push with a new event_id, as Lark's redeliveries may
 // have), on top of the scenario's own delivery: evidence stays exactly once.
 func TestFaultWebhookFloodWithDuplicates(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, pipelineOptions{})
 	ctx := p.ctx
 	done := p.deliverAsync(ctx)
@@ -450,6 +456,7 @@ func (p *pipeline) stamped(body []byte, id string) []byte {
 // without hammering the endpoint, and once the model answers the backlog drains with
 // no attempt spent on the outage.
 func TestFaultModelOutageBacklogDrains(t *testing.T) {
+	t.Parallel()
 	model := newFakeModel(t)
 	model.setDown(true)
 	p := newPipeline(t, pipelineOptions{ModelURL: model.url(), Env: []string{

@@ -26,6 +26,7 @@ import (
 // and every value on the evidence and closed-window topics in the Confluent format
 // with an id the registry holds under <topic>-value.
 func TestRegistryConfluentPipelineWithRegistryRestart(t *testing.T) {
+	t.Parallel()
 	reg := testenv.NewSchemaRegistry(t)
 	p := newPipeline(t, pipelineOptions{
 		Env:           []string{"LARKLINE_KAFKA__SCHEMAREGISTRYURL=" + reg.URL},

@@ -146,6 +146,7 @@ func securedAdminOpts(t testing.TB, s *testenv.Secured) []kgo.Opt {
 // workspaces and bindings, the scenario through the webhook to synthesized entries
 // with every invariant, then `lag` and a `replay` of a new processor version.
 func TestSecuredPipeline(t *testing.T) {
+	t.Parallel()
 	s := testenv.SecuredKafka(t)
 	for _, mode := range []string{"sasl_ssl", "mtls"} {
 		t.Run(mode, func(t *testing.T) {
@@ -224,6 +225,7 @@ func (discard) Write(b []byte) (int, error) { return len(b), nil }
 // (operation and resource), promptly: `topics ensure` for what it needs, else `run`
 // with every Kafka role.
 func TestSecuredMissingACL(t *testing.T) {
+	t.Parallel()
 	s := testenv.SecuredKafka(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

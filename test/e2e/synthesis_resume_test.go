@@ -50,6 +50,7 @@ func (p *pipeline) windowAttempts(ctx context.Context) (map[string]windowAttempt
 // claiming any window. Once the sink runs again every window completes at its first
 // attempt, with none refunded or failed.
 func TestSinkStoppedSynthesisWaitsWithoutSpendingAttempts(t *testing.T) {
+	t.Parallel()
 	p := newPipeline(t, pipelineOptions{
 		Layout: []procSpec{
 			{procSink, []string{"sink"}},
@@ -112,6 +113,7 @@ func TestSinkStoppedSynthesisWaitsWithoutSpendingAttempts(t *testing.T) {
 // the model answers every chunk once, and at most the chunk in flight at the kill
 // twice.
 func TestSynthesisKilledMidWindowResumesAtNextChunk(t *testing.T) {
+	t.Parallel()
 	const messages, perChunk = 200, 10
 	model := newFakeModel(t)
 	model.setDelay(200 * time.Millisecond)
