@@ -1,6 +1,6 @@
 # larkline — the two commands a newcomer needs are `make demo` and `make test`.
 # Both do all their own set-up: Go modules come from the module proxy, the Kafka broker
-# jars from Maven Central (cached under .cache/, never committed).
+# jars from Maven Central (cached under ~/.cache/larkline/, outside the checkout).
 
 SHELL      := /bin/bash
 GO         ?= go

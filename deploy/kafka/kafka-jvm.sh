@@ -4,7 +4,8 @@
 #
 #   kafka-jvm.sh fetch
 #       Resolve the broker's runtime jars with Maven into the jar cache
-#       (default <repo>/.cache/kafka-jars/<kafka.version>, override with
+#       (default ~/.cache/larkline/kafka-jars/<kafka.version>, XDG_CACHE_HOME respected,
+#       shared by every checkout of the machine; override with
 #       LARKLINE_KAFKA_JARS). A marker file holding the pom's checksum makes a
 #       second call a no-op; concurrent calls are serialised with flock.
 #   kafka-jvm.sh start <dir> <port> <controller-port>
@@ -73,7 +74,7 @@ jars_dir() {
 	if [[ -n "${LARKLINE_KAFKA_JARS:-}" ]]; then
 		printf '%s\n' "${LARKLINE_KAFKA_JARS}"
 	else
-		printf '%s\n' "${repo_root}/.cache/kafka-jars/$(kafka_version)"
+		printf '%s\n' "${XDG_CACHE_HOME:-${HOME}/.cache}/larkline/kafka-jars/$(kafka_version)"
 	fi
 }
 

@@ -5,7 +5,8 @@
 #
 #   registry-jvm.sh fetch
 #       Build the registry once into the cache (default
-#       <repo>/.cache/schema-registry/<apicurio.version>, override with
+#       ~/.cache/larkline/schema-registry/<apicurio.version>, XDG_CACHE_HOME respected,
+#       shared by every checkout of the machine; override with
 #       LARKLINE_REGISTRY_JARS): first config-index-deployment/ into a file
 #       repository, then the Quarkus application. A marker holding the checksum of
 #       the build files makes a second call a no-op; concurrent calls are
@@ -71,7 +72,7 @@ jars_dir() {
 	if [[ -n "${LARKLINE_REGISTRY_JARS:-}" ]]; then
 		printf '%s\n' "${LARKLINE_REGISTRY_JARS}"
 	else
-		printf '%s\n' "${repo_root}/.cache/schema-registry/$(apicurio_version)"
+		printf '%s\n' "${XDG_CACHE_HOME:-${HOME}/.cache}/larkline/schema-registry/$(apicurio_version)"
 	fi
 }
 
