@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/larktest"
@@ -463,11 +466,11 @@ func TestRecallEdgeCases(t *testing.T) {
 			t.Fatalf("answer %d %v, %d records", a.status, a.body, len(u.producer.records()))
 		}
 	})
-	t.Run("recall in an unbound chat is ignored", func(t *testing.T) {
+	t.Run("recall of a message nobody holds writes nothing", func(t *testing.T) {
 		u := newUnit(t, unitOptions{key: tKey})
 		a := u.post(envJSON(t, u.builder.Recall("om_x", "oc_nobody", at, "")))
-		if a.status != 200 || a.body["reason"] != bindings.ReasonUnboundChat {
-			t.Fatalf("answer %d %v", a.status, a.body)
+		if a.status != 200 || a.body["reason"] != ReasonRecallUnknownMessage || len(u.producer.records()) != 0 {
+			t.Fatalf("answer %d %v, %d records", a.status, a.body, len(u.producer.records()))
 		}
 	})
 	t.Run("recall without ids is rejected", func(t *testing.T) {
@@ -493,6 +496,74 @@ func TestRecallEdgeCases(t *testing.T) {
 	})
 }
 
+// historyLookup is a MessageLookup answering every message as a text of Alice in
+// tChat, created at.
+type historyLookup struct{ at time.Time }
+
+func (h historyLookup) GetMessage(_ context.Context, id ids.MessageID) (*larkim.Message, error) {
+	str := func(s string) *string { return &s }
+	return &larkim.Message{MessageId: str(string(id)), ChatId: str(string(tChat)), MsgType: str("text"),
+		CreateTime: str(strconv.FormatInt(h.at.UnixMilli(), 10)), Body: &larkim.MessageBody{Content: str(`{"text":"from history"}`)},
+		Sender: &larkim.Sender{Id: str(tAlice), IdType: str("open_id"), SenderType: str("user")}}, nil
+}
+
+// TestRecallReachesEveryHolder (issue #29): a recall of a message we hold is applied in
+// every workspace that holds it, whatever the workspace's state or bindings now, and
+// after a restart (the store says who holds it); a recall of a message nobody holds
+// writes nothing, even in a chat bound to a firing workspace.
+func TestRecallReachesEveryHolder(t *testing.T) {
+	at := time.Now().Add(-2 * time.Minute)
+	created := time.Now().Add(-time.Hour)
+	tests := []struct {
+		name string
+		// before runs after the message was received and before the recall; it returns
+		// the unit the recall goes to.
+		before func(t *testing.T, u *unit) *unit
+		want   []ids.WorkspaceID
+	}{
+		{"the workspace recovered", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			u.src.bind(tChat, tWS, store.WorkspaceRecovered, created)
+			return u
+		}, []ids.WorkspaceID{tWS}},
+		{"the chat was unbound", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			return u
+		}, []ids.WorkspaceID{tWS}},
+		{"after a restart, unbound, held in two workspaces", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			u.src.hold("om_secret", tWS, "ws-2")
+			return newUnit(t, unitOptions{key: tKey, messages: historyLookup{at}, src: u.src})
+		}, []ids.WorkspaceID{tWS, "ws-2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t, unitOptions{key: tKey})
+			u.src.bind(tChat, tWS, store.WorkspaceFiring, created)
+			if a := u.post(envJSON(t, u.builder.Text(msg("om_secret", at), "the password is hunter2"))); a.status != 200 || len(u.producer.records()) != 1 {
+				t.Fatalf("receive: %d %v", a.status, a.body)
+			}
+			v := tc.before(t, u)
+			a := v.post(envJSON(t, v.builder.Recall("om_secret", tChat, at.Add(time.Minute), "")))
+			var got []ids.WorkspaceID
+			for _, r := range v.decoded() {
+				got = append(got, r.WorkspaceID)
+				if len(got) > 1 || v != u {
+					if !r.Deleted || r.Content != "" {
+						t.Fatalf("recall version of %s keeps text: %+v", r.WorkspaceID, r)
+					}
+				}
+			}
+			if v == u {
+				got = got[1:] // the live version
+			}
+			if a.status != 200 || v.events(OutcomeAccepted, ReasonRecall) != 1 || !slices.Equal(got, tc.want) {
+				t.Fatalf("recall: %d %v, redacted in %v, want %v", a.status, a.body, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestNewValidatesOptions(t *testing.T) {
 	n := newNormalizer(t, 0)
 	codec := newCodec(t)
@@ -501,7 +572,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &recordingProducer{}
-	ok := Options{Normalizer: n, Resolver: res, Producer: p, Codec: codec}
+	ok := Options{Normalizer: n, Resolver: res, Holders: &memSource{}, Producer: p, Codec: codec}
 	if _, err := New(ok); err != nil {
 		t.Fatal(err)
 	}
@@ -511,6 +582,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	}{
 		{"no normalizer", func(o *Options) { o.Normalizer = nil }},
 		{"no resolver", func(o *Options) { o.Resolver = nil }},
+		{"no holders", func(o *Options) { o.Holders = nil }},
 		{"no producer", func(o *Options) { o.Producer = nil }},
 		{"no codec", func(o *Options) { o.Codec = nil }},
 		{"timeout beyond Lark's 3s", func(o *Options) { o.Timeout = 4 * time.Second }},
