@@ -437,7 +437,7 @@ func TestDeliverySemantics(t *testing.T) {
 	must(s.lark.AddEvent(larktest.DeliverOnce, b.Text(m("om_6", now.Add(-time.Minute)), "recovered")))
 	s.deliver(context.Background())
 	named := 0
-	for _, c := range s.readAll(2*7 + 2) {
+	for _, c := range s.readAll(2*6 + 2) {
 		if c.rec.MessageID == "om_6" {
 			named++
 			if c.rec.ActorDisplayName != "Alice" {
