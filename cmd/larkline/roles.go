@@ -235,7 +235,7 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		}
 		comps = append(comps, cs...)
 	}
-	logRetentionDecision(cfg, log)
+	logRetentionDecision(cfg, roles, log)
 	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -268,11 +268,20 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 // logRetentionDecision logs, in every process, that retention was turned off and
 // where that setting came from: retention is on by default, so off is a decision
 // someone made, and it keeps chat text past the retention period (issue #19).
-func logRetentionDecision(cfg *config.Config, log *slog.Logger) {
+//
+// With retention on, a process that runs no retention role warns too (issue #29):
+// retention happens only where that role runs, so a deployment whose processes all
+// leave it out keeps chat text forever although the setting says otherwise.
+func logRetentionDecision(cfg *config.Config, roles []string, log *slog.Logger) {
 	const key = "services.workspace.timeline.lark.retention.enabled"
-	if r := cfg.Services.Workspace.Timeline.Lark.Retention; !r.Enabled {
+	r := cfg.Services.Workspace.Timeline.Lark.Retention
+	switch {
+	case !r.Enabled:
 		log.Warn("evidence retention is turned off by configuration: chat text is kept past the retention period until it is turned on",
 			"key", key, "origin", cfg.Origin(key), "evidence_retention", r.EvidenceRetention.String())
+	case !slices.Contains(roles, "retention"):
+		log.Warn("evidence retention is on but this process runs no retention role: make sure one process runs it, or chat text is kept past the retention period",
+			"roles", strings.Join(roles, ","), "evidence_retention", r.EvidenceRetention.String())
 	}
 }
 
