@@ -24,7 +24,7 @@ const (
 	DefaultMaxRetryAfter   = 30 * time.Second
 	// DefaultPromptVersion names the prompts and output schemas in prompt.go. Change it
 	// with them: it is recorded with every entry and summary (design §12.4).
-	DefaultPromptVersion = "openai-timeline-v1"
+	DefaultPromptVersion = "openai-timeline-v2"
 	// NoRetries as Options.MaxRetries makes one attempt per call.
 	NoRetries = -1
 
