@@ -257,7 +257,7 @@ var normalizeKeys = config.FieldKeys{
 
 // webhookOptions: the Lark event webhook (its secrets are added by the role).
 func webhookOptions(cfg *config.Config) ingest.WebhookOptions {
-	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew}
+	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew, URLVerification: cfg.Lark.URLVerification}
 }
 
 var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}

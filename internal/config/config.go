@@ -273,7 +273,10 @@ type Lark struct {
 	OpenBaseURL           string        `yaml:"openBaseURL"`
 	WebhookPath           string        `yaml:"webhookPath"`
 	MaxTimestampSkew      time.Duration `yaml:"maxTimestampSkew"`
-	API                   LarkAPI       `yaml:"api"`
+	// URLVerification lets the webhook decrypt an unsigned body to answer Lark's
+	// url_verification (sent unsigned); off, an unsigned request is refused undecrypted.
+	URLVerification bool    `yaml:"urlVerification"`
+	API             LarkAPI `yaml:"api"`
 }
 
 // LarkAPI bounds larkline's use of the Lark Open API.

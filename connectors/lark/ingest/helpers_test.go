@@ -233,6 +233,7 @@ type answer struct {
 	status int
 	body   map[string]string
 	ctype  string
+	allow  string // the Allow header
 }
 
 func (u *unit) serve(req *http.Request) answer {
@@ -243,7 +244,7 @@ func (u *unit) serve(req *http.Request) answer {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		u.t.Fatalf("answer is not a JSON object of strings: %q", rec.Body.String())
 	}
-	return answer{status: rec.Code, body: body, ctype: rec.Header().Get("Content-Type")}
+	return answer{status: rec.Code, body: body, ctype: rec.Header().Get("Content-Type"), allow: rec.Header().Get("Allow")}
 }
 
 func (u *unit) post(plaintext []byte) answer {

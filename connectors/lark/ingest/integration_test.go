@@ -622,16 +622,16 @@ func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged.Header.Set(larktest.HeaderSignature, "00"+forged.Header.Get(larktest.HeaderSignature)[2:])
-	if got := post(forged); got != http.StatusUnauthorized {
-		t.Fatalf("forged signature answered %d, want 401", got)
+	if got := post(forged); got != http.StatusBadRequest {
+		t.Fatalf("forged signature answered %d, want 400 (every rejection alike)", got)
 	}
 	stale := newSender(t, tKey, tToken, func() time.Time { return time.Now().Add(-time.Hour) })
 	replay, err := stale.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_replayed", now), "old news")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := post(replay); got != http.StatusUnauthorized {
-		t.Fatalf("stale timestamp answered %d, want 401", got)
+	if got := post(replay); got != http.StatusBadRequest {
+		t.Fatalf("stale timestamp answered %d, want 400 (every rejection alike)", got)
 	}
 	genuine, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_genuine", now), "all clear")))
 	if err != nil {

@@ -94,16 +94,8 @@ func (r Result) HTTPStatus() int {
 	case OutcomeAccepted, OutcomeIgnored:
 		return http.StatusOK
 	case OutcomeRejected:
-		switch r.Reason {
-		case ReasonBadToken, ReasonMissingSignature, ReasonBadSignature, ReasonBadTimestamp, ReasonStaleTimestamp:
-			return http.StatusUnauthorized
-		case ReasonMethodNotAllowed:
-			return http.StatusMethodNotAllowed
-		case ReasonBodyTooLarge:
-			return http.StatusRequestEntityTooLarge
-		case normalize.ReasonContentTooLarge, ReasonInvalidRecord:
-			return http.StatusUnprocessableEntity
-		}
+		// One status whatever the stage (issue #29): the answer must not tell a
+		// prober which check failed; the reason is in the metrics and the log.
 		return http.StatusBadRequest
 	}
 	switch r.Reason {

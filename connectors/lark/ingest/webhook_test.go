@@ -73,47 +73,51 @@ func TestWebhookAnswers(t *testing.T) {
 			r := u.request(text("om_forged"))
 			r.Header.Set(larktest.HeaderSignature, strings.Repeat("ab", 32))
 			return r
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
 		{"body changed after signing", func(u *unit) *http.Request {
 			r := u.request(text("om_tampered"))
 			body := encryptedBody(t, tKey, text("om_other"))
 			r.Body, r.ContentLength = readCloser(body), int64(len(body))
 			return r
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
 		{"signature made with another key", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, tKey, text("om_k")), "another-key", nowTS())
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
+		{"unsigned body encrypted with another key is not decrypted", func(u *unit) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, tURL, bytes.NewReader(encryptedBody(t, "another-key", text("om_unsigned_other"))))
+			return r
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"unsigned event although a key is set", func(u *unit) *http.Request {
 			r := u.request(text("om_unsigned"))
 			for _, h := range []string{larktest.HeaderSignature, larktest.HeaderNonce, larktest.HeaderTimestamp} {
 				r.Header.Del(h)
 			}
 			return r
-		}, 401, OutcomeRejected, ReasonMissingSignature, 0},
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"signature without nonce", func(u *unit) *http.Request {
 			r := u.request(text("om_nononce"))
 			r.Header.Del(larktest.HeaderNonce)
 			return r
-		}, 401, OutcomeRejected, ReasonMissingSignature, 0},
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"stale timestamp", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_stale")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp from the future", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().Add(10*time.Minute).Unix(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_future")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp in milliseconds", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_ms")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp not a number", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, tKey, text("om_nan")), tKey, "yesterday")
-		}, 401, OutcomeRejected, ReasonBadTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonBadTimestamp, 0},
 		{"wrong verification token in the header", func(u *unit) *http.Request {
 			wrong := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: "not-the-token"}
 			return u.request(envJSON(t, wrong.Text(msg("om_token", at), "hi")))
-		}, 401, OutcomeRejected, ReasonBadToken, 0},
+		}, 400, OutcomeRejected, ReasonBadToken, 0},
 		{"encrypted with another key (signed correctly)", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, "another-key", text("om_key")), tKey, nowTS())
 		}, 400, OutcomeRejected, ReasonUndecryptable, 0},
@@ -138,7 +142,7 @@ func TestWebhookAnswers(t *testing.T) {
 		{"GET", func(u *unit) *http.Request {
 			r, _ := http.NewRequest(http.MethodGet, tURL, nil)
 			return r
-		}, 405, OutcomeRejected, ReasonMethodNotAllowed, 0},
+		}, 400, OutcomeRejected, ReasonMethodNotAllowed, 0},
 		{"missing message_id", func(u *unit) *http.Request {
 			return u.request(envJSON(t, b.Text(larktest.Msg{Chat: tChat, From: larktest.Author{OpenID: tAlice}, At: at}, "x")))
 		}, 400, OutcomeRejected, normalize.ReasonMissingID, 0},
@@ -217,6 +221,11 @@ func TestWebhookAnswers(t *testing.T) {
 				if a.body["msg"] != "success" {
 					t.Errorf("answer = %v, want msg success", a.body)
 				}
+			} else if tt.outcome == OutcomeRejected {
+				// Every rejection looks the same, whatever the stage (issue #29).
+				if len(a.body) != 1 || a.body["msg"] != "rejected" || a.allow != "" {
+					t.Errorf("answer = %v (Allow %q), want exactly {msg: rejected}", a.body, a.allow)
+				}
 			} else if a.body["msg"] != string(tt.outcome) || a.body["reason"] != tt.reason {
 				t.Errorf("answer = %v, want msg %s reason %s", a.body, tt.outcome, tt.reason)
 			}
@@ -231,8 +240,8 @@ func TestWebhookBodyLimit(t *testing.T) {
 	u := newUnit(t, unitOptions{key: tKey, maxBody: 4096})
 	body := encryptedBody(t, tKey, envJSON(t, u.builder.Text(msg("om_big", time.Now()), strings.Repeat("x", 8000))))
 	a := u.serve(signed(t, body, tKey, nowTS()))
-	if a.status != http.StatusRequestEntityTooLarge || a.body["reason"] != ReasonBodyTooLarge {
-		t.Fatalf("answer = %d %v, want 413 %s", a.status, a.body, ReasonBodyTooLarge)
+	if a.status != http.StatusBadRequest || u.events(OutcomeRejected, ReasonBodyTooLarge) != 1 {
+		t.Fatalf("answer = %d %v, want 400 counted as %s", a.status, a.body, ReasonBodyTooLarge)
 	}
 }
 
@@ -240,8 +249,8 @@ func TestWebhookOversizedMessage(t *testing.T) {
 	u := newUnit(t, unitOptions{key: tKey, maxContent: 1024})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
 	a := u.post(envJSON(t, u.builder.Text(msg("om_huge", time.Now()), strings.Repeat("incident ", 200))))
-	if a.status != http.StatusUnprocessableEntity || a.body["reason"] != normalize.ReasonContentTooLarge {
-		t.Fatalf("answer = %d %v, want 422 %s", a.status, a.body, normalize.ReasonContentTooLarge)
+	if a.status != http.StatusBadRequest || u.events(OutcomeRejected, normalize.ReasonContentTooLarge) != 1 {
+		t.Fatalf("answer = %d %v, want 400 counted as %s", a.status, a.body, normalize.ReasonContentTooLarge)
 	}
 	if n := len(u.producer.records()); n != 0 {
 		t.Fatalf("produced %d records, want 0", n)
@@ -261,7 +270,7 @@ func TestWebhookWithoutEncryptKey(t *testing.T) {
 		{"plaintext event", func(u *unit) []byte { return envJSON(t, u.builder.Text(msg("om_p", time.Now()), "hi")) },
 			false, 200, OutcomeAccepted, ReasonOK},
 		{"plaintext event with a stale timestamp header", func(u *unit) []byte { return envJSON(t, u.builder.Text(msg("om_s", time.Now()), "hi")) },
-			true, 401, OutcomeRejected, ReasonStaleTimestamp},
+			true, 400, OutcomeRejected, ReasonStaleTimestamp},
 		{"encrypted body but no key configured", func(u *unit) []byte {
 			return encryptedBody(t, "some-key", envJSON(t, u.builder.Text(msg("om_e", time.Now()), "hi")))
 		}, false, 400, OutcomeRejected, ReasonEncryptedNoKey},
@@ -284,9 +293,20 @@ func TestWebhookWithoutEncryptKey(t *testing.T) {
 }
 
 func TestWebhookURLVerification(t *testing.T) {
+	t.Run("encrypt key, url_verification off: the unsigned challenge is not decrypted", func(t *testing.T) {
+		u := newUnit(t, unitOptions{key: tKey}) // URLVerification false: the default
+		srv := httptestServer(t, u.hook)
+		if err := u.sender.VerifyURL(context.Background(), srv); !errors.Is(err, larktest.ErrChallengeFailed) {
+			t.Fatalf("url_verification: %v, want a failed challenge", err)
+		}
+		if got := u.events(OutcomeRejected, ReasonMissingSignature); got != 1 {
+			t.Fatalf("refused challenges counted %v, want 1 as missing_signature", got)
+		}
+	})
 	for _, key := range []string{tKey, ""} {
 		t.Run(fmt.Sprintf("encrypt key %q", key), func(t *testing.T) {
 			u := newUnit(t, unitOptions{key: key})
+			u.hook.verifyURL = true // WebhookOptions.URLVerification
 			srv := httptestServer(t, u.hook)
 			if err := u.sender.VerifyURL(context.Background(), srv); err != nil {
 				t.Fatalf("url_verification: %v", err)
@@ -462,7 +482,7 @@ func TestRecallEdgeCases(t *testing.T) {
 		u.src.bind("oc_other", tWS, store.WorkspaceFiring, created)
 		u.post(envJSON(t, u.builder.Text(msg("om_m", at), "hi")))
 		a := u.post(envJSON(t, u.builder.Recall("om_m", "oc_other", at.Add(time.Second), "")))
-		if a.status != 400 || a.body["reason"] != ReasonChatMismatch || len(u.producer.records()) != 1 {
+		if a.status != 400 || u.events(OutcomeRejected, ReasonChatMismatch) != 1 || len(u.producer.records()) != 1 {
 			t.Fatalf("answer %d %v, %d records", a.status, a.body, len(u.producer.records()))
 		}
 	})
@@ -476,7 +496,7 @@ func TestRecallEdgeCases(t *testing.T) {
 	t.Run("recall without ids is rejected", func(t *testing.T) {
 		u := newUnit(t, unitOptions{key: tKey})
 		a := u.post(rawEnvelope(EventTypeMessageRecalled, `{"recall_time":"1749736821016"}`))
-		if a.status != 400 || a.body["reason"] != normalize.ReasonMissingID {
+		if a.status != 400 || u.events(OutcomeRejected, normalize.ReasonMissingID) != 1 {
 			t.Fatalf("answer %d %v", a.status, a.body)
 		}
 	})
@@ -626,13 +646,13 @@ func TestResultHTTPStatus(t *testing.T) {
 	}{
 		{accepted(ReasonOK, 1), 200},
 		{ignored(bindings.ReasonUnboundChat), 200},
-		{rejected(ReasonBadSignature, nil), 401},
-		{rejected(ReasonStaleTimestamp, nil), 401},
-		{rejected(ReasonBodyTooLarge, nil), 413},
-		{rejected(normalize.ReasonContentTooLarge, nil), 422},
-		{rejected(ReasonInvalidRecord, nil), 422},
+		{rejected(ReasonBadSignature, nil), 400},
+		{rejected(ReasonStaleTimestamp, nil), 400},
+		{rejected(ReasonBodyTooLarge, nil), 400},
+		{rejected(normalize.ReasonContentTooLarge, nil), 400},
+		{rejected(ReasonInvalidRecord, nil), 400},
 		{rejected(normalize.ReasonMissingID, nil), 400},
-		{rejected(ReasonMethodNotAllowed, nil), 405},
+		{rejected(ReasonMethodNotAllowed, nil), 400},
 		{failed(ReasonKafkaUnavailable, nil), 503},
 		{failed(ReasonTimeout, nil), 503},
 		{failed(ReasonLarkAPIUnavailable, nil), 503},
