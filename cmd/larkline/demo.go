@@ -220,7 +220,7 @@ func (d *demo) setTokens() {
 		d.token = randomSecret()
 	}
 	sum := sha256.Sum256([]byte(d.token))
-	d.cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}}}
+	d.cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}, Scope: "curate"}}
 	d.adminToken = randomSecret()
 	asum := sha256.Sum256([]byte(d.adminToken))
 	d.cfg.HTTP.AdminTokenSHA256 = hex.EncodeToString(asum[:])

@@ -369,7 +369,7 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	h, err := workspaces.NewHandler(admin, workspaces.HandlerOptions{
-		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, Logger: rt.log, Registry: rt.reg,
+		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(rt.cfg), Logger: rt.log, Registry: rt.reg,
 		Refresh: rt.refresh,
 	})
 	if err != nil {
@@ -379,6 +379,17 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	return []component{closerFunc{feed.Run, feed.Close}}, nil
+}
+
+// adminScopeTokens are the digests of the API tokens of scope admin.
+func adminScopeTokens(cfg *config.Config) []string {
+	var out []string
+	for _, t := range cfg.HTTP.APITokens {
+		if t.Scope == httpapi.ScopeAdmin {
+			out = append(out, t.SHA256)
+		}
+	}
+	return out
 }
 
 // closerFunc adapts a Run function and a Close without an error result.
@@ -398,7 +409,7 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	tokens := make([]httpapi.Token, len(rt.cfg.HTTP.APITokens))
 	for i, t := range rt.cfg.HTTP.APITokens {
-		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces}
+		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces, Scope: t.Scope}
 	}
 	key, err := cursorKey(rt.cfg, rt.log)
 	if err != nil {

@@ -316,6 +316,10 @@ type APIToken struct {
 	Name       string   `yaml:"name"`
 	SHA256     string   `yaml:"sha256"`
 	Workspaces []string `yaml:"workspaces"`
+	// Scope is read (the default when empty: timeline, evidence, summary, page),
+	// curate (also edits entries and the human summary) or admin (also the admin
+	// API: workspaces, bindings, manual refresh). Issue #29.
+	Scope string `yaml:"scope"`
 }
 
 // Allows reports whether the token grants access to workspace w.

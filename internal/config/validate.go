@@ -371,6 +371,11 @@ func (c *Config) validateHTTP(ch *checker) {
 		if len(t.Workspaces) == 0 {
 			ch.bad(p+".workspaces", t.Workspaces, `must list workspace ids, or ["*"] for all`)
 		}
+		switch t.Scope {
+		case "", "read", "curate", "admin":
+		default:
+			ch.bad(p+".scope", t.Scope, "must be read (the default), curate or admin")
+		}
 		seen := map[string]bool{}
 		for j, w := range t.Workspaces {
 			wp := fmt.Sprintf("%s.workspaces[%d]", p, j)
