@@ -23,6 +23,10 @@ type Config struct {
 	Synthesis Synthesis `yaml:"synthesis"`
 	Windows   Windows   `yaml:"windows"`
 	Log       Log       `yaml:"log"`
+	// AllowInsecure lets larkline start with transport that exposes data on the
+	// network (issue #29): SASL PLAIN without TLS, an http:// model URL to a host that
+	// is not loopback, a Postgres DSN to such a host with an sslmode below require.
+	AllowInsecure bool `yaml:"allowInsecure"`
 
 	// origins maps a key path to where its value came from ("file.yaml:12",
 	// "env LARKLINE_…", "file /run/secrets/…"); nil for a Config not made by Load.

@@ -249,19 +249,28 @@ func TestEnsureTopicsOnRealBroker(t *testing.T) {
 		if len(rep.Set) != 2 || rep.Err() != nil {
 			t.Fatalf("report = %+v, want segment.ms and max.compaction.lag.ms set", rep)
 		}
-		rc, err := adm.DescribeTopicConfigs(ctx, old)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, _ := rc.On(old, nil)
-		got := map[string]string{}
-		for _, e := range c.Configs {
-			got[e.Key] = e.MaybeValue()
-		}
-		for _, k := range []string{ConfigSegmentMs, ConfigMaxCompactionLagMs} {
-			if got[k] != spec.Configs[k] {
-				t.Fatalf("%s %s = %q, want %q", old, k, got[k], spec.Configs[k])
+		// The broker applies an altered config a moment later: wait for it.
+		deadline := time.Now().Add(30 * time.Second)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rc, err := adm.DescribeTopicConfigs(ctx, old)
+			if err != nil {
+				t.Fatal(err)
 			}
+			c, _ := rc.On(old, nil)
+			got := map[string]string{}
+			for _, e := range c.Configs {
+				got[e.Key] = e.MaybeValue()
+			}
+			if got[ConfigSegmentMs] == spec.Configs[ConfigSegmentMs] && got[ConfigMaxCompactionLagMs] == spec.Configs[ConfigMaxCompactionLagMs] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s segment.ms %q, max.compaction.lag.ms %q, want %q and %q", old, got[ConfigSegmentMs], got[ConfigMaxCompactionLagMs],
+					spec.Configs[ConfigSegmentMs], spec.Configs[ConfigMaxCompactionLagMs])
+			}
+			<-tick.C
 		}
 		if rep, err := EnsureTopics(ctx, adm, []TopicSpec{spec}); err != nil || len(rep.Set) != 0 || len(rep.Matching) != 1 {
 			t.Fatalf("second run: %+v %v, want matching", rep, err)
