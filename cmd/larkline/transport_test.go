@@ -17,11 +17,15 @@ func TestTransportRules(t *testing.T) {
 		c.Synthesis.Synthesizer = config.SynthesizerOpenAI
 		c.Synthesis.OpenAI.BaseURL, c.Synthesis.OpenAI.Model, c.Synthesis.OpenAI.APIKey = "https://llm.example/v1", "m", "k"
 	}
-	plain := func(c *config.Config) { c.Kafka.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"} }
+	plain := func(c *config.Config) {
+		c.Kafka.SASL = config.SASL{Mechanism: config.SASLPlain, Username: "u", Password: "p"}
+	}
 	model := func(url string) func(c *config.Config) {
 		return func(c *config.Config) { openAIReady(c); c.Synthesis.OpenAI.BaseURL = url }
 	}
-	dsn := func(d string) func(c *config.Config) { return func(c *config.Config) { c.Postgres.DSN = config.Secret(d) } }
+	dsn := func(d string) func(c *config.Config) {
+		return func(c *config.Config) { c.Postgres.DSN = config.Secret(d) }
+	}
 	tests := []struct {
 		name   string
 		mutate []func(*config.Config)
