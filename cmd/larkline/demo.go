@@ -181,6 +181,7 @@ func (d *demo) startServices(ctx context.Context) error {
 	}
 	d.setTokens()
 	d.cfg.HTTP.Listen = d.f.http
+	d.cfg.HTTP.APIListen, d.cfg.HTTP.WebhookListen = d.f.http, d.f.http // the demo shares one loopback listener
 	d.cfg.Windows.StateDir = filepath.Join(dir, "windows")
 	if err := validateConfig(d.cfg); err != nil {
 		return fmt.Errorf("demo configuration: %w", err)

@@ -48,11 +48,14 @@ type component interface {
 
 // runtime is what roles share in one process.
 type runtime struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	ops    *opsserver.Server
-	codecs *schemas.Codecs
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	ops *opsserver.Server
+	// apiSrv and hookSrv serve the timeline API and the webhook: ops itself when
+	// their address is http.listen's, else their own bare listeners (issue #29).
+	apiSrv, hookSrv *opsserver.Server
+	codecs          *schemas.Codecs
 
 	// reconciler is set when this process runs the reconcile role; the admin API's
 	// manual refresh uses it.
@@ -218,6 +221,30 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		return nil, err
 	}
 	comps := []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, probe.Close}}
+	// The API and the webhook on their own listeners, unless they share one.
+	byAddr := map[string]*opsserver.Server{cfg.HTTP.Listen: ops}
+	for _, l := range []struct {
+		addr string
+		dst  **opsserver.Server
+	}{{cfg.HTTP.APIListen, &rt.apiSrv}, {cfg.HTTP.WebhookListen, &rt.hookSrv}} {
+		if l.addr == "" {
+			l.addr = cfg.HTTP.Listen
+		}
+		if srv, ok := byAddr[l.addr]; ok {
+			*l.dst = srv
+			continue
+		}
+		srv, err := opsserver.New(opsserver.Options{Addr: l.addr, Bare: true, Logger: log})
+		if err != nil {
+			for _, c := range comps {
+				_ = c.Close()
+			}
+			_ = ops.Close()
+			return nil, err
+		}
+		byAddr[l.addr], *l.dst = srv, srv
+		comps = append(comps, srv)
+	}
 	closeAll := func() {
 		for _, c := range slices.Backward(comps) {
 			if err := c.Close(); err != nil {
@@ -236,7 +263,8 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		comps = append(comps, cs...)
 	}
 	logRetentionDecision(cfg, roles, log)
-	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
+	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String(),
+		"api", rt.apiSrv.Addr().String(), "webhook", rt.hookSrv.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
 	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
@@ -426,7 +454,7 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	if len(tokens) == 0 {
 		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
 	}
-	return nil, api.Mount(rt.ops)
+	return nil, api.Mount(rt.apiSrv)
 }
 
 // cursorKey is http.cursorKey, or a random key generated now (with a warning) when

@@ -143,7 +143,7 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := rt.ops.Handle("POST "+c.WebhookPath, wh); err != nil {
+		if err := rt.hookSrv.Handle("POST "+c.WebhookPath, wh); err != nil {
 			return nil, err
 		}
 		return comps, nil

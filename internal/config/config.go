@@ -297,8 +297,14 @@ type LarkAPI struct {
 // HTTP configures the HTTP listener shared by the ops endpoints, the webhook, the API
 // and the web page.
 type HTTP struct {
-	Listen    string     `yaml:"listen"`
-	APITokens []APIToken `yaml:"apiTokens"`
+	// Listen serves the ops endpoints (/metrics, /readyz, /healthz) and the admin
+	// API; APIListen the timeline API and the page; WebhookListen the Lark webhook
+	// alone (issue #29: the public ingress exposes nothing else). A listen address
+	// equal to another is served by the same listener (the demo shares one).
+	Listen        string     `yaml:"listen"`
+	APIListen     string     `yaml:"apiListen"`
+	WebhookListen string     `yaml:"webhookListen"`
+	APITokens     []APIToken `yaml:"apiTokens"`
 	// AdminTokenSHA256 is the hex SHA-256 of the token for admin endpoints; empty
 	// disables them.
 	AdminTokenSHA256 string `yaml:"adminTokenSHA256"`
@@ -501,8 +507,10 @@ func Default() *Config {
 			},
 		},
 		HTTP: HTTP{
-			Listen:    "127.0.0.1:8080",
-			APITokens: []APIToken{},
+			Listen:        "127.0.0.1:8080",
+			APIListen:     "127.0.0.1:8081",
+			WebhookListen: "127.0.0.1:8082",
+			APITokens:     []APIToken{},
 		},
 		Synthesis: Synthesis{
 			Synthesizer: SynthesizerRules,

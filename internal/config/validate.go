@@ -350,6 +350,8 @@ func (c *Config) validateLark(ch *checker) {
 func (c *Config) validateHTTP(ch *checker) {
 	h := c.HTTP
 	ch.hostPort("http.listen", h.Listen, false, true)
+	ch.hostPort("http.apiListen", h.APIListen, false, true)
+	ch.hostPort("http.webhookListen", h.WebhookListen, false, true)
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, t := range h.APITokens {
