@@ -14,7 +14,7 @@ import (
 
 // runDeadLetters is `larkline deadletters list|redrive` (issue #19).
 func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "larkline deadletters list [--stage S] [--reason R] [--since T] [--format text|json] | redrive --stage S [--reason R] [--since T]"
+	const usage = "larkline deadletters list [--stage S] [--reason R] [--since T] [--format text|json] | redrive --stage S [--reason R] [--since T] [--apply]"
 	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
 		return fmt.Errorf("%w: %s", errUsage, usage)
 	}
@@ -24,6 +24,7 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	reason := fs.String("reason", "", "only dead letters of this reason code")
 	since := fs.String("since", "", "only dead letters parked at or after this time (RFC 3339, or a duration back from now such as 24h)")
 	format := fs.String("format", "text", "list: text or json")
+	apply := fs.Bool("apply", false, "redrive: write; without it a dry run checks and reports what it would do (issue #29)")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
@@ -39,8 +40,8 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("%w: --format must be text or json", errUsage)
 	}
 	required := []string{}
-	if sub == "redrive" && *stage == deadletters.StageEvidenceSink {
-		required = append(required, "postgres.dsn")
+	if sub == "redrive" && (*stage == deadletters.StageEvidenceSink || *stage == deadletters.StageSynthesis) {
+		required = append(required, "postgres.dsn") // the store, or the bindings the checks read
 	}
 	rt, err := oneShotRuntime(*path, stderr, required...)
 	if err != nil {
@@ -55,22 +56,31 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if sub == "list" {
 		return listDeadLetters(ctx, stdout, rt, cl, f, *format)
 	}
-	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: rt.cfg.Kafka.Topics.DeadLetter, Logger: rt.log}
-	if *stage == deadletters.StageEvidenceSink {
+	topics := rt.cfg.Kafka.Topics
+	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: topics.DeadLetter, Logger: rt.log,
+		SourceTopics: map[string]string{deadletters.StageEvidenceSink: topics.Evidence,
+			deadletters.StageSynthesis: topics.WindowsClosed, deadletters.StageWorkspaceFeed: topics.Workspaces}}
+	if *stage == deadletters.StageEvidenceSink || *stage == deadletters.StageSynthesis {
 		st, err := rt.store(ctx)
 		if err != nil {
 			return err
 		}
-		r.Store = st
+		r.Store, r.Bindings = st, st
 	}
 	red, err := deadletters.NewRedriver(r)
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	rep, err := red.Redrive(ctx, f)
+	rep, err := red.Redrive(ctx, f, *apply)
 	if perr := printJSON(stdout, rep); perr != nil && err == nil {
 		err = perr
 	}
+	// The summary, on stderr so that stdout stays one JSON document.
+	what := "dry run (nothing written; --apply to re-drive)"
+	if *apply {
+		what = "re-drive"
+	}
+	fmt.Fprintf(stderr, "%s of stage %s: %d selected, outcomes %v\n", what, rep.Stage, rep.Selected, rep.Outcomes)
 	return err
 }
 

@@ -72,6 +72,9 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	if _, err := st.UpsertWorkspace(ctx, store.Workspace{ID: "ws-dl", Type: "incident", Status: store.WorkspaceFiring, CreatedAt: at.Add(-time.Hour)}, 1); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := st.BindChat(ctx, "ws-dl", "oc_dl"); err != nil { // redrive re-drives only bound chats' records
+		t.Fatal(err)
+	}
 	prod, err := newKafkaClient(cfg, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -125,8 +128,20 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE workspace_timeline_evidence DROP CONSTRAINT dl_test_no_poison`); err != nil {
 		t.Fatal(err)
 	}
+	// Without --apply a redrive is a dry run (issue #29): it checks and reports, and
+	// writes nothing.
 	var rep deadletters.Report
 	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--reason", "constraint", "--since", "1h")), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.DryRun || rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeWouldRedrive] != 1 {
+		t.Fatalf("dry run: %+v", rep)
+	}
+	if _, ok := content(); ok {
+		t.Fatal("the dry run wrote the row")
+	}
+	rep = deadletters.Report{}
+	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--reason", "constraint", "--since", "1h", "--apply")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeApplied] != 1 {
@@ -136,7 +151,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 		t.Fatalf("after the redrive the row is %q (present %v)", got, ok)
 	}
 	rep = deadletters.Report{}
-	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--apply")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeSkipped] != 1 {

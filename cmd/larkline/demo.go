@@ -181,6 +181,7 @@ func (d *demo) startServices(ctx context.Context) error {
 	}
 	d.setTokens()
 	d.cfg.HTTP.Listen = d.f.http
+	d.cfg.HTTP.APIListen, d.cfg.HTTP.WebhookListen = d.f.http, d.f.http // the demo shares one loopback listener
 	d.cfg.Windows.StateDir = filepath.Join(dir, "windows")
 	if err := validateConfig(d.cfg); err != nil {
 		return fmt.Errorf("demo configuration: %w", err)
@@ -220,7 +221,7 @@ func (d *demo) setTokens() {
 		d.token = randomSecret()
 	}
 	sum := sha256.Sum256([]byte(d.token))
-	d.cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}}}
+	d.cfg.HTTP.APITokens = []config.APIToken{{Name: "demo", SHA256: hex.EncodeToString(sum[:]), Workspaces: []string{config.AllWorkspaces}, Scope: "curate"}}
 	d.adminToken = randomSecret()
 	asum := sha256.Sum256([]byte(d.adminToken))
 	d.cfg.HTTP.AdminTokenSHA256 = hex.EncodeToString(asum[:])

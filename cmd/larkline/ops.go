@@ -69,6 +69,9 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, t := range report.Matching {
 		fmt.Fprintf(stdout, "ok        %s\n", t)
 	}
+	for _, p := range report.Set {
+		fmt.Fprintf(stdout, "set       %s\n", p)
+	}
 	for _, p := range report.Problems {
 		fmt.Fprintf(stdout, "MISMATCH  %s (left unchanged)\n", p)
 	}

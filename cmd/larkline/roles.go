@@ -48,11 +48,14 @@ type component interface {
 
 // runtime is what roles share in one process.
 type runtime struct {
-	cfg    *config.Config
-	log    *slog.Logger
-	reg    *prometheus.Registry
-	ops    *opsserver.Server
-	codecs *schemas.Codecs
+	cfg *config.Config
+	log *slog.Logger
+	reg *prometheus.Registry
+	ops *opsserver.Server
+	// apiSrv and hookSrv serve the timeline API and the webhook: ops itself when
+	// their address is http.listen's, else their own bare listeners (issue #29).
+	apiSrv, hookSrv *opsserver.Server
+	codecs          *schemas.Codecs
 
 	// reconciler is set when this process runs the reconcile role; the admin API's
 	// manual refresh uses it.
@@ -218,6 +221,30 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		return nil, err
 	}
 	comps := []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, probe.Close}}
+	// The API and the webhook on their own listeners, unless they share one.
+	byAddr := map[string]*opsserver.Server{cfg.HTTP.Listen: ops}
+	for _, l := range []struct {
+		addr string
+		dst  **opsserver.Server
+	}{{cfg.HTTP.APIListen, &rt.apiSrv}, {cfg.HTTP.WebhookListen, &rt.hookSrv}} {
+		if l.addr == "" {
+			l.addr = cfg.HTTP.Listen
+		}
+		if srv, ok := byAddr[l.addr]; ok {
+			*l.dst = srv
+			continue
+		}
+		srv, err := opsserver.New(opsserver.Options{Addr: l.addr, Bare: true, Logger: log})
+		if err != nil {
+			for _, c := range comps {
+				_ = c.Close()
+			}
+			_ = ops.Close()
+			return nil, err
+		}
+		byAddr[l.addr], *l.dst = srv, srv
+		comps = append(comps, srv)
+	}
 	closeAll := func() {
 		for _, c := range slices.Backward(comps) {
 			if err := c.Close(); err != nil {
@@ -235,8 +262,9 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		}
 		comps = append(comps, cs...)
 	}
-	logRetentionDecision(cfg, log)
-	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String())
+	logRetentionDecision(cfg, roles, log)
+	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String(),
+		"api", rt.apiSrv.Addr().String(), "webhook", rt.hookSrv.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
 	r := &running{rt: rt, cancel: cancel, done: make(chan struct{})}
@@ -268,11 +296,20 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 // logRetentionDecision logs, in every process, that retention was turned off and
 // where that setting came from: retention is on by default, so off is a decision
 // someone made, and it keeps chat text past the retention period (issue #19).
-func logRetentionDecision(cfg *config.Config, log *slog.Logger) {
+//
+// With retention on, a process that runs no retention role warns too (issue #29):
+// retention happens only where that role runs, so a deployment whose processes all
+// leave it out keeps chat text forever although the setting says otherwise.
+func logRetentionDecision(cfg *config.Config, roles []string, log *slog.Logger) {
 	const key = "services.workspace.timeline.lark.retention.enabled"
-	if r := cfg.Services.Workspace.Timeline.Lark.Retention; !r.Enabled {
+	r := cfg.Services.Workspace.Timeline.Lark.Retention
+	switch {
+	case !r.Enabled:
 		log.Warn("evidence retention is turned off by configuration: chat text is kept past the retention period until it is turned on",
 			"key", key, "origin", cfg.Origin(key), "evidence_retention", r.EvidenceRetention.String())
+	case !slices.Contains(roles, "retention"):
+		log.Warn("evidence retention is on but this process runs no retention role: make sure one process runs it, or chat text is kept past the retention period",
+			"roles", strings.Join(roles, ","), "evidence_retention", r.EvidenceRetention.String())
 	}
 }
 
@@ -360,7 +397,7 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	h, err := workspaces.NewHandler(admin, workspaces.HandlerOptions{
-		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, Logger: rt.log, Registry: rt.reg,
+		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(rt.cfg), Logger: rt.log, Registry: rt.reg,
 		Refresh: rt.refresh,
 	})
 	if err != nil {
@@ -370,6 +407,17 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	return []component{closerFunc{feed.Run, feed.Close}}, nil
+}
+
+// adminScopeTokens are the digests of the API tokens of scope admin.
+func adminScopeTokens(cfg *config.Config) []string {
+	var out []string
+	for _, t := range cfg.HTTP.APITokens {
+		if t.Scope == httpapi.ScopeAdmin {
+			out = append(out, t.SHA256)
+		}
+	}
+	return out
 }
 
 // closerFunc adapts a Run function and a Close without an error result.
@@ -389,7 +437,7 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	tokens := make([]httpapi.Token, len(rt.cfg.HTTP.APITokens))
 	for i, t := range rt.cfg.HTTP.APITokens {
-		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces}
+		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces, Scope: t.Scope}
 	}
 	key, err := cursorKey(rt.cfg, rt.log)
 	if err != nil {
@@ -406,7 +454,7 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	if len(tokens) == 0 {
 		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
 	}
-	return nil, api.Mount(rt.ops)
+	return nil, api.Mount(rt.apiSrv)
 }
 
 // cursorKey is http.cursorKey, or a random key generated now (with a warning) when

@@ -120,7 +120,7 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	ing, err := ingest.New(ingest.Options{
-		Normalizer: s.norm, Resolver: s.resolver, Producer: s.producer, Codec: rt.codecs.Evidence,
+		Normalizer: s.norm, Resolver: s.resolver, Holders: s.store, Producer: s.producer, Codec: rt.codecs.Evidence,
 		Topic: rt.cfg.Kafka.Topics.Evidence, Names: s.contacts, Messages: s.client,
 		Logger: rt.log, Registry: rt.reg,
 	})
@@ -143,7 +143,7 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := rt.ops.Handle("POST "+c.WebhookPath, wh); err != nil {
+		if err := rt.hookSrv.Handle("POST "+c.WebhookPath, wh); err != nil {
 			return nil, err
 		}
 		return comps, nil

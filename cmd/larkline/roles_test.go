@@ -60,6 +60,7 @@ func roleConfig(t *testing.T) *config.Config {
 	cfg.Kafka.Topics.DeadLetter = testenv.NewTopic(t, 3, nil)
 	cfg.Postgres.DSN = config.Secret(testenv.PostgresDSN(t))
 	cfg.HTTP.Listen = "127.0.0.1:0"
+	cfg.HTTP.APIListen, cfg.HTTP.WebhookListen = cfg.HTTP.Listen, cfg.HTTP.Listen // shared
 	cfg.Windows.StateDir = t.TempDir()
 	return cfg
 }

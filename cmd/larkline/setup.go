@@ -71,10 +71,11 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 		id += "-" + clientSuffix
 	}
 	return kafka.Options{
-		Brokers:  k.Brokers,
-		ClientID: id,
-		TLS:      kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile},
-		SASL:     kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value()},
+		Brokers:       k.Brokers,
+		ClientID:      id,
+		TLS:           kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile},
+		SASL:          kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value()},
+		AllowInsecure: cfg.AllowInsecure,
 		Producer: kafka.ProducerOptions{
 			Acks:               kafka.Acks(k.Producer.Acks),
 			DisableIdempotence: !k.Producer.Idempotent,
@@ -130,11 +131,17 @@ func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
 }
 
 func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
-	return store.OpenPool(ctx, store.PoolConfig{
+	return store.OpenPool(ctx, poolConfig(cfg))
+}
+
+// poolConfig maps the postgres section onto the store's pool options.
+func poolConfig(cfg *config.Config) store.PoolConfig {
+	return store.PoolConfig{
 		DSN:            cfg.Postgres.DSN.Value(),
 		MaxConns:       cfg.Postgres.MaxConns,
 		ConnectTimeout: cfg.Postgres.ConnectTimeout,
-	})
+		AllowInsecure:  cfg.AllowInsecure,
+	}
 }
 
 // oneShotRuntime is the runtime of a one-shot command (refresh, retention run): the

@@ -53,6 +53,12 @@ var stageChecks = []config.StageCheck{
 		return c.OptionProblems("webhook", webhookKeys, webhookOptions(c).Check())
 	},
 	func(c *config.Config) []config.Problem {
+		if !c.Postgres.DSN.IsSet() {
+			return nil // required where needed (loadConfig's required keys)
+		}
+		return c.OptionProblems("postgres", postgresKeys, poolConfig(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
 		if c.Synthesis.Synthesizer != config.SynthesizerOpenAI {
 			return nil // the client's rules apply only to the client in use
 		}
@@ -99,6 +105,7 @@ var kafkaFieldKeys = config.FieldKeys{
 	"TLS.CAFile":                  "kafka.tls.caFile",
 	"TLS.CertFile":                "kafka.tls.certFile",
 	"TLS.KeyFile":                 "kafka.tls.keyFile",
+	"AllowInsecure":               "allowInsecure",
 	"Version":                     "kafka.saramaVersion",
 	"TableReplication":            "kafka.replicationFactor",
 	"StreamReplication":           "kafka.replicationFactor",
@@ -257,7 +264,7 @@ var normalizeKeys = config.FieldKeys{
 
 // webhookOptions: the Lark event webhook (its secrets are added by the role).
 func webhookOptions(cfg *config.Config) ingest.WebhookOptions {
-	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew}
+	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew, URLVerification: cfg.Lark.URLVerification}
 }
 
 var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}
@@ -272,8 +279,11 @@ func openaiOptions(cfg *config.Config) openai.Options {
 	return openai.Options{
 		BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
 		MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
+		AllowInsecure: cfg.AllowInsecure,
 	}
 }
+
+var postgresKeys = config.FieldKeys{"DSN": "postgres.dsn", "AllowInsecure": "allowInsecure"}
 
 var openaiKeys = config.FieldKeys{
 	"BaseURL":         "synthesis.openai.baseURL",
@@ -283,4 +293,5 @@ var openaiKeys = config.FieldKeys{
 	"MaxRetries":      "synthesis.openai.maxRetries",
 	"MaxOutputTokens": "synthesis.openai.maxOutputTokens",
 	"PromptVersion":   "synthesis.promptVersion",
+	"AllowInsecure":   "allowInsecure",
 }

@@ -33,6 +33,16 @@ const (
 	OutcomeRefused    = "refused"    // the stage refuses it again: the cause is not fixed (no marker)
 	OutcomeSkipped    = "skipped"    // already re-driven (a marker exists)
 	OutcomeFailed     = "failed"     // a dependency failed (no marker)
+	// OutcomeWouldRedrive: a dry run found nothing against re-driving it (nothing
+	// was written).
+	OutcomeWouldRedrive = "would_redrive"
+)
+
+// Details of a refusal by the re-drive's own checks (issue #29).
+const (
+	RefusedWrongTopic = "wrong_source_topic" // the dead letter names another topic than its stage's input
+	RefusedNotBound   = "chat_not_bound"     // the record's chat is not bound to its workspace
+	RefusedBadKey     = "invalid_key"        // the record's key does not name a workspace and chat
 )
 
 // ErrInvalid marks bad input to this package.

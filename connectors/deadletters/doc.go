@@ -17,6 +17,13 @@
 //   - windows: not re-driven here; its state lives in Kafka; replay a processor
 //     version (docs/operations.md).
 //
+// Checks (issue #29): a dead letter is re-driven only from and to its stage's input
+// topic (RedriverOptions.SourceTopics; a dead letter naming another topic is refused,
+// so a forged one cannot choose where larkline produces), and a record of a
+// workspace and chat only when the chat is bound to that workspace (a redacted
+// evidence version or a tombstone passes). Redrive's apply=false is a dry run: the
+// same checks, nothing written, the outcome would_redrive; the CLI defaults to it.
+//
 // Idempotency: every re-drive that finished (applied, unchanged, superseded,
 // reproduced) appends a marker to the dead-letter topic, a DeadLetter with reason
 // "redriven" naming the dead letter's own partition and offset and the outcome in its

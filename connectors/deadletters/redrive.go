@@ -13,6 +13,7 @@ import (
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // RedriverOptions configure a Redriver.
@@ -26,10 +27,23 @@ type RedriverOptions struct {
 	DeadLetterTopic string
 	// Store writes evidence (stage evidence_sink). Required for that stage.
 	Store store.EvidenceWriter
+	// SourceTopics names, per stage, the topic its dead letters must come from (the
+	// stage's input): a dead letter naming another topic is refused, never produced
+	// there. Required for the stage re-driven.
+	SourceTopics map[string]string
+	// Bindings tells which workspaces a chat is bound to (*store.Store): a record of
+	// a workspace its chat is not bound to is refused (stages evidence_sink and
+	// synthesis). Required for those stages.
+	Bindings Bindings
 	// Clock stamps markers. Default time.Now.
 	Clock func() time.Time
 	// Logger receives one line per re-drive (ids and outcomes). Nil discards.
 	Logger *slog.Logger
+}
+
+// Bindings is the binding lookup of the re-drive checks; *store.Store satisfies it.
+type Bindings interface {
+	BindingsForChat(ctx context.Context, chat ids.ChatID) ([]store.WorkspaceBinding, error)
 }
 
 // Redriver re-drives dead letters.
@@ -65,36 +79,55 @@ type Result struct {
 
 // Report is one re-drive run.
 type Report struct {
-	Stage    string         `json:"stage"`
+	Stage string `json:"stage"`
+	// DryRun: nothing was written; outcomes say what a re-drive would do
+	// (would_redrive, or refused by the checks, or skipped).
+	DryRun   bool           `json:"dry_run"`
 	Selected int            `json:"selected"`
 	Outcomes map[string]int `json:"outcomes"`
 	Results  []Result       `json:"results"`
 }
 
-// Redrive re-drives the dead letters of f.Stage (required) that f matches. A
+// Redrive re-drives the dead letters of f.Stage (required) that f matches, after
+// checking each (issue #29): it must come from its stage's input topic, and a record
+// of a workspace and chat must be of a chat bound to that workspace (a redacted
+// evidence version or a tombstone passes: it carries no text). With apply false it is
+// a dry run: the same checks, nothing written, the report says what would happen. A
 // dependency failure stops the run with an error after the report of what was done.
-func (r *Redriver) Redrive(ctx context.Context, f Filter) (Report, error) {
+func (r *Redriver) Redrive(ctx context.Context, f Filter, apply bool) (Report, error) {
 	switch f.Stage {
 	case StageEvidenceSink:
-		if r.o.Store == nil {
+		if r.o.Store == nil || r.o.Bindings == nil {
 			return Report{}, fmt.Errorf("%w: the evidence_sink stage needs a store", ErrInvalid)
 		}
-	case StageSynthesis, StageWorkspaceFeed:
+	case StageSynthesis:
+		if r.o.Bindings == nil {
+			return Report{}, fmt.Errorf("%w: the synthesis stage needs the bindings (a store)", ErrInvalid)
+		}
+	case StageWorkspaceFeed:
 	case StageWindows:
 		return Report{}, fmt.Errorf("%w: the window processor keeps its state in Kafka; re-run its records by replaying a processor version (larkline replay)", ErrInvalid)
 	default:
 		return Report{}, fmt.Errorf("%w: unknown stage %q (evidence_sink, synthesis, workspace_feed)", ErrInvalid, f.Stage)
+	}
+	if r.o.SourceTopics[f.Stage] == "" {
+		return Report{}, fmt.Errorf("%w: no source topic for stage %q (RedriverOptions.SourceTopics)", ErrInvalid, f.Stage)
 	}
 	all, err := Scan(ctx, r.o.Client, r.o.Codecs.DeadLetter, r.o.DeadLetterTopic)
 	if err != nil {
 		return Report{}, err
 	}
 	sel := Select(all, f)
-	rep := Report{Stage: f.Stage, Selected: len(sel), Outcomes: map[string]int{}}
+	rep := Report{Stage: f.Stage, DryRun: !apply, Selected: len(sel), Outcomes: map[string]int{}}
 	for _, e := range sel {
 		res := Result{Entry: e}
 		if e.Redriven != "" {
 			res.Outcome, res.Detail = OutcomeSkipped, e.Redriven
+		} else if !apply {
+			res.Outcome, res.Detail, err = r.check(ctx, e)
+			if err != nil {
+				res.Outcome, res.Detail = OutcomeFailed, ""
+			}
 		} else {
 			res.Outcome, res.Detail, err = r.one(ctx, e)
 			if err == nil && res.Outcome != OutcomeRefused {
@@ -115,20 +148,98 @@ func (r *Redriver) Redrive(ctx context.Context, f Filter) (Report, error) {
 	return rep, nil
 }
 
+// source returns the parked record (kept in the dead letter, or read again at its
+// offset); nil with an outcome when there is nothing to re-drive.
+func (r *Redriver) source(ctx context.Context, e Entry) (src *kgo.Record, outcome, detail string, err error) {
+	if e.value != nil {
+		return &kgo.Record{Topic: e.SourceTopic, Partition: e.SourcePart, Offset: e.SourceOffset, Key: []byte(e.Key), Value: e.value}, "", "", nil
+	}
+	if e.SourceOffset < 0 {
+		return nil, OutcomeSuperseded, "no_source_offset", nil
+	}
+	if src, err = r.fetch(ctx, e.SourceTopic, e.SourcePart, e.SourceOffset); err != nil {
+		return nil, "", "", err
+	}
+	if src == nil {
+		return nil, OutcomeSuperseded, "", nil
+	}
+	return src, "", "", nil
+}
+
+// check is a dry run of one dead letter: the checks, nothing written.
+func (r *Redriver) check(ctx context.Context, e Entry) (outcome, detail string, err error) {
+	if d := r.checkTopic(e); d != "" {
+		return OutcomeRefused, d, nil
+	}
+	src, outcome, detail, err := r.source(ctx, e)
+	if err != nil || src == nil {
+		return outcome, detail, err
+	}
+	if d, err := r.checkBinding(ctx, e.Stage, src); err != nil || d != "" {
+		return OutcomeRefused, d, err
+	}
+	return OutcomeWouldRedrive, "", nil
+}
+
+// checkTopic refuses a dead letter that names another topic than its stage's input:
+// a forged or corrupted dead letter must not choose where larkline produces.
+func (r *Redriver) checkTopic(e Entry) string {
+	if e.SourceTopic != r.o.SourceTopics[e.Stage] {
+		return RefusedWrongTopic
+	}
+	return ""
+}
+
+// checkBinding refuses a record of a workspace its chat is not bound to (stages
+// evidence_sink and synthesis). A redacted evidence version or a tombstone passes: it
+// carries no text, and a recall must reach every workspace that held the message,
+// bound or not (D18).
+func (r *Redriver) checkBinding(ctx context.Context, stage string, src *kgo.Record) (string, error) {
+	var (
+		ws   ids.WorkspaceID
+		chat ids.ChatID
+		err  error
+	)
+	switch stage {
+	case StageEvidenceSink:
+		if ws, chat, _, err = ids.ParseEvidenceKey(string(src.Key)); err != nil {
+			return RefusedBadKey, nil
+		}
+		if len(src.Value) == 0 {
+			return "", nil
+		}
+		if rec, err := r.o.Codecs.Evidence.Decode(ctx, src.Value); err == nil && rec.Deleted && rec.Content == "" {
+			return "", nil
+		}
+	case StageSynthesis:
+		if ws, chat, err = ids.ParseChatKey(string(src.Key)); err != nil {
+			return RefusedBadKey, nil
+		}
+	default:
+		return "", nil
+	}
+	bs, err := r.o.Bindings.BindingsForChat(ctx, chat)
+	if err != nil {
+		return "", fmt.Errorf("reading the bindings of chat %s: %w", chat, err)
+	}
+	for _, b := range bs {
+		if b.Workspace.ID == ws {
+			return "", nil
+		}
+	}
+	return RefusedNotBound, nil
+}
+
 func (r *Redriver) one(ctx context.Context, e Entry) (outcome, detail string, err error) {
-	var src *kgo.Record
-	if e.value == nil {
-		if e.SourceOffset < 0 {
-			return OutcomeSuperseded, "no_source_offset", nil
-		}
-		if src, err = r.fetch(ctx, e.SourceTopic, e.SourcePart, e.SourceOffset); err != nil {
-			return "", "", err
-		}
-		if src == nil {
-			return OutcomeSuperseded, "", nil
-		}
-	} else {
-		src = &kgo.Record{Topic: e.SourceTopic, Partition: e.SourcePart, Offset: e.SourceOffset, Key: []byte(e.Key), Value: e.value}
+	if d := r.checkTopic(e); d != "" {
+		return OutcomeRefused, d, nil
+	}
+	src, outcome, detail, err := r.source(ctx, e)
+	if err != nil || src == nil {
+		return outcome, detail, err
+	}
+	if d, err := r.checkBinding(ctx, e.Stage, src); err != nil || d != "" {
+		return OutcomeRefused, d, err
 	}
 	switch e.Stage {
 	case StageEvidenceSink:

@@ -25,7 +25,12 @@ type version struct {
 	row       store.Evidence // when !tombstone
 	k         *keyState      // every version of the key in this batch
 	applied   bool           // written by a store call that succeeded
-	parked    bool
+	result    store.EvidenceResult
+	counted   bool // result is set
+	// republished: the stored winner was published again above this version, or
+	// there was nothing to publish (republish.go).
+	republished bool
+	parked      bool
 }
 
 // keyState is one key's versions in a batch, in offset order, and the store steps
@@ -439,6 +444,11 @@ func (b *batch) count(c *call, res callResult) {
 		b.outcomes[outcomeDeleted] += int(res.deleted)
 		b.outcomes[outcomeDeleteAbsent] += len(c.steps) - int(res.deleted)
 		return
+	}
+	for i, v := range c.versions() {
+		if i < len(res.outcomes) {
+			v.result, v.counted = res.outcomes[i].Result, true
+		}
 	}
 	for _, o := range res.outcomes {
 		switch o.Result {

@@ -263,7 +263,7 @@ func TestClassifyDB(t *testing.T) {
 }
 
 // unitSink is a sink whose store is w; it never connects to Kafka.
-func unitSink(t testing.TB, w store.EvidenceWriter, writers int) *Sink {
+func unitSink(t testing.TB, w Store, writers int) *Sink {
 	t.Helper()
 	o := validOptions(t)
 	o.Store, o.Writers = w, writers

@@ -20,6 +20,16 @@
 //     one too large for the dead-letter topic is sent without the original value
 //     (its topic, partition and offset still locate it).
 //
+// # The latest offset carries the winner
+//
+// Compaction keeps a key's record at its latest offset. When the last version of a
+// key in a batch is outranked by the stored row (a live version redelivered after
+// its recall: Postgres keeps the redaction) and the stored row is a redaction, the
+// sink publishes that redaction again to the key, acknowledged before the batch's
+// offsets are committed, so that compaction, a rebuilt sink or any other reader of
+// the topic never sees the text come back (republish.go, decisions D19). Reading it
+// back changes nothing: it has the stored row's content hash and rank.
+//
 // # Batches and ordering
 //
 // One poll (at most MaxBatchRecords records) is one batch. Every record is decoded,

@@ -94,7 +94,7 @@ func uniqueGroup(t testing.TB) string {
 }
 
 // options returns sink options for this environment and group, writing through st.
-func (e *env) options(group string, st store.EvidenceWriter) Options {
+func (e *env) options(group string, st Store) Options {
 	return Options{
 		Kafka: kafka.Options{
 			Brokers:  e.brokers,

@@ -20,6 +20,7 @@ const (
 	opRegistry   = "registry"
 	opDeadLetter = "dead_letter"
 	opCommit     = "commit"
+	opRepublish  = "republish"
 )
 
 type metrics struct {
@@ -31,6 +32,7 @@ type metrics struct {
 	batchRecords  prometheus.Histogram
 	paused        prometheus.Gauge
 	committed     prometheus.Counter
+	republished   prometheus.Counter
 }
 
 // newMetrics builds the sink's metrics and registers them on reg; with a nil
@@ -48,7 +50,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"reason"}),
 		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_sink_retries_total",
-			Help: "Retryable failures the sink paused for, by operation (database, registry, dead_letter, commit).",
+			Help: "Retryable failures the sink paused for, by operation (database, registry, dead_letter, commit, republish).",
 		}, []string{"operation"}),
 		aborted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_sink_batches_aborted_total",
@@ -72,13 +74,17 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 			Name: "larkline_sink_committed_records_total",
 			Help: "Records whose offsets the sink committed after writing them.",
 		}),
+		republished: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "larkline_sink_republished_total",
+			Help: "Stored redactions the sink published again because a lower-ranked version of the key had landed after them in the evidence topic.",
+		}),
 	}
 	// Pre-create every bounded label value, so dashboards see zeros rather than gaps.
 	for _, o := range []string{outcomeInserted, outcomeUpdated, outcomeRedacted, outcomeUnchanged,
 		outcomeStale, outcomeDeleted, outcomeDeleteAbsent, outcomeSuperseded} {
 		m.evidence.WithLabelValues(o)
 	}
-	for _, o := range []string{opDatabase, opRegistry, opDeadLetter, opCommit} {
+	for _, o := range []string{opDatabase, opRegistry, opDeadLetter, opCommit, opRepublish} {
 		m.retries.WithLabelValues(o)
 	}
 	for _, c := range []string{abortRebalance, abortShutdown, abortCommit} {
@@ -86,7 +92,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 	}
 	if reg != nil {
 		for _, c := range []prometheus.Collector{m.evidence, m.deadLettered, m.retries, m.aborted,
-			m.batchDuration, m.batchRecords, m.paused, m.committed} {
+			m.batchDuration, m.batchRecords, m.paused, m.committed, m.republished} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

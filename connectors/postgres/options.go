@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Defaults applied by New for zero Options fields.
@@ -54,8 +56,10 @@ type Options struct {
 	// kafka.DefaultTopicNames().DeadLetter.
 	DeadLetterTopic string
 
-	// Store writes evidence rows. Required; the caller owns its pool.
-	Store store.EvidenceWriter
+	// Store writes evidence rows, and reads the stored winner of a key whose latest
+	// record is outranked (see Republish in the package documentation). Required;
+	// the caller owns its pool.
+	Store Store
 	// Codecs decode evidence values and encode dead letters. Required.
 	Codecs *schemas.Codecs
 
@@ -90,6 +94,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry receives the larkline_sink_* metrics. Nil registers nothing.
 	Registry *prometheus.Registry
+}
+
+// Store is what the sink needs of the evidence table; *store.Store satisfies it.
+type Store interface {
+	store.EvidenceWriter
+	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
 }
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.

@@ -33,6 +33,10 @@ func (f *fakeWriter) UpsertEvidence(_ context.Context, batch []store.Evidence) (
 	return out, nil
 }
 
+func (f *fakeWriter) EvidenceByKeys(context.Context, ids.WorkspaceID, store.EvidenceKind, []string) ([]store.Evidence, error) {
+	return nil, nil
+}
+
 func (f *fakeWriter) DeleteEvidence(_ context.Context, ws ids.WorkspaceID, _ store.EvidenceKind, keys []string) (int64, error) {
 	if f.del != nil {
 		return f.del(ws, keys)

@@ -301,6 +301,9 @@ func (s *Sink) complete(work context.Context, b *batch) error {
 	if err := s.retry(work, opDeadLetter, s.boKafka, func(ctx context.Context) (bool, error) { return s.deadLetterStep(ctx, b) }); err != nil {
 		return err
 	}
+	if err := s.retry(work, opRepublish, s.boKafka, func(ctx context.Context) (bool, error) { return s.republishStep(ctx, b) }); err != nil {
+		return err
+	}
 	if s.hooks.afterWrite != nil {
 		if err := s.hooks.afterWrite(work, b.records); err != nil {
 			return fmt.Errorf("%w: after write: %w", ErrFatal, err)

@@ -43,7 +43,7 @@ type Sink struct {
 	kopts    []kgo.Opt
 	log      *slog.Logger
 	m        *metrics
-	store    store.EvidenceWriter
+	store    Store
 	codec    *schemas.Codec[schemas.EvidenceRecord]
 	dlqCodec *schemas.Codec[schemas.DeadLetter]
 

@@ -339,3 +339,42 @@ func adminRequests(t *testing.T, reg *prometheus.Registry, route, code string) p
 	}
 	return m.requests.WithLabelValues(route, code)
 }
+
+// TestAdminScopeTokens (issue #29): an API token of scope admin passes the admin API
+// like the admin token; a read or curate token (not listed) does not, and an
+// admin-scope token does not enable a disabled API.
+func TestAdminScopeTokens(t *testing.T) {
+	t.Parallel()
+	st := newStore(t)
+	const scoped, reader = "admin-scope-token-0123", "read-scope-token-0123"
+	h, err := NewHandler(newAdmin(t, st), HandlerOptions{AdminTokenSHA256: tokenDigest(adminToken),
+		AdminScopeTokenSHA256: []string{tokenDigest(scoped)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := NewHandler(newAdmin(t, st), HandlerOptions{AdminScopeTokenSHA256: []string{tokenDigest(scoped)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name  string
+		h     http.Handler
+		token string
+		ok    bool
+	}{
+		{"admin-scope API token", h, scoped, true},
+		{"read-scope API token", h, reader, false},
+		{"admin-scope token, admin API disabled", off, scoped, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := apiClient{t: t, h: tc.h, token: tc.token}.do(http.MethodGet, "/api/v1/admin/chats/oc_1/bindings", "")
+			if passed := r.code != http.StatusUnauthorized && r.code != http.StatusForbidden; passed != tc.ok {
+				t.Fatalf("%d %s, want authenticated %v", r.code, r.body, tc.ok)
+			}
+		})
+	}
+	if _, err := NewHandler(newAdmin(t, st), HandlerOptions{AdminScopeTokenSHA256: []string{"abc"}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("malformed admin-scope digest: %v", err)
+	}
+}

@@ -23,6 +23,10 @@ type Config struct {
 	Synthesis Synthesis `yaml:"synthesis"`
 	Windows   Windows   `yaml:"windows"`
 	Log       Log       `yaml:"log"`
+	// AllowInsecure lets larkline start with transport that exposes data on the
+	// network (issue #29): SASL PLAIN without TLS, an http:// model URL to a host that
+	// is not loopback, a Postgres DSN to such a host with an sslmode below require.
+	AllowInsecure bool `yaml:"allowInsecure"`
 
 	// origins maps a key path to where its value came from ("file.yaml:12",
 	// "env LARKLINE_…", "file /run/secrets/…"); nil for a Config not made by Load.
@@ -273,7 +277,10 @@ type Lark struct {
 	OpenBaseURL           string        `yaml:"openBaseURL"`
 	WebhookPath           string        `yaml:"webhookPath"`
 	MaxTimestampSkew      time.Duration `yaml:"maxTimestampSkew"`
-	API                   LarkAPI       `yaml:"api"`
+	// URLVerification lets the webhook decrypt an unsigned body to answer Lark's
+	// url_verification (sent unsigned); off, an unsigned request is refused undecrypted.
+	URLVerification bool    `yaml:"urlVerification"`
+	API             LarkAPI `yaml:"api"`
 }
 
 // LarkAPI bounds larkline's use of the Lark Open API.
@@ -290,8 +297,14 @@ type LarkAPI struct {
 // HTTP configures the HTTP listener shared by the ops endpoints, the webhook, the API
 // and the web page.
 type HTTP struct {
-	Listen    string     `yaml:"listen"`
-	APITokens []APIToken `yaml:"apiTokens"`
+	// Listen serves the ops endpoints (/metrics, /readyz, /healthz) and the admin
+	// API; APIListen the timeline API and the page; WebhookListen the Lark webhook
+	// alone (issue #29: the public ingress exposes nothing else). A listen address
+	// equal to another is served by the same listener (the demo shares one).
+	Listen        string     `yaml:"listen"`
+	APIListen     string     `yaml:"apiListen"`
+	WebhookListen string     `yaml:"webhookListen"`
+	APITokens     []APIToken `yaml:"apiTokens"`
 	// AdminTokenSHA256 is the hex SHA-256 of the token for admin endpoints; empty
 	// disables them.
 	AdminTokenSHA256 string `yaml:"adminTokenSHA256"`
@@ -313,6 +326,10 @@ type APIToken struct {
 	Name       string   `yaml:"name"`
 	SHA256     string   `yaml:"sha256"`
 	Workspaces []string `yaml:"workspaces"`
+	// Scope is read (the default when empty: timeline, evidence, summary, page),
+	// curate (also edits entries and the human summary) or admin (also the admin
+	// API: workspaces, bindings, manual refresh). Issue #29.
+	Scope string `yaml:"scope"`
 }
 
 // Allows reports whether the token grants access to workspace w.
@@ -490,8 +507,10 @@ func Default() *Config {
 			},
 		},
 		HTTP: HTTP{
-			Listen:    "127.0.0.1:8080",
-			APITokens: []APIToken{},
+			Listen:        "127.0.0.1:8080",
+			APIListen:     "127.0.0.1:8081",
+			WebhookListen: "127.0.0.1:8082",
+			APITokens:     []APIToken{},
 		},
 		Synthesis: Synthesis{
 			Synthesizer: SynthesizerRules,

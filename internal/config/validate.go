@@ -350,6 +350,8 @@ func (c *Config) validateLark(ch *checker) {
 func (c *Config) validateHTTP(ch *checker) {
 	h := c.HTTP
 	ch.hostPort("http.listen", h.Listen, false, true)
+	ch.hostPort("http.apiListen", h.APIListen, false, true)
+	ch.hostPort("http.webhookListen", h.WebhookListen, false, true)
 	names := map[string]int{}
 	hashes := map[string]int{}
 	for i, t := range h.APITokens {
@@ -370,6 +372,11 @@ func (c *Config) validateHTTP(ch *checker) {
 		}
 		if len(t.Workspaces) == 0 {
 			ch.bad(p+".workspaces", t.Workspaces, `must list workspace ids, or ["*"] for all`)
+		}
+		switch t.Scope {
+		case "", "read", "curate", "admin":
+		default:
+			ch.bad(p+".scope", t.Scope, "must be read (the default), curate or admin")
 		}
 		seen := map[string]bool{}
 		for j, w := range t.Workspaces {

@@ -15,6 +15,31 @@ import (
 // AllWorkspaces, alone in Token.Workspaces, grants every workspace.
 const AllWorkspaces = "*"
 
+// Token scopes (issue #29), each granting what the one before it does and more.
+const (
+	// ScopeRead (the default, also for an empty Scope) reads: the timeline, the
+	// evidence, the summary and the page.
+	ScopeRead = "read"
+	// ScopeCurate also edits entries (PATCH) and writes the human summary (PUT).
+	ScopeCurate = "curate"
+	// ScopeAdmin also passes the admin API (bindings, workspaces, manual refresh),
+	// which accepts the tokens the caller gives it (workspaces.HandlerOptions).
+	ScopeAdmin = "admin"
+)
+
+// scopeLevel orders the scopes; -1 for an unknown one.
+func scopeLevel(s string) int {
+	switch s {
+	case "", ScopeRead:
+		return 0
+	case ScopeCurate:
+		return 1
+	case ScopeAdmin:
+		return 2
+	}
+	return -1
+}
+
 // Token is one API bearer token as configured (http.apiTokens): the token itself is
 // never configured, only the hex SHA-256 of it.
 type Token struct {
@@ -25,12 +50,15 @@ type Token struct {
 	// Workspaces lists the workspace ids the token may read and curate, or holds
 	// AllWorkspaces alone.
 	Workspaces []string
+	// Scope is ScopeRead (default when empty), ScopeCurate or ScopeAdmin.
+	Scope string
 }
 
 var tokenNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
 
 type grant struct {
 	name  string
+	level int // scopeLevel
 	hash  [sha256.Size]byte
 	all   bool
 	scope map[ids.WorkspaceID]struct{}
@@ -62,7 +90,10 @@ func newAuthenticator(tokens []Token) (*authenticator, error) {
 			return nil, fmt.Errorf("%w: %s: name %q is used twice", ErrInvalidOptions, where, t.Name)
 		}
 		names[t.Name] = true
-		g := grant{name: t.Name, scope: map[ids.WorkspaceID]struct{}{}}
+		g := grant{name: t.Name, scope: map[ids.WorkspaceID]struct{}{}, level: scopeLevel(t.Scope)}
+		if g.level < 0 {
+			return nil, fmt.Errorf("%w: %s (%s): scope %q, want %q (default), %q or %q", ErrInvalidOptions, where, t.Name, t.Scope, ScopeRead, ScopeCurate, ScopeAdmin)
+		}
 		raw, err := hex.DecodeString(strings.ToLower(t.SHA256))
 		if err != nil || len(raw) != sha256.Size {
 			return nil, fmt.Errorf("%w: %s (%s): sha256 must be 64 hex digits, the SHA-256 of the token", ErrInvalidOptions, where, t.Name)
@@ -111,6 +142,8 @@ var (
 		"the bearer token is not valid"}
 	failForbidden = &authFailure{http.StatusForbidden, codeForbiddenWorkspace,
 		"the token does not grant this workspace"}
+	failReadOnly = &authFailure{http.StatusForbidden, codeForbiddenScope,
+		"the token is read-only: this change needs a token of scope curate or admin"}
 )
 
 // bearer extracts the token of an "Authorization: Bearer <token>" header (the scheme

@@ -192,3 +192,45 @@ func TestNewValidatesOptions(t *testing.T) {
 		}
 	})
 }
+
+// TestTokenScopes (issue #29): a token without a scope is read-only: it reads the
+// timeline, the summary and the evidence, and every change is refused with 403
+// forbidden_scope before anything is read or written; curate and admin tokens may
+// change. An unknown scope is refused at construction.
+func TestTokenScopes(t *testing.T) {
+	const (
+		tokRead   = "read-token-0123456789"
+		tokCurate = "curate-token-0123456789"
+	)
+	st := newFakeStore(wsA)
+	s, _ := newTestServer(t, st, func(o *Options) {
+		o.Tokens = []Token{
+			{Name: "reader", SHA256: sha(tokRead), Workspaces: []string{"*"}}, // no scope: read
+			{Name: "curator", SHA256: sha(tokCurate), Workspaces: []string{"*"}, Scope: ScopeCurate},
+		}
+	})
+	tests := []struct {
+		name, method, path, token, body string
+		forbidden                       bool
+	}{
+		{"read the timeline", http.MethodGet, "/api/v1/workspaces/ws-a/timeline", tokRead, "", false},
+		{"read the evidence", http.MethodGet, "/api/v1/workspaces/ws-a/evidence", tokRead, "", false},
+		{"read-only token edits an entry", http.MethodPatch, "/api/v1/workspaces/ws-a/timeline/1", tokRead, `{"title":"x"}`, true},
+		{"read-only token writes the summary", http.MethodPut, "/api/v1/workspaces/ws-a/summary", tokRead, `{"text":"x"}`, true},
+		{"curate token edits an entry", http.MethodPatch, "/api/v1/workspaces/ws-a/timeline/1", tokCurate, `{"title":"x"}`, false},
+		{"curate token writes the summary", http.MethodPut, "/api/v1/workspaces/ws-a/summary", tokCurate, `{"text":"x"}`, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			res := do(t, s, req{method: tc.method, path: tc.path, token: tc.token, body: tc.body})
+			refused := res.status == http.StatusForbidden && res.errorCode(t) == codeForbiddenScope
+			if refused != tc.forbidden {
+				t.Fatalf("answer %d %s, want forbidden_scope %v", res.status, res.body, tc.forbidden)
+			}
+		})
+	}
+	if _, err := New(Options{Store: st, CursorKey: testCursorKey,
+		Tokens: []Token{{Name: "x", SHA256: sha("x"), Workspaces: []string{"*"}, Scope: "root"}}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("unknown scope: %v, want ErrInvalidOptions", err)
+	}
+}

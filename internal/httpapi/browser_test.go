@@ -182,7 +182,7 @@ const browserToken = "browser-token-0123456789abcdef"
 func browserServer(t *testing.T, st Store, evidenceListed bool) (*httptest.Server, *apiRecorder) {
 	t.Helper()
 	s, _ := newTestServer(t, st, func(o *Options) {
-		o.Tokens = append(o.Tokens, Token{Name: "browser", SHA256: sha(browserToken), Workspaces: []string{"*"}})
+		o.Tokens = append(o.Tokens, Token{Name: "browser", SHA256: sha(browserToken), Workspaces: []string{"*"}, Scope: ScopeCurate})
 		o.EvidenceListed = evidenceListed
 	})
 	rec := &apiRecorder{}

@@ -37,7 +37,7 @@
 // Errors are JSON, {"error":{"code":"…","message":"…"}}, with a stable code:
 // invalid_workspace_id, invalid_entry_id, invalid_limit, invalid_cursor, invalid_since,
 // invalid_body, invalid_field, empty_patch (400); missing_token, invalid_token (401);
-// api_disabled, forbidden_workspace (403); not_found, workspace_not_found,
+// api_disabled, forbidden_workspace, forbidden_scope (403); not_found, workspace_not_found,
 // entry_not_found, summary_not_found, evidence_listing_disabled (404);
 // method_not_allowed (405); body_too_large (413); unsupported_media_type (415);
 // internal (500); store_unavailable (503, with Retry-After, when store.IsRetryable).
@@ -47,7 +47,9 @@
 // Tokens come from configuration as hex SHA-256 hashes, each scoped to a list of
 // workspaces or to all ("*"). The checks run in this order: no token configured →
 // 403 api_disabled (the API refuses everything); no Authorization header → 401
-// missing_token; a token matching no hash → 401 invalid_token; a malformed workspace id
+// missing_token; a token matching no hash → 401 invalid_token; a change (PATCH an
+// entry, PUT the summary) with a token of scope read, the default → 403
+// forbidden_scope (Token.Scope: read, curate, admin; issue #29); a malformed workspace id
 // → 400; a token not scoped to the workspace → 403 forbidden_workspace; an unknown
 // workspace → 404 workspace_not_found. The presented token is hashed and compared with
 // every configured hash in constant time. Bodies are bounded by [MaxBodyBytes] and must

@@ -36,6 +36,7 @@ const (
 	// 403
 	codeAPIDisabled        = "api_disabled"
 	codeForbiddenWorkspace = "forbidden_workspace"
+	codeForbiddenScope     = "forbidden_scope"
 	// 404
 	codeNotFound                = "not_found"
 	codeWorkspaceNotFound       = "workspace_not_found"

@@ -193,9 +193,9 @@ func sha(tok string) string {
 
 func testTokens() []Token {
 	return []Token{
-		{Name: "all", SHA256: sha(tokAll), Workspaces: []string{AllWorkspaces}},
-		{Name: "ops-a", SHA256: sha(tokA), Workspaces: []string{string(wsA), string(wsAbsent)}},
-		{Name: "ops-b", SHA256: sha(tokB), Workspaces: []string{string(wsB)}},
+		{Name: "all", SHA256: sha(tokAll), Workspaces: []string{AllWorkspaces}, Scope: ScopeAdmin},
+		{Name: "ops-a", SHA256: sha(tokA), Workspaces: []string{string(wsA), string(wsAbsent)}, Scope: ScopeCurate},
+		{Name: "ops-b", SHA256: sha(tokB), Workspaces: []string{string(wsB)}, Scope: ScopeCurate},
 	}
 }
 

@@ -31,10 +31,23 @@ func (c *call) ws() ids.WorkspaceID { return c.workspace.ID }
 // workspace id, then the token's scope, then the workspace's existence. The handler
 // runs with the store timeout applied to its context.
 func (s *Server) api(h func(http.ResponseWriter, *http.Request, *call)) http.Handler {
+	return s.apiScoped(0, h)
+}
+
+// curate is api for a change: the token needs scope curate or admin.
+func (s *Server) curate(h func(http.ResponseWriter, *http.Request, *call)) http.Handler {
+	return s.apiScoped(scopeLevel(ScopeCurate), h)
+}
+
+func (s *Server) apiScoped(level int, h func(http.ResponseWriter, *http.Request, *call)) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		g, fail := s.auth.authenticate(r)
 		if fail != nil {
 			s.refuse(w, r, fail, "")
+			return
+		}
+		if g.level < level {
+			s.refuse(w, r, failReadOnly, g.name)
 			return
 		}
 		ws, err := ids.ParseWorkspaceID(r.PathValue("workspace"))
@@ -70,7 +83,7 @@ func (s *Server) refuse(w http.ResponseWriter, r *http.Request, f *authFailure, 
 		w.Header().Set("WWW-Authenticate", `Bearer realm="larkline", error="invalid_token"`)
 	}
 	level := slog.LevelDebug
-	if f.code == codeForbiddenWorkspace {
+	if f.code == codeForbiddenWorkspace || f.code == codeForbiddenScope {
 		level = slog.LevelInfo // a valid token reaching outside its scope is worth an audit line
 	}
 	attrs = append(attrs, slog.String("reason", f.code), slog.String("route", r.Pattern))

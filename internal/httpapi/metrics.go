@@ -30,7 +30,7 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"route"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "larkline_api_auth_refusals_total",
-			Help: "Timeline API requests refused by the access rules, by reason (api_disabled, missing_token, invalid_token, forbidden_workspace).",
+			Help: "Timeline API requests refused by the access rules, by reason (api_disabled, missing_token, invalid_token, forbidden_workspace, forbidden_scope).",
 		}, []string{"reason"}),
 	}
 	if reg == nil {

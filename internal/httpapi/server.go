@@ -145,9 +145,9 @@ const (
 func (s *Server) routes() {
 	s.mux.Handle("GET "+routeEvidence, s.api(s.listEvidence))
 	s.mux.Handle("GET "+routeTimeline, s.api(s.getTimeline))
-	s.mux.Handle("PATCH "+routeEntry, s.api(s.patchEntry))
+	s.mux.Handle("PATCH "+routeEntry, s.curate(s.patchEntry))
 	s.mux.Handle("GET "+routeSummary, s.api(s.getSummary))
-	s.mux.Handle("PUT "+routeSummary, s.api(s.putSummary))
+	s.mux.Handle("PUT "+routeSummary, s.curate(s.putSummary))
 	for route, allow := range map[string]string{
 		routeEvidence: "GET, HEAD",
 		routeTimeline: "GET, HEAD",

@@ -92,6 +92,9 @@ type Options struct {
 	Producer ProducerOptions
 	// Consumer tunes consumer-group clients; ignored by pure producers.
 	Consumer ConsumerOptions
+	// AllowInsecure lets SASL PLAIN run without TLS (the password then crosses the
+	// network in clear). Off, that combination is refused (issue #29).
+	AllowInsecure bool
 }
 
 // TLSOptions configures TLS. Files are PEM encoded and read once, at validation.
@@ -256,6 +259,9 @@ func (o Options) problems() *options.Problems {
 	o.Consumer.problems(bad)
 	o.SASL.problems(bad)
 	o.TLS.problems(bad)
+	if o.SASL.Mechanism == SASLPlain && !o.TLS.Enabled && !o.AllowInsecure {
+		bad.Add("SASL.Mechanism", o.SASL.Mechanism, "PLAIN without TLS sends the password in clear: enable TLS (or set allowInsecure)")
+	}
 	return bad
 }
 

@@ -104,6 +104,8 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 				Producer: ProducerOptions{Acks: AcksLeader, DisableIdempotence: true, Linger: NoLinger, Compression: CompressionZstd},
 				Consumer: ConsumerOptions{SessionTimeout: 6 * time.Second},
 				SASL:     SASLOptions{Mechanism: SASLPlain, Username: "u", Password: "p"},
+				// PLAIN without TLS is refused unless allowed (issue #29).
+				AllowInsecure: true,
 			},
 			Version: "4.0.0", TableReplication: 3, StreamReplication: 2, Compression: CompressionZstd,
 		}, func(t *testing.T, c *sarama.Config) {

@@ -20,6 +20,10 @@ const (
 	ConfigRetentionMs       = "retention.ms"
 	ConfigDeleteRetentionMs = "delete.retention.ms"
 	ConfigMinInsyncReplicas = "min.insync.replicas"
+	// ConfigSegmentMs and ConfigMaxCompactionLagMs bound how long a superseded record
+	// of a compacted topic stays readable (the active segment is never compacted).
+	ConfigSegmentMs          = "segment.ms"
+	ConfigMaxCompactionLagMs = "max.compaction.lag.ms"
 
 	CleanupCompact = "compact"
 	CleanupDelete  = "delete"
@@ -36,7 +40,25 @@ const (
 	// tombstone (a deleted message, checkpoint or binding) stays readable so that a
 	// consumer that was down sees the deletion.
 	TombstoneRetention = 24 * time.Hour
+	// EvidenceSegment (segment.ms of the evidence topic) rolls its active segment at
+	// least this often, so that the cleaner may reach every record (issue #29).
+	EvidenceSegment = 6 * time.Hour
+	// EvidenceMaxCompactionLag (max.compaction.lag.ms of the evidence topic): a
+	// record superseded by a newer version of its key (an edit's old text, a recalled
+	// message's live version, a version retention redacted) becomes due for
+	// compaction at most this long after it was written, and the broker rolls the
+	// segment for it. With a cleaner that keeps up, superseded text leaves the
+	// topic within EvidenceCompactionBound.
+	EvidenceMaxCompactionLag = 18 * time.Hour
+	// EvidenceCompactionBound is the documented bound (docs/operations.md): the
+	// compaction lag plus the cleaner's own scheduling.
+	EvidenceCompactionBound = 24 * time.Hour
 )
+
+// settableConfigs are the configs EnsureTopics sets on an existing topic whose value
+// is missing or larger than its spec's: they only decide how soon the cleaner runs,
+// never what is kept, so changing them in place is safe.
+var settableConfigs = map[string]bool{ConfigSegmentMs: true, ConfigMaxCompactionLagMs: true}
 
 // TopicSpec is what a topic must look like.
 type TopicSpec struct {
@@ -109,9 +131,12 @@ func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []
 		c[ConfigMaxMessageBytes] = maxBatchBytesConfig
 		return c
 	}
+	evidence := compacted()
+	evidence[ConfigSegmentMs] = ms(EvidenceSegment)
+	evidence[ConfigMaxCompactionLagMs] = ms(EvidenceMaxCompactionLag)
 	return []TopicSpec{
-		{Name: names.Evidence, Partitions: partitions, Replication: replication, Configs: compacted(),
-			Purpose: "one record per message version per workspace; compaction keeps the newest version of every message, a tombstone deletes it"},
+		{Name: names.Evidence, Partitions: partitions, Replication: replication, Configs: evidence,
+			Purpose: "one record per message version per workspace; compaction keeps the newest version of every message, a tombstone deletes it; superseded text is compacted away within 24 h (segment.ms, max.compaction.lag.ms)"},
 		{Name: names.Checkpoints, Partitions: partitions, Replication: replication, Configs: compacted(),
 			Purpose: "history collection checkpoint per workspace/chat; only the newest matters"},
 		{Name: names.Workspaces, Partitions: partitions, Replication: replication, Configs: compacted(),
@@ -167,6 +192,7 @@ func (p TopicProblem) String() string {
 type Report struct {
 	Created  []string       // created by this call
 	Matching []string       // existed and match their spec
+	Set      []TopicProblem // settable configs (segment.ms, max.compaction.lag.ms) set on existing topics: Got is the old value
 	Problems []TopicProblem // differences on existing topics, left as they are
 }
 
@@ -187,7 +213,10 @@ func (r Report) Err() error {
 // do. An existing topic whose partition count, replication factor (the smallest
 // replica set of its partitions) or a config in its spec differs is reported in
 // Report.Problems and left unchanged: changing partitions remaps keys, and changing
-// cleanup.policy can delete data, so those are operator decisions. The returned error
+// cleanup.policy can delete data, so those are operator decisions. The exception is
+// segment.ms and max.compaction.lag.ms (they bound how long superseded text stays in
+// a compacted topic and change nothing else): a missing or larger value is set to the
+// spec's and listed in Report.Set. The returned error
 // is about failing to ask or to create (wrapped with what was being done), never
 // about a mismatch; use Report.Err to treat mismatches as an error.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Report, error) {
@@ -360,12 +389,33 @@ func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep
 			keys = append(keys, k)
 		}
 		sort.Strings(keys)
+		var set []kadm.AlterConfig
+		var setting []TopicProblem
 		for _, k := range keys {
 			want := s.Configs[k]
 			got, ok := have[k]
 			if !ok || !sameConfig(k, want, got) {
+				if settableConfigs[k] {
+					set = append(set, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &want})
+					setting = append(setting, TopicProblem{s.Name, k, want, got})
+					continue
+				}
 				problems = append(problems, TopicProblem{s.Name, k, want, got})
 			}
+		}
+		if len(set) > 0 {
+			res, err := adm.AlterTopicConfigs(ctx, set, s.Name)
+			if err == nil {
+				for _, r := range res {
+					if r.Err != nil {
+						err = r.Err
+					}
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("setting %d configs of topic %s: %w", len(set), s.Name, err)
+			}
+			rep.Set = append(rep.Set, setting...)
 		}
 		if len(problems) == 0 {
 			rep.Matching = append(rep.Matching, s.Name)
@@ -396,10 +446,18 @@ func minReplicas(d kadm.TopicDetail) int {
 }
 
 // sameConfig compares config values; cleanup.policy is a set ("compact,delete" equals
-// "delete,compact"), and max.message.bytes is a lower bound (a topic that accepts
-// larger batches than the spec asks for is fine).
+// "delete,compact"), max.message.bytes is a lower bound (a topic that accepts
+// larger batches than the spec asks for is fine), and segment.ms and
+// max.compaction.lag.ms are upper bounds (text may leave sooner).
 func sameConfig(key, want, got string) bool {
 	switch key {
+	case ConfigSegmentMs, ConfigMaxCompactionLagMs:
+		w, werr := strconv.ParseInt(want, 10, 64)
+		g, gerr := strconv.ParseInt(got, 10, 64)
+		if werr != nil || gerr != nil {
+			return want == got
+		}
+		return g <= w
 	case ConfigCleanupPolicy:
 	case ConfigMaxMessageBytes:
 		w, werr := strconv.ParseInt(want, 10, 64)

@@ -3,7 +3,9 @@ package kafka
 import (
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -51,6 +53,14 @@ func TestDefaultTopicSpecs(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Issue #29: superseded text leaves the evidence topic within a documented bound.
+	ev := DefaultTopicSpecs(names, 1, 1)[0]
+	seg, _ := strconv.ParseInt(ev.Configs[ConfigSegmentMs], 10, 64)
+	lag, _ := strconv.ParseInt(ev.Configs[ConfigMaxCompactionLagMs], 10, 64)
+	if ev.Name != names.Evidence || seg <= 0 || lag <= 0 || time.Duration(max(seg, lag))*time.Millisecond > EvidenceCompactionBound ||
+		EvidenceCompactionBound > 24*time.Hour {
+		t.Fatalf("evidence topic segment.ms %d, max.compaction.lag.ms %d: want both set, within %s (at most 24h)", seg, lag, EvidenceCompactionBound)
 	}
 	specs := DefaultTopicSpecs(names, 1, 1)
 	specs[0].Configs["x"] = "y"
@@ -218,6 +228,52 @@ func TestEnsureTopicsOnRealBroker(t *testing.T) {
 			if e.Key == ConfigCleanupPolicy && e.MaybeValue() != CleanupDelete {
 				t.Fatalf("%s cleanup.policy now %q: EnsureTopics changed an existing topic", odd, e.MaybeValue())
 			}
+		}
+	})
+
+	t.Run("compaction bounds are set on an existing evidence topic", func(t *testing.T) {
+		// An evidence topic made before issue #29: compacted, without the bounds
+		// (the broker's defaults: a week's segments, no compaction lag bound).
+		old := base + ".old-evidence"
+		deleteTopicsAtCleanup(t, adm, old)
+		if _, err := adm.CreateTopic(ctx, 3, 1, map[string]*string{ConfigCleanupPolicy: kadm.StringPtr(CleanupCompact)}, old); err != nil {
+			t.Fatal(err)
+		}
+		n := names
+		n.Evidence = old
+		spec := DefaultTopicSpecs(n, 3, 1)[0]
+		rep, err := EnsureTopics(ctx, adm, []TopicSpec{spec})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rep.Set) != 2 || rep.Err() != nil {
+			t.Fatalf("report = %+v, want segment.ms and max.compaction.lag.ms set", rep)
+		}
+		// The broker applies an altered config a moment later: wait for it.
+		deadline := time.Now().Add(30 * time.Second)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			rc, err := adm.DescribeTopicConfigs(ctx, old)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, _ := rc.On(old, nil)
+			got := map[string]string{}
+			for _, e := range c.Configs {
+				got[e.Key] = e.MaybeValue()
+			}
+			if got[ConfigSegmentMs] == spec.Configs[ConfigSegmentMs] && got[ConfigMaxCompactionLagMs] == spec.Configs[ConfigMaxCompactionLagMs] {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s segment.ms %q, max.compaction.lag.ms %q, want %q and %q", old, got[ConfigSegmentMs], got[ConfigMaxCompactionLagMs],
+					spec.Configs[ConfigSegmentMs], spec.Configs[ConfigMaxCompactionLagMs])
+			}
+			<-tick.C
+		}
+		if rep, err := EnsureTopics(ctx, adm, []TopicSpec{spec}); err != nil || len(rep.Set) != 0 || len(rep.Matching) != 1 {
+			t.Fatalf("second run: %+v %v, want matching", rep, err)
 		}
 	})
 

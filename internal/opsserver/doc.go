@@ -12,7 +12,10 @@
 //     failing checks. The body carries check names and a failure class only, never the
 //     error text (which may name hosts or credentials); errors go to the log. While the
 //     server drains after Run's context is cancelled, /readyz answers 503 so a load
-//     balancer stops routing to it.
+//     balancer stops routing to it. An answer is reused for ReadinessCacheTTL and
+//     concurrent requests share one run (issue #29).
+//   - Options.Bare serves none of these: only what is mounted (the webhook's public
+//     listener, the API's).
 //
 // Lifecycle: [New] validates options and binds the listener (so [Server.Addr] is known
 // at once, which tests listening on 127.0.0.1:0 need); [Server.Run] serves until its

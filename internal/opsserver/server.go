@@ -37,6 +37,7 @@ const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultReadinessTimeout  = 2 * time.Second
 	DefaultShutdownTimeout   = 15 * time.Second
+	DefaultReadinessCacheTTL = 2 * time.Second
 )
 
 var (
@@ -78,6 +79,15 @@ type Options struct {
 	ReadinessTimeout time.Duration
 	// ShutdownTimeout bounds the graceful drain after Run's context is cancelled.
 	ShutdownTimeout time.Duration
+	// ReadinessCacheTTL: a /readyz answer is reused for this long, and concurrent
+	// requests share one run of the checks, so the network cannot make the process
+	// ping its dependencies without bound (issue #29). Default
+	// DefaultReadinessCacheTTL.
+	ReadinessCacheTTL time.Duration
+	// Bare serves only what is mounted with Handle: no /healthz, /readyz or
+	// /metrics (a listener for the public webhook, or for the API, issue #29).
+	// Registry must be nil then.
+	Bare bool
 }
 
 // Server is the ops HTTP server. Its methods are safe for concurrent use.
@@ -88,6 +98,13 @@ type Server struct {
 	mux     *http.ServeMux
 	srv     *http.Server
 	metrics *requestMetrics
+
+	// ready serializes readiness runs and holds the last answer (readyAt zero: none).
+	ready struct {
+		sync.Mutex
+		at   time.Time
+		body Readiness
+	}
 
 	mu       sync.Mutex
 	checks   map[string]func(context.Context) error
@@ -132,8 +149,10 @@ func New(opts Options) (*Server, error) {
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
 
-	if err := s.mountOps(); err != nil {
-		return fail(err)
+	if !opts.Bare {
+		if err := s.mountOps(); err != nil {
+			return fail(err)
+		}
 	}
 
 	s.ln = opts.Listener
@@ -157,7 +176,11 @@ func (opts *Options) withDefaults() error {
 		options.Duration{Name: "IdleTimeout", V: &opts.IdleTimeout, Default: DefaultIdleTimeout},
 		options.Duration{Name: "ReadinessTimeout", V: &opts.ReadinessTimeout, Default: DefaultReadinessTimeout},
 		options.Duration{Name: "ShutdownTimeout", V: &opts.ShutdownTimeout, Default: DefaultShutdownTimeout},
+		options.Duration{Name: "ReadinessCacheTTL", V: &opts.ReadinessCacheTTL, Default: DefaultReadinessCacheTTL},
 	)
+	if opts.Bare && opts.Registry != nil {
+		p.Add("Registry", nil, "must be nil for a bare server (one registry serves one Server)")
+	}
 	switch {
 	case opts.MaxHeaderBytes < 0:
 		p.Add("MaxHeaderBytes", opts.MaxHeaderBytes, "must not be negative")
@@ -342,6 +365,33 @@ const (
 func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	draining := s.draining
+	s.mu.Unlock()
+	body := s.readiness(r.Context())
+	code := http.StatusOK
+	switch {
+	case draining:
+		body.Status, code = StatusShuttingDown, http.StatusServiceUnavailable
+	case len(body.Failing) > 0:
+		body.Status, code = StatusNotReady, http.StatusServiceUnavailable
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+// readiness runs the checks, or returns the answer of a run less than
+// ReadinessCacheTTL old; concurrent callers wait for one run.
+func (s *Server) readiness(ctx context.Context) Readiness {
+	s.ready.Lock()
+	defer s.ready.Unlock()
+	if !s.ready.at.IsZero() && time.Since(s.ready.at) < s.opts.ReadinessCacheTTL {
+		return s.ready.body
+	}
+	// The checks run for the server, not for this request: a caller that hangs up
+	// does not fail them for the others sharing the answer.
+	ctx = context.WithoutCancel(ctx)
+	s.mu.Lock()
 	names := make([]string, 0, len(s.checks))
 	fns := make([]func(context.Context) error, 0, len(s.checks))
 	for name := range s.checks {
@@ -356,7 +406,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 	body := Readiness{Status: StatusReady, Checks: make([]CheckResult, len(names))}
 	var wg sync.WaitGroup
 	for i := range names {
-		wg.Go(func() { body.Checks[i] = s.runCheck(r.Context(), names[i], fns[i]) })
+		wg.Go(func() { body.Checks[i] = s.runCheck(ctx, names[i], fns[i]) })
 	}
 	wg.Wait()
 	for _, c := range body.Checks {
@@ -364,18 +414,8 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 			body.Failing = append(body.Failing, c.Name)
 		}
 	}
-
-	code := http.StatusOK
-	switch {
-	case draining:
-		body.Status, code = StatusShuttingDown, http.StatusServiceUnavailable
-	case len(body.Failing) > 0:
-		body.Status, code = StatusNotReady, http.StatusServiceUnavailable
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(body)
+	s.ready.at, s.ready.body = time.Now(), body
+	return body
 }
 
 func (s *Server) runCheck(parent context.Context, name string, check func(context.Context) error) CheckResult {

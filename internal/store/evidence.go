@@ -807,6 +807,34 @@ func (s *Store) EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind Evi
 	return out, nil
 }
 
+// WorkspacesHoldingMessage returns, ordered by id, every workspace holding evidence
+// of the Lark message (any version, redacted or not): the workspaces a recall of it
+// must reach, whatever their state or bindings now (issue #29). One index probe.
+func (s *Store) WorkspacesHoldingMessage(ctx context.Context, chat ids.ChatID, msg ids.MessageID) ([]ids.WorkspaceID, error) {
+	if _, err := ids.ParseChatID(string(chat)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if _, err := ids.ParseMessageID(string(msg)); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT workspace_id FROM workspace_timeline_evidence
+		WHERE source_key = $1 AND chat_id = $2 AND source = $3 AND source_type = $4
+		ORDER BY workspace_id`, ids.MessageSourceKey(chat, msg), string(chat),
+		LarkMessageEvidence.Source, LarkMessageEvidence.SourceType)
+	if err != nil {
+		return nil, fmt.Errorf("workspaces holding message %s: %w", msg, err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (ids.WorkspaceID, error) {
+		var ws string
+		err := r.Scan(&ws)
+		return ids.WorkspaceID(ws), err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("workspaces holding message %s: %w", msg, err)
+	}
+	return out, nil
+}
+
 // EvidenceVersion names one version of one evidence row, as a closed window lists them.
 type EvidenceVersion struct {
 	SourceKey   string

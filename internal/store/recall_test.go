@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,5 +126,36 @@ func TestRecallWithdrawsDraftsAndFlagsHumanEntries(t *testing.T) {
 	}
 	if sum, _ := s.GetSummary(ctx, ws); sum.RefreshDueAt != nil || sum.Text != "fresh summary" {
 		t.Fatalf("summary after the refresh: %+v", sum)
+	}
+}
+
+// TestWorkspacesHoldingMessage (issue #29): every workspace holding any version of a
+// Lark message is found, and only those.
+func TestWorkspacesHoldingMessage(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	live := larkEvidence("ws-hold-b", "oc_h", "om_held", t0, "text")
+	mustUpsert(t, s, live, larkEvidence("ws-hold-a", "oc_h", "om_held", t0, "text"),
+		larkEvidence("ws-hold-c", "oc_h", "om_other", t0, "text"))
+	mustUpsert(t, s, redacted(live, t0.Add(time.Minute)))
+	tests := []struct {
+		name string
+		chat ids.ChatID
+		msg  ids.MessageID
+		want []ids.WorkspaceID
+	}{
+		{"held twice, once redacted", "oc_h", "om_held", []ids.WorkspaceID{"ws-hold-a", "ws-hold-b"}},
+		{"held once", "oc_h", "om_other", []ids.WorkspaceID{"ws-hold-c"}},
+		{"never held", "oc_h", "om_never", nil},
+		{"another chat", "oc_x", "om_held", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := s.WorkspacesHoldingMessage(ctx, tc.chat, tc.msg)
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Fatalf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
 	}
 }

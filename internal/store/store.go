@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -51,12 +52,49 @@ type PoolConfig struct {
 	ConnectTimeout time.Duration
 	// ApplicationName is reported in pg_stat_activity; defaults to "larkline".
 	ApplicationName string
+	// AllowInsecure lets a DSN reach a host that is not loopback with an sslmode
+	// below require (disable, allow, prefer: chat text may cross the network in
+	// clear). Off, that is refused (issue #29).
+	AllowInsecure bool
+}
+
+// Check reports a DSN that does not parse, or reaches a host that is not loopback
+// without TLS required (unless AllowInsecure), as an *options.Error naming DSN.
+func (cfg PoolConfig) Check() error {
+	var p options.Problems
+	pc, err := pgxpool.ParseConfig(cfg.DSN)
+	switch {
+	case cfg.DSN == "":
+		p.Add("DSN", nil, "is required")
+	case err != nil:
+		p.Add("DSN", nil, "is malformed") // may hold a password: say nothing more
+	case !cfg.AllowInsecure && !tlsRequired(pc.ConnConfig):
+		p.Add("DSN", nil, "reaches a host that is not loopback with an sslmode below require: set sslmode=require or verify-full (or set allowInsecure)")
+	}
+	return p.Err(ErrInvalid)
+}
+
+// tlsRequired reports whether every host the config may connect to is loopback or
+// reached with TLS and no plaintext fallback (sslmode require or above).
+func tlsRequired(c *pgx.ConnConfig) bool {
+	if !options.LoopbackHost(c.Host) && c.TLSConfig == nil {
+		return false
+	}
+	for _, f := range c.Fallbacks {
+		if !options.LoopbackHost(f.Host) && f.TLSConfig == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // OpenPool validates cfg, opens a pool and pings the server once.
 func OpenPool(ctx context.Context, cfg PoolConfig) (*pgxpool.Pool, error) {
 	if cfg.DSN == "" {
 		return nil, fmt.Errorf("%w: empty postgres DSN", ErrInvalid)
+	}
+	if err := cfg.Check(); err != nil {
+		return nil, err
 	}
 	pc, err := pgxpool.ParseConfig(cfg.DSN)
 	if err != nil {

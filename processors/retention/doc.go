@@ -1,8 +1,9 @@
 // Package retention is larkline's evidence retention job (design §15): it removes chat
 // text that is older than the organisation's retention period from Postgres and from
 // the compacted evidence topic, and cleans the collection and window state that only
-// served that evidence. It is off by default; the caller runs it only when
-// services.workspace.timeline.lark.retention.enabled is set.
+// served that evidence. It is on by default (internal/config: retention.enabled true,
+// design §21); the retention role runs it, and every process warns at start when
+// retention is turned off, or when it is on but the process runs no retention role.
 //
 // # What is due
 //
@@ -25,19 +26,25 @@
 //     actor_id (an opaque open_id), the ids and the times stay. The redacted version
 //     is published to the evidence topic (ingest path "manual": the schema has no
 //     retention path), so compaction drops the text there too. A row already in
-//     that form is skipped.
+//     retention's form (its marker included) is skipped; one that merely looks
+//     redacted (a recall's redaction, any deleted row without text) is redacted
+//     again, with the marker.
 //   - ModeDelete deletes the row, which cascades to its workspace_timeline_entry_evidence
 //     bindings, and publishes a tombstone (null value) for its key
 //     <workspace>/<chat>/<message> to the evidence topic.
 //
 // # What the timeline keeps
 //
-// Entries are never deleted or edited by retention: human entries and AI entries keep
-// their title, body, status and time (they are the curated incident record, not chat
-// text). In delete mode AI and human entries lose their bindings to deleted evidence
-// (the cascade), so an entry may end up with no evidence; in redact mode the bindings
-// stay and point at redacted rows, which the API shows as deleted messages. Summaries
-// are untouched.
+// Derived text goes with the evidence (issue #29). In the statement that redacts or
+// deletes a batch (one transaction), the AI drafts no person touched (source ai,
+// status draft, never human-edited) that cite a row of the batch are withdrawn as a
+// recall withdraws them (status hidden, title and body emptied, withdrawn_at), and
+// when one was, the workspace's AI summary loses its text and is due for a refresh.
+// Entries of people, and AI entries a person confirmed, edited or hid, are the
+// people's and are never changed. In delete mode entries lose their bindings to
+// deleted evidence (the cascade), so an entry may end up with no evidence; in redact
+// mode the bindings stay and point at redacted rows, which the API shows as deleted
+// messages. Drafts of evidence redacted by runs before this rule are not revisited.
 //
 // # State of aged-out workspaces
 //

@@ -45,16 +45,41 @@ WHERE workspace_id = $1 AND source = $2 AND source_type = $3 AND occurred_at < $
 ORDER BY occurred_at, id
 LIMIT $7`
 
-// notRedactedFilter skips rows already in their redacted form (see keptMetadataKeys,
-// $8): in redact mode old rows stay, and a later run must not read them again and
-// again. Rows it lets through that are already redacted are skipped in Go
+// notRedactedFilter skips rows retention itself already redacted (its marker, and
+// nothing but the kept keys, see keptMetadataKeys, $8): in redact mode old rows stay,
+// and a later run must not read them again and again. A row that merely looks
+// redacted (deleted, no text) without retention's marker is read: its hash or its
+// topic version may not be the redaction, and its AI drafts are withdrawn with it.
+// Rows it lets through that are retention's redaction already are skipped in Go
 // (alreadyRedacted).
 const notRedactedFilter = `AND NOT (deleted AND NOT synthesis_eligible AND content = '' AND actor_display_name = ''
-       AND (metadata_json - $8::text[]) = '{}'::jsonb)`
+       AND metadata_json ? 'retention' AND (metadata_json - $8::text[]) = '{}'::jsonb)`
+
+// withdrawDerivedSQL is the head of the redaction's and the deletion's statement: in
+// the same statement, hence transaction, the AI drafts no person touched (source ai,
+// status draft, never human-edited) that cite the rows ($1, all of one workspace) are
+// withdrawn (hidden, title and body emptied, withdrawn_at) and, when one was, the
+// workspace's AI summary loses its text and is due for a refresh. Human entries, and
+// AI entries a person confirmed, edited or hid, are the people's: untouched (issue
+// #29). The bindings are read before a deletion's cascade removes them (one snapshot).
+const withdrawDerivedSQL = `
+WITH drafts AS (
+    UPDATE workspace_timeline_entries e
+       SET status = 'hidden', title = '', body = '', withdrawn_at = now(), updated_at = now()
+     WHERE e.workspace_id = $%[1]d AND e.source = 'ai' AND e.status = 'draft' AND e.human_edited_at IS NULL
+       AND e.id IN (SELECT b.entry_id FROM workspace_timeline_entry_evidence b WHERE b.evidence_id = ANY ($1::bigint[]))
+    RETURNING e.id
+), summary AS (
+    UPDATE workspace_timeline_summaries
+       SET text = '', refresh_due_at = coalesce(refresh_due_at, now()), updated_at = now()
+     WHERE workspace_id = $%[1]d AND source = 'ai' AND EXISTS (SELECT 1 FROM drafts)
+    RETURNING 1
+)
+`
 
 // redactEvidenceSQL writes the redacted versions of one batch in one statement. The
 // occurred_at guard repeats the cutoff so that nothing else can be touched.
-const redactEvidenceSQL = `
+var redactEvidenceSQL = fmt.Sprintf(withdrawDerivedSQL, 6) + `
 UPDATE workspace_timeline_evidence AS e SET
     content = '', deleted = true, synthesis_eligible = false, actor_display_name = '',
     content_hash = u.content_hash, metadata_json = u.metadata_json::jsonb, observed_at = $4
@@ -63,7 +88,7 @@ WHERE e.id = u.id AND e.occurred_at < $5`
 
 // deleteEvidenceSQL deletes one batch; workspace_timeline_entry_evidence bindings go
 // with it (ON DELETE CASCADE).
-const deleteEvidenceSQL = `
+var deleteEvidenceSQL = fmt.Sprintf(withdrawDerivedSQL, 3) + `
 DELETE FROM workspace_timeline_evidence
 WHERE id = ANY($1::bigint[]) AND occurred_at < $2`
 
@@ -196,7 +221,7 @@ func (r *run) redactBatch(ctx context.Context, ws ids.WorkspaceID, batch []evide
 	r.j.m.failures.WithLabelValues(reasonInvalidRow).Add(float64(unpublishable))
 	dctx, cancel := r.dbCtx(ctx)
 	defer cancel()
-	tag, err := r.j.db.Exec(dctx, redactEvidenceSQL, rowIDs, hashes, metas, observed, r.cutoff)
+	tag, err := r.j.db.Exec(dctx, redactEvidenceSQL, rowIDs, hashes, metas, observed, r.cutoff, string(ws))
 	if err != nil {
 		return failed(reasonPostgres, fmt.Errorf("retention: redacting %d evidence rows of workspace %s (published already; the next run repeats them): %w", len(rowIDs), ws, err))
 	}
@@ -236,7 +261,7 @@ func (r *run) deleteBatch(ctx context.Context, ws ids.WorkspaceID, batch []evide
 	r.j.m.failures.WithLabelValues(reasonInvalidRow).Add(float64(unpublishable))
 	dctx, cancel := r.dbCtx(ctx)
 	defer cancel()
-	tag, err := r.j.db.Exec(dctx, deleteEvidenceSQL, rowIDs, r.cutoff)
+	tag, err := r.j.db.Exec(dctx, deleteEvidenceSQL, rowIDs, r.cutoff, string(ws))
 	if err != nil {
 		return failed(reasonPostgres, fmt.Errorf("retention: deleting %d evidence rows of workspace %s (tombstones published already; the next run repeats them): %w", len(rowIDs), ws, err))
 	}

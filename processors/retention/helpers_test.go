@@ -2,6 +2,7 @@ package retention
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -134,7 +135,7 @@ func evidenceOf(t *testing.T, m message) store.Evidence {
 		in.MessageType, in.Content = "image", `{"image_key":"img_v2_0123456789"}`
 	case "file":
 		in.MessageType, in.Content = "file", `{"file_key":"file_v2_0123456789","file_name":"postmortem-draft.pdf"}`
-	case "recalled":
+	case "recalled", "looks":
 		in.MessageType, in.Content, in.Deleted = "text", `{"text":"wrong channel"}`, true
 	default:
 		t.Fatalf("unknown kind %q", m.kind)
@@ -146,6 +147,11 @@ func evidenceOf(t *testing.T, m message) store.Evidence {
 	meta, err := json.Marshal(n.Metadata)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if m.kind == "looks" {
+		// Deleted, no text, only the kept metadata keys: it looks redacted, but its
+		// hash is not a redaction's (issue #29).
+		n.ContentHash = fmt.Sprintf("%x", sha256.Sum256([]byte("not a redaction "+string(m.msg))))
 	}
 	return store.Evidence{
 		WorkspaceID: m.ws, Source: ids.SourceLark, SourceType: ids.SourceTypeLarkMessage,
@@ -169,6 +175,8 @@ type fixture struct {
 	dueBound     []int64 // due evidence ids bound to entries
 	keptBound    []int64 // surviving evidence ids bound to entries
 	alreadyClean *message
+	looks        *message // looks redacted, is not (its hash)
+	editedEntry  int64    // an AI draft a person edited, bound to due evidence
 }
 
 func (f *fixture) due() []*message {
@@ -206,6 +214,7 @@ func (e *env) seed(t *testing.T) *fixture {
 	}
 	add("ws-a", "oc_a1", "om_a_edge_before", c.Add(-time.Microsecond), "text", "Bob", true)
 	f.alreadyClean = add("ws-a", "oc_a1", "om_a_recalled", c.Add(-2*time.Hour), "recalled", "", true)
+	f.looks = add("ws-a", "oc_a1", "om_a_looks", c.Add(-3*time.Hour), "looks", "", true)
 	add("ws-a", "oc_a1", "om_a_edge_at", c, "text", "Bob", false)
 	add("ws-a", "oc_a1", "om_a_edge_after", c.Add(time.Microsecond), "image", "Bob", false)
 	add("ws-a", "oc_a2", "om_a_recent", e.now.Add(-time.Hour), "file", "Carol", false)
@@ -293,7 +302,19 @@ func (e *env) seed(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.humanEntry, f.aiEntry = h.ID, ai.ID
+	edited, err := e.st.UpsertDraftEntry(ctx, store.EntryDraft{Workspace: "ws-a", Fingerprint: "fp-2", EntryContent: store.EntryContent{
+		OccurredAt: c.Add(-time.Hour), Kind: "mitigation", Title: "Failed over", EvidenceIDs: []int64{due1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	title := "Failed over to db-4 (checked by a person)"
+	if _, err := e.st.HumanEditEntry(ctx, "ws-a", edited.ID, store.EntryPatch{Title: &title}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.st.PutAISummaryIfNotHuman(ctx, "ws-a", "db-3 disk was full; failed over", json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	f.humanEntry, f.aiEntry, f.editedEntry = h.ID, ai.ID, edited.ID
 	f.dueBound, f.keptBound = []int64{due0, due1}, []int64{kept}
 	return f
 }

@@ -143,32 +143,16 @@ func redact(r evidenceRow, observed time.Time) redaction {
 	return out
 }
 
-// alreadyRedacted reports whether r is exactly its redacted version (a previous run,
-// or a recall that also cleared the display name: its metadata lacks only the
-// retention marker, and as a recall it already did what a recall does).
+// alreadyRedacted reports whether r is exactly retention's redacted version (a
+// previous run): the redaction's hash and metadata, retention's marker included. A
+// row that merely looks redacted (a recall's, or any deleted row without text) is not
+// skipped (issue #29): it is redacted again, which publishes the redaction and
+// withdraws the AI drafts citing it.
 func alreadyRedacted(r evidenceRow, red redaction) bool {
 	if !r.Deleted || r.Eligible || r.Content != "" || r.ActorName != "" || r.ContentHash != red.hash {
 		return false
 	}
-	return jsonEqual(withoutRetentionMarker(r.Metadata), withoutRetentionMarker(red.metadata))
-}
-
-// withoutRetentionMarker returns a JSON object without schemas.MetaRetention (b
-// itself when it does not decode as an object).
-func withoutRetentionMarker(b []byte) []byte {
-	var m map[string]any
-	if json.Unmarshal(b, &m) != nil || m == nil {
-		return b
-	}
-	if _, ok := m[schemas.MetaRetention]; !ok {
-		return b
-	}
-	delete(m, schemas.MetaRetention)
-	out, err := json.Marshal(m)
-	if err != nil {
-		return b
-	}
-	return out
+	return jsonEqual(r.Metadata, red.metadata)
 }
 
 func jsonEqual(a, b []byte) bool {

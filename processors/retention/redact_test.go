@@ -52,11 +52,17 @@ func TestRedactMatchesRecall(t *testing.T) {
 				r.ActorDisplayName != "" || r.ActorID != ev.ActorID || r.IngestPath != schemas.IngestManual {
 				t.Fatalf("record %+v", r)
 			}
-			// A row is "already redacted" only in exactly that form.
+			// A row is "already redacted" only in exactly that form, retention's marker
+			// included: a recall's redaction merely looks redacted (issue #29).
 			if kind == "recalled" {
 				row.ActorName = ""
-				if !alreadyRedacted(row, red) {
-					t.Fatal("a recalled row without display name is not recognised as redacted")
+				if alreadyRedacted(row, red) {
+					t.Fatal("a recalled row without retention's marker counts as retention's redaction")
+				}
+				marked := row
+				marked.Metadata = red.metadata
+				if !alreadyRedacted(marked, red) {
+					t.Fatal("retention's own redaction is not recognised")
 				}
 				row.ActorName = "Alice"
 			}

@@ -178,6 +178,19 @@ func TestChaos(t *testing.T) {
 	if !drained {
 		t.Errorf("the pipeline did not drain within %s; the table below counts what was left", cfg.drain)
 	}
+	// A recall after the workspaces recovered (issue #29): it must still reach every
+	// workspace that holds the message, and leave its text nowhere.
+	late := p.recallAfterRecovery(ctx, traffic, 3)
+	t.Logf("recalled %v after their workspaces recovered", late)
+	after, drainedAfter := p.chaosDrain(ctx, cfg.drain, traffic.messageNonces())
+	if !drainedAfter {
+		t.Errorf("the recalls after recovery did not drain within %s", cfg.drain)
+	}
+	anywhere, err := p.recalledTextAnywhere(ctx, traffic.recalledNonces())
+	if err != nil {
+		t.Fatalf("looking for recalled text: %v", err)
+	}
+	rep.invariants = append(after.invariants, anywhere)
 	rep.seed, rep.traffic, rep.drain, rep.faults, rep.faultLog = cfg.seed, trafficTime, drainTime, faults, faultLog
 	rep.restarts = p.restarts()
 	rep.pushes = traffic.stats()

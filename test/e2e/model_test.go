@@ -88,6 +88,11 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := req.Messages[len(req.Messages)-1].Content
+	// The data comes as one delimited block of untrusted chat data (issue #29): the
+	// JSON is the line between the opening and the closing line.
+	if lines := strings.Split(user, "\n"); len(lines) == 3 && strings.HasPrefix(lines[0], "<untrusted-chat-data ") {
+		user = lines[1]
+	}
 	var in struct {
 		Groups []struct {
 			Group    string `json:"group"`

@@ -129,7 +129,8 @@ func (p *proc) startLocked() (*exec.Cmd, chan struct{}, error) {
 	args := append([]string{"run", "--roles", strings.Join(p.roles, ",")}, p.args...)
 	cmd := exec.Command(larklineBin, args...)
 	cmd.Env = append(larklineEnv(), p.env...)
-	cmd.Env = append(cmd.Env, "LARKLINE_HTTP__LISTEN="+p.addr())
+	cmd.Env = append(cmd.Env, "LARKLINE_HTTP__LISTEN="+p.addr(),
+		"LARKLINE_HTTP__APILISTEN="+p.addr(), "LARKLINE_HTTP__WEBHOOKLISTEN="+p.addr()) // one listener per process
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -180,7 +180,7 @@ func newBenchStack(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(cl.Close)
-	ing, err := New(Options{Normalizer: newNormalizer(b, 0), Resolver: res, Producer: cl, Codec: newCodec(b),
+	ing, err := New(Options{Normalizer: newNormalizer(b, 0), Resolver: res, Holders: st, Producer: cl, Codec: newCodec(b),
 		Topic: topic, Registry: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)

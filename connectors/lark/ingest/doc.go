@@ -21,14 +21,16 @@
 //     dispatcher.EventDispatcher (its ParseReq, DecryptEvent, Signature and DoHandle
 //     with OnP2MessageReceiveV1 and OnP2MessageRecalledV1). It adds what the SDK
 //     lacks: the body is bounded; a signature, when present, is checked in constant
-//     time before anything is decrypted, and required for events whenever an encrypt
-//     key is configured; header.token must equal the verification token for events
+//     time before anything is decrypted, and with an encrypt key an unsigned body is
+//     never decrypted (refused at once) unless WebhookOptions.URLVerification is on
+//     to answer Lark's unsigned url_verification; header.token must equal the verification token for events
 //     too (the SDK checks it for url_verification only); X-Lark-Request-Timestamp
 //     must lie within MaxTimestampSkew; an event id acknowledged within that window
 //     (a replayed request, or Lark redelivering an answered event) is answered 200
 //     without producing anything (a bounded set of seen ids, MaxSeenEvents, kept per
 //     process until each request's timestamp would be refused; ignored/replayed_event);
-//     unknown event types are counted; the answer is JSON with a meaningful status.
+//     unknown event types are counted; the answer is JSON; every rejected request gets
+//     the same answer (400, {"msg":"rejected"}) whichever check refused it.
 //   - LongConn: the SDK's long-connection client (larkws.Client) wrapped so that it
 //     can be watched and stopped: see its documentation for the liveness watchdog,
 //     the reconnect backoff, the drain on shutdown and the goroutines the SDK leaks.
@@ -47,13 +49,13 @@
 //	                                        not firing / too old / type not enabled /
 //	                                        newer than the message, p2p chat, unsupported
 //	                                        message or event type, recall of a message
-//	                                        neither larkline nor Lark knows
-//	rejected  no            401             forged or missing signature, wrong token,
-//	                                        stale or malformed timestamp
-//	                        400             undecryptable or malformed body, missing or
-//	                                        invalid ids, malformed content
-//	                        413 / 422       body too large / message content too large
-//	                        405             not a POST
+//	                                        no workspace holds
+//	rejected  no            400, always     forged or missing signature, wrong token,
+//	                        {"msg":         stale or malformed timestamp, undecryptable or
+//	                        "rejected"}     malformed body, missing or invalid ids,
+//	                                        malformed content, body or content too large,
+//	                                        not a POST: the reason is in the metric and
+//	                                        the log only (issue #29)
 //	failed    no            503             Kafka, Postgres or the Lark API unavailable, or
 //	                                        out of time (Timeout, below Lark's 3 s)
 //	                        500             an internal error

@@ -43,6 +43,32 @@ type memSource struct {
 	mu     sync.Mutex
 	byChat map[ids.ChatID][]store.WorkspaceBinding
 	err    error
+	// held is what the evidence table holds: message id → workspaces (Holders).
+	held    map[ids.MessageID][]ids.WorkspaceID
+	heldErr error
+}
+
+func (s *memSource) WorkspacesHoldingMessage(_ context.Context, _ ids.ChatID, msg ids.MessageID) ([]ids.WorkspaceID, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]ids.WorkspaceID(nil), s.held[msg]...), s.heldErr
+}
+
+// hold records that the evidence table holds msg in ws.
+func (s *memSource) hold(msg ids.MessageID, ws ...ids.WorkspaceID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held == nil {
+		s.held = map[ids.MessageID][]ids.WorkspaceID{}
+	}
+	s.held[msg] = append(s.held[msg], ws...)
+}
+
+// unbind removes every binding of chat.
+func (s *memSource) unbind(chat ids.ChatID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.byChat, chat)
 }
 
 func (s *memSource) BindingsForChat(_ context.Context, chat ids.ChatID) ([]store.WorkspaceBinding, error) {
@@ -143,6 +169,7 @@ type unitOptions struct {
 	cacheTTL   time.Duration     // binding cache TTL; 0: 1ns (every event reads the source)
 	producer   evidence.Producer // nil: a recordingProducer (u.producer)
 	topic      string            // "": the default evidence topic
+	src        *memSource        // nil: a new one (u.src)
 }
 
 func newUnit(t testing.TB, o unitOptions) *unit {
@@ -150,7 +177,7 @@ func newUnit(t testing.TB, o unitOptions) *unit {
 	if o.now == nil {
 		o.now = time.Now
 	}
-	u := &unit{t: t, src: &memSource{}, producer: &recordingProducer{}, reg: prometheus.NewRegistry(), codec: newCodec(t)}
+	u := &unit{t: t, src: cmp.Or(o.src, &memSource{}), producer: &recordingProducer{}, reg: prometheus.NewRegistry(), codec: newCodec(t)}
 	if o.cacheTTL == 0 {
 		o.cacheTTL = time.Nanosecond
 	}
@@ -159,7 +186,7 @@ func newUnit(t testing.TB, o unitOptions) *unit {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u.ing, err = New(Options{Normalizer: newNormalizer(t, o.maxContent), Resolver: res, Producer: cmp.Or[evidence.Producer](o.producer, u.producer),
+	u.ing, err = New(Options{Normalizer: newNormalizer(t, o.maxContent), Resolver: res, Holders: u.src, Producer: cmp.Or[evidence.Producer](o.producer, u.producer),
 		Codec: u.codec, Topic: o.topic, Messages: o.messages, Clock: o.now, Registry: u.reg})
 	if err != nil {
 		t.Fatal(err)
@@ -206,6 +233,7 @@ type answer struct {
 	status int
 	body   map[string]string
 	ctype  string
+	allow  string // the Allow header
 }
 
 func (u *unit) serve(req *http.Request) answer {
@@ -216,7 +244,7 @@ func (u *unit) serve(req *http.Request) answer {
 	if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
 		u.t.Fatalf("answer is not a JSON object of strings: %q", rec.Body.String())
 	}
-	return answer{status: rec.Code, body: body, ctype: rec.Header().Get("Content-Type")}
+	return answer{status: rec.Code, body: body, ctype: rec.Header().Get("Content-Type"), allow: rec.Header().Get("Allow")}
 }
 
 func (u *unit) post(plaintext []byte) answer {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -44,12 +45,20 @@ type MessageLookup interface {
 	GetMessage(ctx context.Context, id ids.MessageID) (*larkim.Message, error)
 }
 
+// Holders finds the workspaces that hold a Lark message (*store.Store): a recall is
+// applied in every one of them, whatever their state or bindings (issue #29).
+type Holders interface {
+	WorkspacesHoldingMessage(ctx context.Context, chat ids.ChatID, msg ids.MessageID) ([]ids.WorkspaceID, error)
+}
+
 // Options configure an Ingester.
 type Options struct {
 	// Normalizer is the shared pure normalizer. Required.
 	Normalizer *normalize.Normalizer
 	// Resolver maps a chat to its eligible workspaces. Required.
 	Resolver evidence.Eligibility
+	// Holders finds the workspaces a recall must reach. Required.
+	Holders Holders
 	// Producer writes evidence. Required.
 	Producer evidence.Producer
 	// Codec encodes evidence values. Required.
@@ -85,6 +94,7 @@ type Options struct {
 type Ingester struct {
 	norm          *normalize.Normalizer
 	resolver      evidence.Eligibility
+	holders       Holders
 	writer        *evidence.Writer
 	messages      MessageLookup
 	timeout       time.Duration
@@ -101,11 +111,14 @@ type Ingester struct {
 // recentMessage is what the recent index remembers of a message: its redacted
 // skeleton (identity and structure, no text) and whether it was recalled.
 type recentMessage struct {
-	msg      normalize.Message // redacted; zero when only a recall is known
-	known    bool
-	recalled bool
-	recallAt time.Time
-	chat     ids.ChatID
+	msg   normalize.Message // redacted; zero when only a recall is known
+	known bool
+	// workspaces are those this process wrote the message to (the evidence sink may
+	// not have stored it yet).
+	workspaces []ids.WorkspaceID
+	recalled   bool
+	recallAt   time.Time
+	chat       ids.ChatID
 }
 
 // New validates opts and returns an Ingester.
@@ -115,6 +128,8 @@ func New(opts Options) (*Ingester, error) {
 		return nil, fmt.Errorf("%w: Normalizer is required", ErrInvalidOptions)
 	case opts.Resolver == nil:
 		return nil, fmt.Errorf("%w: Resolver is required", ErrInvalidOptions)
+	case opts.Holders == nil:
+		return nil, fmt.Errorf("%w: Holders is required", ErrInvalidOptions)
 	}
 	if opts.Topic == "" {
 		opts.Topic = schemas.DefaultEvidenceTopic
@@ -154,7 +169,7 @@ func New(opts Options) (*Ingester, error) {
 		return nil, err
 	}
 	return &Ingester{
-		norm: opts.Normalizer, resolver: opts.Resolver, writer: w,
+		norm: opts.Normalizer, resolver: opts.Resolver, holders: opts.Holders, writer: w,
 		messages: opts.Messages, timeout: opts.Timeout,
 		lookupTimeout: opts.RecallLookupTimeout, notify: opts.Notify, now: opts.Clock,
 		log: log.With("component", "lark.ingest"), m: m,
@@ -172,7 +187,9 @@ func (g *Ingester) HandleReceive(ctx context.Context, ev *larkim.P2MessageReceiv
 }
 
 // HandleRecall turns one im.message.recalled_v1 event into a redacted evidence
-// version (no text, deleted, a new hash) for every eligible bound workspace.
+// version (no text, deleted, a new hash) for every workspace that holds the message,
+// eligible or not, bound or not (issue #29). A recall of a message no workspace holds
+// writes nothing; it is remembered so that a late delivery of the message is redacted.
 func (g *Ingester) HandleRecall(ctx context.Context, ev *larkim.P2MessageRecalledV1) Result {
 	return g.handleRecall(ctx, ev, transportDirect)
 }
@@ -211,9 +228,9 @@ func (g *Ingester) receive(ctx context.Context, ev *larkim.P2MessageReceiveV1) (
 		// The recall overtook this delivery: the newest truth is the recall.
 		msg = normalize.Redact(msg, prev.recallAt)
 	}
-	res, err = g.resolveAndProduce(ctx, msg, in.Mentions, ReasonOK)
+	res, written, err := g.resolveAndProduce(ctx, msg, in.Mentions, ReasonOK)
 	if err == nil && res.Outcome == OutcomeAccepted {
-		g.remember(msg, seen && prev.recalled, prev.recallAt)
+		g.remember(msg, seen && prev.recalled, prev.recallAt, written)
 	}
 	return res
 }
@@ -233,15 +250,17 @@ func (g *Ingester) recall(ctx context.Context, ev *larkim.P2MessageRecalledV1) (
 	if recallAt.IsZero() {
 		recallAt = g.now()
 	}
-	// Is the chat bound to any eligible workspace at all? (Checked at the most
-	// permissive message time, now, so an unbound chat costs no Lark API call.)
-	pre, err := g.resolver.Resolve(ctx, chat, g.now())
-	if err != nil {
-		return bindingsFailure(ctx, err)
+	// Every workspace that holds the message, whatever its eligibility now: the
+	// recall must reach all the places the text went. None: nothing to redact, and
+	// nothing is written (no Lark API call either).
+	held, r, ok := g.holdersOf(ctx, msgID, chat)
+	if !ok {
+		return r
 	}
-	if len(pre.Targets) == 0 {
+	if len(held) == 0 {
+		g.m.recalls.WithLabelValues("none", "not_held").Inc()
 		g.markRecalled(msgID, chat, recallAt)
-		return ignored(pre.Reason())
+		return ignored(ReasonRecallUnknownMessage)
 	}
 
 	msg, r, ok := g.recalledMessage(ctx, msgID, chat)
@@ -252,11 +271,33 @@ func (g *Ingester) recall(ctx context.Context, ev *larkim.P2MessageRecalledV1) (
 		return r
 	}
 	msg = normalize.Redact(msg, recallAt)
-	res, err = g.resolveAndProduce(ctx, msg, nil, ReasonRecall)
+	res, err := g.produceTo(ctx, msg, nil, held, ReasonRecall)
 	if err == nil && res.Outcome == OutcomeAccepted {
-		g.remember(msg, true, recallAt)
+		g.remember(msg, true, recallAt, held)
 	}
 	return res
+}
+
+// holdersOf returns the workspaces holding the message: those this process wrote it
+// to and those the store holds it in. A recent message of another chat is a
+// mismatch.
+func (g *Ingester) holdersOf(ctx context.Context, msgID ids.MessageID, chat ids.ChatID) ([]ids.WorkspaceID, Result, bool) {
+	g.mu.Lock()
+	prev, ok := g.recent.get(msgID)
+	g.mu.Unlock()
+	if ok && prev.known && prev.msg.ChatID != chat {
+		return nil, rejected(ReasonChatMismatch, fmt.Errorf("recall of message %s names chat %s, the message is in %s", msgID, chat, prev.msg.ChatID)), false
+	}
+	stored, err := g.holders.WorkspacesHoldingMessage(ctx, chat, msgID)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, bindingsFailure(ctx, err), false
+		}
+		return nil, failed(ReasonStoreUnavailable, fmt.Errorf("recall of message %s: %w", msgID, err)), false
+	}
+	out := append(slices.Clone(prev.workspaces), stored...)
+	slices.Sort(out)
+	return slices.Compact(out), Result{}, true
 }
 
 // parseRecall validates the ids and time of a recall event.
@@ -328,22 +369,29 @@ func (g *Ingester) recalledMessage(ctx context.Context, msgID ids.MessageID, cha
 	return msg, Result{}, true
 }
 
-// resolveAndProduce stores msg in every eligible workspace of its chat. The error is
-// non-nil exactly when the result is not acknowledged.
-func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message, mentions []normalize.Mention, reason string) (Result, error) {
+// resolveAndProduce stores msg in every eligible workspace of its chat and returns
+// them. The error is non-nil exactly when the result is not acknowledged.
+func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message, mentions []normalize.Mention, reason string) (Result, []ids.WorkspaceID, error) {
 	res, err := g.resolver.Resolve(ctx, msg.ChatID, msg.CreatedAt)
 	if err != nil {
 		r := bindingsFailure(ctx, err)
-		return r, r.Err
+		return r, nil, r.Err
 	}
 	if len(res.Targets) == 0 {
-		return ignored(res.Reason()), nil
+		return ignored(res.Reason()), nil, nil
 	}
-	g.writer.ObserveMentions(mentions)
 	workspaces := make([]ids.WorkspaceID, len(res.Targets))
 	for i, t := range res.Targets {
 		workspaces[i] = t.Workspace
 	}
+	r, err := g.produceTo(ctx, msg, mentions, workspaces, reason)
+	return r, workspaces, err
+}
+
+// produceTo stores msg in workspaces. The error is non-nil exactly when the result is
+// not acknowledged.
+func (g *Ingester) produceTo(ctx context.Context, msg normalize.Message, mentions []normalize.Mention, workspaces []ids.WorkspaceID, reason string) (Result, error) {
+	g.writer.ObserveMentions(mentions)
 	recs, err := g.writer.Records(ctx, &msg, workspaces, g.now(), schemas.IngestEvent)
 	if err != nil {
 		if errors.Is(err, schemas.ErrInvalidRecord) {
@@ -361,8 +409,8 @@ func (g *Ingester) resolveAndProduce(ctx context.Context, msg normalize.Message,
 		g.m.ineligible.WithLabelValues(msg.IneligibleReason).Add(float64(len(recs)))
 	}
 	if g.notify != nil {
-		for _, t := range res.Targets {
-			g.notify(t.Workspace, msg.ChatID)
+		for _, ws := range workspaces {
+			g.notify(ws, msg.ChatID)
 			g.m.notify.Inc()
 		}
 	}
@@ -416,11 +464,14 @@ func produceFailure(err error, msgID ids.MessageID) Result {
 // remember records an acknowledged message (as its redacted skeleton) so that a
 // later recall needs no Lark call, and an out-of-order redelivery after a recall
 // stays redacted.
-func (g *Ingester) remember(msg normalize.Message, recalled bool, recallAt time.Time) {
+func (g *Ingester) remember(msg normalize.Message, recalled bool, recallAt time.Time, workspaces []ids.WorkspaceID) {
 	skel := normalize.Redact(msg, time.Time{})
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.recent.put(msg.MessageID, recentMessage{msg: skel, known: true, recalled: recalled, recallAt: recallAt, chat: msg.ChatID})
+	prev, _ := g.recent.get(msg.MessageID)
+	ws := append(slices.Clone(prev.workspaces), workspaces...)
+	slices.Sort(ws)
+	g.recent.put(msg.MessageID, recentMessage{msg: skel, known: true, recalled: recalled, recallAt: recallAt, chat: msg.ChatID, workspaces: slices.Compact(ws)})
 }
 
 // markRecalled remembers a recall whose message is not known, so that a delivery of

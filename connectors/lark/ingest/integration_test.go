@@ -154,7 +154,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.ing, err = New(Options{Normalizer: norm, Resolver: s.resolver, Producer: s.client, Codec: newCodec(t),
+	s.ing, err = New(Options{Normalizer: norm, Resolver: s.resolver, Holders: s.st, Producer: s.client, Codec: newCodec(t),
 		Topic: s.topic, Names: s.contacts, Messages: msgs, Timeout: o.timeout, Registry: s.reg})
 	if err != nil {
 		t.Fatal(err)
@@ -362,8 +362,9 @@ func TestIncidentScenarioThroughWebhook(t *testing.T) {
 }
 
 // TestDeliverySemantics covers duplicate and out-of-order delivery, one chat bound to
-// two workspaces, a dropped message recalled (found through the get-message API), a
-// recall of a delivered message, and a sender name filled from the contacts cache.
+// two workspaces, a dropped message recalled (no workspace holds it: nothing is
+// written, issue #29), a recall of a delivered message, and a sender name filled from
+// the contacts cache.
 func TestDeliverySemantics(t *testing.T) {
 	now := time.Now().Truncate(time.Millisecond)
 	created := now.Add(-time.Hour)
@@ -392,7 +393,7 @@ func TestDeliverySemantics(t *testing.T) {
 	must(sc.AddEvent(larktest.DeliverTwice, b.Text(m("om_2", t1.Add(2*time.Minute)), "rolling back v2.31")))
 	// Out of order: om_3 was created before om_2 but arrives after it.
 	must(sc.AddEvent(larktest.DeliverOnce, b.Text(m("om_3", t1.Add(time.Minute)), "error rate 35%")))
-	// om_4 never arrives as an event; only its recall does.
+	// om_4 never arrives as an event; only its recall does: nothing holds it.
 	must(sc.AddEvent(larktest.DeliverDrop, b.Text(m("om_4", t1.Add(3*time.Minute)), "ssh password is hunter2")))
 	must(sc.AddEvent(larktest.DeliverOnce, b.Recall("om_4", shared, t1.Add(4*time.Minute), "")))
 	must(sc.AddEvent(larktest.DeliverOnce, b.Text(m("om_5", t1.Add(5*time.Minute)), "wrong chat, sorry")))
@@ -401,8 +402,8 @@ func TestDeliverySemantics(t *testing.T) {
 	s := newStack(t, stackOptions{scenario: sc})
 	s.deliver(context.Background())
 
-	// Per workspace: om_1 1, om_2 2 (same hash), om_3 1, om_4 1 (redacted), om_5 2.
-	got := byKey(s.readAll(2 * 7))
+	// Per workspace: om_1 1, om_2 2 (same hash), om_3 1, om_4 none, om_5 2.
+	got := byKey(s.readAll(2 * 6))
 	for _, ws := range []ids.WorkspaceID{"ws-a", "ws-b"} {
 		key := func(id string) string { return ids.EvidenceKey(ws, shared, ids.MessageID(id)) }
 		check := func(id string, versions, hashes int, lastDeleted bool) {
@@ -425,18 +426,16 @@ func TestDeliverySemantics(t *testing.T) {
 		check("om_1", 1, 1, false)
 		check("om_2", 2, 1, false)
 		check("om_3", 1, 1, false)
-		check("om_4", 1, 1, true)
 		check("om_5", 2, 2, true)
-		r4 := got[key("om_4")][0]
-		if !r4.OccurredAt.Equal(t1.Add(3*time.Minute)) || r4.Content != "" || r4.ActorID != tAlice {
-			t.Errorf("om_4 (recalled, read from history): %+v", r4)
+		if recs := got[key("om_4")]; len(recs) != 0 {
+			t.Errorf("om_4 (never held) got %d records, want none", len(recs))
 		}
 	}
-	if n := testutil.ToFloat64(s.ing.m.recalls.WithLabelValues("api", "found")); n != 1 {
-		t.Errorf("get-message lookups = %v, want 1 (om_4 only; om_5 is in the recent index)", n)
+	if n := testutil.ToFloat64(s.ing.m.recalls.WithLabelValues("none", "not_held")); n != 1 {
+		t.Errorf("recalls of messages nobody holds = %v, want 1 (om_4)", n)
 	}
-	if n := s.lark.Calls(larktest.PathGetMessage); n != 1 {
-		t.Errorf("larktest get-message calls = %d, want 1", n)
+	if n := s.lark.Calls(larktest.PathGetMessage); n != 0 {
+		t.Errorf("larktest get-message calls = %d, want 0 (om_5 is in the recent index, om_4 is held nowhere)", n)
 	}
 
 	// The contacts cache learned Alice's name in the background: a new message
@@ -445,7 +444,7 @@ func TestDeliverySemantics(t *testing.T) {
 	must(s.lark.AddEvent(larktest.DeliverOnce, b.Text(m("om_6", now.Add(-time.Minute)), "recovered")))
 	s.deliver(context.Background())
 	named := 0
-	for _, c := range s.readAll(2*7 + 2) {
+	for _, c := range s.readAll(2*6 + 2) {
 		if c.rec.MessageID == "om_6" {
 			named++
 			if c.rec.ActorDisplayName != "Alice" {
@@ -630,16 +629,16 @@ func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged.Header.Set(larktest.HeaderSignature, "00"+forged.Header.Get(larktest.HeaderSignature)[2:])
-	if got := post(forged); got != http.StatusUnauthorized {
-		t.Fatalf("forged signature answered %d, want 401", got)
+	if got := post(forged); got != http.StatusBadRequest {
+		t.Fatalf("forged signature answered %d, want 400 (every rejection alike)", got)
 	}
 	stale := newSender(t, tKey, tToken, func() time.Time { return time.Now().Add(-time.Hour) })
 	replay, err := stale.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_replayed", now), "old news")))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := post(replay); got != http.StatusUnauthorized {
-		t.Fatalf("stale timestamp answered %d, want 401", got)
+	if got := post(replay); got != http.StatusBadRequest {
+		t.Fatalf("stale timestamp answered %d, want 400 (every rejection alike)", got)
 	}
 	genuine, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_genuine", now), "all clear")))
 	if err != nil {

@@ -39,7 +39,7 @@ const (
 
 	ReasonURLVerification      = "url_verification"       // accepted: the challenge was answered
 	ReasonUnsupportedEventType = "unsupported_event_type" // ignored
-	ReasonRecallUnknownMessage = "recall_unknown_message" // ignored: the recalled message is unknown to larkline and Lark
+	ReasonRecallUnknownMessage = "recall_unknown_message" // ignored: no workspace holds the recalled message, or neither larkline nor Lark knows it
 	ReasonRecallLookupRefused  = "recall_lookup_refused"  // ignored: Lark refused to show the recalled message
 	ReasonReplayedEvent        = "replayed_event"         // ignored: the event id was acknowledged within the timestamp window (a replay, or Lark's redelivery of an answered event)
 
@@ -63,6 +63,7 @@ const (
 	ReasonKafkaUnavailable    = "kafka_unavailable"
 	ReasonKafkaError          = "kafka_error"
 	ReasonBindingsUnavailable = "bindings_unavailable"
+	ReasonStoreUnavailable    = "store_unavailable" // a recall could not learn which workspaces hold its message
 	ReasonLarkAPIUnavailable  = "lark_api_unavailable"
 	ReasonTimeout             = "timeout"
 	ReasonCanceled            = "canceled"
@@ -93,16 +94,8 @@ func (r Result) HTTPStatus() int {
 	case OutcomeAccepted, OutcomeIgnored:
 		return http.StatusOK
 	case OutcomeRejected:
-		switch r.Reason {
-		case ReasonBadToken, ReasonMissingSignature, ReasonBadSignature, ReasonBadTimestamp, ReasonStaleTimestamp:
-			return http.StatusUnauthorized
-		case ReasonMethodNotAllowed:
-			return http.StatusMethodNotAllowed
-		case ReasonBodyTooLarge:
-			return http.StatusRequestEntityTooLarge
-		case normalize.ReasonContentTooLarge, ReasonInvalidRecord:
-			return http.StatusUnprocessableEntity
-		}
+		// One status whatever the stage (issue #29): the answer must not tell a
+		// prober which check failed; the reason is in the metrics and the log.
 		return http.StatusBadRequest
 	}
 	switch r.Reason {

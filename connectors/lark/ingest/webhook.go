@@ -70,6 +70,11 @@ type WebhookOptions struct {
 	Clock func() time.Time
 	// Logger receives the SDK's sanitized warnings. Nil discards.
 	Logger *slog.Logger
+	// URLVerification lets an unsigned body be decrypted to answer Lark's
+	// url_verification, which Lark sends unsigned. Only matters with an EncryptKey:
+	// while it is false, an unsigned request is refused before anything is decrypted
+	// (issue #29). Turn it on to save the request URL in Lark's console, then off.
+	URLVerification bool
 }
 
 // Webhook is the HTTP endpoint Lark posts events to (mount it at
@@ -87,6 +92,9 @@ type Webhook struct {
 	maxBody int64
 	now     func() time.Time
 	seen    *seenEvents
+	// verifyURL: unsigned bodies may be decrypted (url_verification, see
+	// WebhookOptions.URLVerification).
+	verifyURL bool
 }
 
 // resultSlot carries the pipeline's Result out of the SDK's handler callback.
@@ -128,7 +136,8 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	h := &Webhook{
 		ing: opts.Ingester, token: []byte(opts.VerificationToken), key: opts.EncryptKey,
 		skew: opts.MaxTimestampSkew, maxBody: opts.MaxBodyBytes, now: opts.Clock,
-		seen: newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
+		seen:      newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
+		verifyURL: opts.URLVerification,
 	}
 	d := dispatcher.NewEventDispatcher(opts.VerificationToken, opts.EncryptKey)
 	d.InitConfig(larkevent.WithLogger(larkapi.SDKLogger(log.With("component", "lark.webhook"))), larkevent.WithLogLevel(larkcore.LogLevelInfo))
@@ -193,8 +202,11 @@ type envelope struct {
 }
 
 // ServeHTTP answers one Lark callback. The answer is JSON: {"msg":"success"} for an
-// accepted event, {"challenge":…} for url_verification, and {"msg":outcome,
-// "reason":…} otherwise, with the status of Result.HTTPStatus.
+// accepted event, {"challenge":…} for url_verification, {"msg":"rejected"} with
+// status 400 for every rejected request whatever check refused it (issue #29: the
+// reason is counted and logged, not told to the caller), and {"msg":outcome,
+// "reason":…} for an authenticated event that was ignored or failed, with the status
+// of Result.HTTPStatus.
 func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := h.ing.now()
 	var (
@@ -216,7 +228,6 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
 		res = rejected(ReasonMethodNotAllowed, fmt.Errorf("method %s", r.Method))
 		return
 	}
@@ -227,12 +238,19 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req := &larkevent.EventReq{Header: r.Header, Body: body, RequestURI: r.RequestURI}
 	ctx := r.Context()
 
-	// A signed request is verified before anything is decrypted. url_verification
-	// arrives unsigned, so a missing signature is only refused once the body is
-	// known to be an event.
+	// A signed request is verified before anything is decrypted, and with an
+	// encrypt key an unsigned one is never decrypted (issue #29), unless
+	// url_verification (which Lark sends unsigned) is switched on; then a decrypted
+	// unsigned body must be url_verification (authenticate refuses events).
 	signed := r.Header.Get(larkevent.EventSignature) != ""
-	if signed && h.key != "" {
-		if res = h.verifySignature(r, body); res.Outcome != "" {
+	if h.key != "" {
+		switch {
+		case signed:
+			if res = h.verifySignature(r, body); res.Outcome != "" {
+				return
+			}
+		case !h.verifyURL:
+			res = rejected(ReasonMissingSignature, errors.New("unsigned request although an encrypt key is set (not decrypted; url_verification is off)"))
 			return
 		}
 	}
@@ -411,8 +429,12 @@ func (h *Webhook) replayUntil(r *http.Request) time.Time {
 
 func writeAnswer(w http.ResponseWriter, res Result) {
 	status := res.HTTPStatus()
-	if res.Outcome == OutcomeAccepted {
+	switch res.Outcome {
+	case OutcomeAccepted:
 		writeJSON(w, status, map[string]string{"msg": "success"})
+		return
+	case OutcomeRejected:
+		writeJSON(w, status, map[string]string{"msg": string(OutcomeRejected)})
 		return
 	}
 	writeJSON(w, status, map[string]string{"msg": string(res.Outcome), "reason": res.Reason})

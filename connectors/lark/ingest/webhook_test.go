@@ -7,10 +7,13 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/larktest"
@@ -70,47 +73,51 @@ func TestWebhookAnswers(t *testing.T) {
 			r := u.request(text("om_forged"))
 			r.Header.Set(larktest.HeaderSignature, strings.Repeat("ab", 32))
 			return r
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
 		{"body changed after signing", func(u *unit) *http.Request {
 			r := u.request(text("om_tampered"))
 			body := encryptedBody(t, tKey, text("om_other"))
 			r.Body, r.ContentLength = readCloser(body), int64(len(body))
 			return r
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
 		{"signature made with another key", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, tKey, text("om_k")), "another-key", nowTS())
-		}, 401, OutcomeRejected, ReasonBadSignature, 0},
+		}, 400, OutcomeRejected, ReasonBadSignature, 0},
+		{"unsigned body encrypted with another key is not decrypted", func(u *unit) *http.Request {
+			r, _ := http.NewRequest(http.MethodPost, tURL, bytes.NewReader(encryptedBody(t, "another-key", text("om_unsigned_other"))))
+			return r
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"unsigned event although a key is set", func(u *unit) *http.Request {
 			r := u.request(text("om_unsigned"))
 			for _, h := range []string{larktest.HeaderSignature, larktest.HeaderNonce, larktest.HeaderTimestamp} {
 				r.Header.Del(h)
 			}
 			return r
-		}, 401, OutcomeRejected, ReasonMissingSignature, 0},
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"signature without nonce", func(u *unit) *http.Request {
 			r := u.request(text("om_nononce"))
 			r.Header.Del(larktest.HeaderNonce)
 			return r
-		}, 401, OutcomeRejected, ReasonMissingSignature, 0},
+		}, 400, OutcomeRejected, ReasonMissingSignature, 0},
 		{"stale timestamp", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().Add(-10*time.Minute).Unix(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_stale")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp from the future", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().Add(10*time.Minute).Unix(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_future")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp in milliseconds", func(u *unit) *http.Request {
 			ts := strconv.FormatInt(time.Now().UnixMilli(), 10)
 			return signed(t, encryptedBody(t, tKey, text("om_ms")), tKey, ts)
-		}, 401, OutcomeRejected, ReasonStaleTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonStaleTimestamp, 0},
 		{"timestamp not a number", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, tKey, text("om_nan")), tKey, "yesterday")
-		}, 401, OutcomeRejected, ReasonBadTimestamp, 0},
+		}, 400, OutcomeRejected, ReasonBadTimestamp, 0},
 		{"wrong verification token in the header", func(u *unit) *http.Request {
 			wrong := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: "not-the-token"}
 			return u.request(envJSON(t, wrong.Text(msg("om_token", at), "hi")))
-		}, 401, OutcomeRejected, ReasonBadToken, 0},
+		}, 400, OutcomeRejected, ReasonBadToken, 0},
 		{"encrypted with another key (signed correctly)", func(u *unit) *http.Request {
 			return signed(t, encryptedBody(t, "another-key", text("om_key")), tKey, nowTS())
 		}, 400, OutcomeRejected, ReasonUndecryptable, 0},
@@ -135,7 +142,7 @@ func TestWebhookAnswers(t *testing.T) {
 		{"GET", func(u *unit) *http.Request {
 			r, _ := http.NewRequest(http.MethodGet, tURL, nil)
 			return r
-		}, 405, OutcomeRejected, ReasonMethodNotAllowed, 0},
+		}, 400, OutcomeRejected, ReasonMethodNotAllowed, 0},
 		{"missing message_id", func(u *unit) *http.Request {
 			return u.request(envJSON(t, b.Text(larktest.Msg{Chat: tChat, From: larktest.Author{OpenID: tAlice}, At: at}, "x")))
 		}, 400, OutcomeRejected, normalize.ReasonMissingID, 0},
@@ -214,6 +221,11 @@ func TestWebhookAnswers(t *testing.T) {
 				if a.body["msg"] != "success" {
 					t.Errorf("answer = %v, want msg success", a.body)
 				}
+			} else if tt.outcome == OutcomeRejected {
+				// Every rejection looks the same, whatever the stage (issue #29).
+				if len(a.body) != 1 || a.body["msg"] != "rejected" || a.allow != "" {
+					t.Errorf("answer = %v (Allow %q), want exactly {msg: rejected}", a.body, a.allow)
+				}
 			} else if a.body["msg"] != string(tt.outcome) || a.body["reason"] != tt.reason {
 				t.Errorf("answer = %v, want msg %s reason %s", a.body, tt.outcome, tt.reason)
 			}
@@ -228,8 +240,8 @@ func TestWebhookBodyLimit(t *testing.T) {
 	u := newUnit(t, unitOptions{key: tKey, maxBody: 4096})
 	body := encryptedBody(t, tKey, envJSON(t, u.builder.Text(msg("om_big", time.Now()), strings.Repeat("x", 8000))))
 	a := u.serve(signed(t, body, tKey, nowTS()))
-	if a.status != http.StatusRequestEntityTooLarge || a.body["reason"] != ReasonBodyTooLarge {
-		t.Fatalf("answer = %d %v, want 413 %s", a.status, a.body, ReasonBodyTooLarge)
+	if a.status != http.StatusBadRequest || u.events(OutcomeRejected, ReasonBodyTooLarge) != 1 {
+		t.Fatalf("answer = %d %v, want 400 counted as %s", a.status, a.body, ReasonBodyTooLarge)
 	}
 }
 
@@ -237,8 +249,8 @@ func TestWebhookOversizedMessage(t *testing.T) {
 	u := newUnit(t, unitOptions{key: tKey, maxContent: 1024})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
 	a := u.post(envJSON(t, u.builder.Text(msg("om_huge", time.Now()), strings.Repeat("incident ", 200))))
-	if a.status != http.StatusUnprocessableEntity || a.body["reason"] != normalize.ReasonContentTooLarge {
-		t.Fatalf("answer = %d %v, want 422 %s", a.status, a.body, normalize.ReasonContentTooLarge)
+	if a.status != http.StatusBadRequest || u.events(OutcomeRejected, normalize.ReasonContentTooLarge) != 1 {
+		t.Fatalf("answer = %d %v, want 400 counted as %s", a.status, a.body, normalize.ReasonContentTooLarge)
 	}
 	if n := len(u.producer.records()); n != 0 {
 		t.Fatalf("produced %d records, want 0", n)
@@ -258,7 +270,7 @@ func TestWebhookWithoutEncryptKey(t *testing.T) {
 		{"plaintext event", func(u *unit) []byte { return envJSON(t, u.builder.Text(msg("om_p", time.Now()), "hi")) },
 			false, 200, OutcomeAccepted, ReasonOK},
 		{"plaintext event with a stale timestamp header", func(u *unit) []byte { return envJSON(t, u.builder.Text(msg("om_s", time.Now()), "hi")) },
-			true, 401, OutcomeRejected, ReasonStaleTimestamp},
+			true, 400, OutcomeRejected, ReasonStaleTimestamp},
 		{"encrypted body but no key configured", func(u *unit) []byte {
 			return encryptedBody(t, "some-key", envJSON(t, u.builder.Text(msg("om_e", time.Now()), "hi")))
 		}, false, 400, OutcomeRejected, ReasonEncryptedNoKey},
@@ -281,9 +293,20 @@ func TestWebhookWithoutEncryptKey(t *testing.T) {
 }
 
 func TestWebhookURLVerification(t *testing.T) {
+	t.Run("encrypt key, url_verification off: the unsigned challenge is not decrypted", func(t *testing.T) {
+		u := newUnit(t, unitOptions{key: tKey}) // URLVerification false: the default
+		srv := httptestServer(t, u.hook)
+		if err := u.sender.VerifyURL(context.Background(), srv); !errors.Is(err, larktest.ErrChallengeFailed) {
+			t.Fatalf("url_verification: %v, want a failed challenge", err)
+		}
+		if got := u.events(OutcomeRejected, ReasonMissingSignature); got != 1 {
+			t.Fatalf("refused challenges counted %v, want 1 as missing_signature", got)
+		}
+	})
 	for _, key := range []string{tKey, ""} {
 		t.Run(fmt.Sprintf("encrypt key %q", key), func(t *testing.T) {
 			u := newUnit(t, unitOptions{key: key})
+			u.hook.verifyURL = true // WebhookOptions.URLVerification
 			srv := httptestServer(t, u.hook)
 			if err := u.sender.VerifyURL(context.Background(), srv); err != nil {
 				t.Fatalf("url_verification: %v", err)
@@ -459,21 +482,21 @@ func TestRecallEdgeCases(t *testing.T) {
 		u.src.bind("oc_other", tWS, store.WorkspaceFiring, created)
 		u.post(envJSON(t, u.builder.Text(msg("om_m", at), "hi")))
 		a := u.post(envJSON(t, u.builder.Recall("om_m", "oc_other", at.Add(time.Second), "")))
-		if a.status != 400 || a.body["reason"] != ReasonChatMismatch || len(u.producer.records()) != 1 {
+		if a.status != 400 || u.events(OutcomeRejected, ReasonChatMismatch) != 1 || len(u.producer.records()) != 1 {
 			t.Fatalf("answer %d %v, %d records", a.status, a.body, len(u.producer.records()))
 		}
 	})
-	t.Run("recall in an unbound chat is ignored", func(t *testing.T) {
+	t.Run("recall of a message nobody holds writes nothing", func(t *testing.T) {
 		u := newUnit(t, unitOptions{key: tKey})
 		a := u.post(envJSON(t, u.builder.Recall("om_x", "oc_nobody", at, "")))
-		if a.status != 200 || a.body["reason"] != bindings.ReasonUnboundChat {
-			t.Fatalf("answer %d %v", a.status, a.body)
+		if a.status != 200 || a.body["reason"] != ReasonRecallUnknownMessage || len(u.producer.records()) != 0 {
+			t.Fatalf("answer %d %v, %d records", a.status, a.body, len(u.producer.records()))
 		}
 	})
 	t.Run("recall without ids is rejected", func(t *testing.T) {
 		u := newUnit(t, unitOptions{key: tKey})
 		a := u.post(rawEnvelope(EventTypeMessageRecalled, `{"recall_time":"1749736821016"}`))
-		if a.status != 400 || a.body["reason"] != normalize.ReasonMissingID {
+		if a.status != 400 || u.events(OutcomeRejected, normalize.ReasonMissingID) != 1 {
 			t.Fatalf("answer %d %v", a.status, a.body)
 		}
 	})
@@ -493,6 +516,74 @@ func TestRecallEdgeCases(t *testing.T) {
 	})
 }
 
+// historyLookup is a MessageLookup answering every message as a text of Alice in
+// tChat, created at.
+type historyLookup struct{ at time.Time }
+
+func (h historyLookup) GetMessage(_ context.Context, id ids.MessageID) (*larkim.Message, error) {
+	str := func(s string) *string { return &s }
+	return &larkim.Message{MessageId: str(string(id)), ChatId: str(string(tChat)), MsgType: str("text"),
+		CreateTime: str(strconv.FormatInt(h.at.UnixMilli(), 10)), Body: &larkim.MessageBody{Content: str(`{"text":"from history"}`)},
+		Sender: &larkim.Sender{Id: str(tAlice), IdType: str("open_id"), SenderType: str("user")}}, nil
+}
+
+// TestRecallReachesEveryHolder (issue #29): a recall of a message we hold is applied in
+// every workspace that holds it, whatever the workspace's state or bindings now, and
+// after a restart (the store says who holds it); a recall of a message nobody holds
+// writes nothing, even in a chat bound to a firing workspace.
+func TestRecallReachesEveryHolder(t *testing.T) {
+	at := time.Now().Add(-2 * time.Minute)
+	created := time.Now().Add(-time.Hour)
+	tests := []struct {
+		name string
+		// before runs after the message was received and before the recall; it returns
+		// the unit the recall goes to.
+		before func(t *testing.T, u *unit) *unit
+		want   []ids.WorkspaceID
+	}{
+		{"the workspace recovered", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			u.src.bind(tChat, tWS, store.WorkspaceRecovered, created)
+			return u
+		}, []ids.WorkspaceID{tWS}},
+		{"the chat was unbound", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			return u
+		}, []ids.WorkspaceID{tWS}},
+		{"after a restart, unbound, held in two workspaces", func(t *testing.T, u *unit) *unit {
+			u.src.unbind(tChat)
+			u.src.hold("om_secret", tWS, "ws-2")
+			return newUnit(t, unitOptions{key: tKey, messages: historyLookup{at}, src: u.src})
+		}, []ids.WorkspaceID{tWS, "ws-2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := newUnit(t, unitOptions{key: tKey})
+			u.src.bind(tChat, tWS, store.WorkspaceFiring, created)
+			if a := u.post(envJSON(t, u.builder.Text(msg("om_secret", at), "the password is hunter2"))); a.status != 200 || len(u.producer.records()) != 1 {
+				t.Fatalf("receive: %d %v", a.status, a.body)
+			}
+			v := tc.before(t, u)
+			a := v.post(envJSON(t, v.builder.Recall("om_secret", tChat, at.Add(time.Minute), "")))
+			var got []ids.WorkspaceID
+			for _, r := range v.decoded() {
+				got = append(got, r.WorkspaceID)
+				if len(got) > 1 || v != u {
+					if !r.Deleted || r.Content != "" {
+						t.Fatalf("recall version of %s keeps text: %+v", r.WorkspaceID, r)
+					}
+				}
+			}
+			if v == u {
+				got = got[1:] // the live version
+			}
+			if a.status != 200 || v.events(OutcomeAccepted, ReasonRecall) != 1 || !slices.Equal(got, tc.want) {
+				t.Fatalf("recall: %d %v, redacted in %v, want %v", a.status, a.body, got, tc.want)
+			}
+		})
+	}
+}
+
 func TestNewValidatesOptions(t *testing.T) {
 	n := newNormalizer(t, 0)
 	codec := newCodec(t)
@@ -501,7 +592,7 @@ func TestNewValidatesOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := &recordingProducer{}
-	ok := Options{Normalizer: n, Resolver: res, Producer: p, Codec: codec}
+	ok := Options{Normalizer: n, Resolver: res, Holders: &memSource{}, Producer: p, Codec: codec}
 	if _, err := New(ok); err != nil {
 		t.Fatal(err)
 	}
@@ -511,6 +602,7 @@ func TestNewValidatesOptions(t *testing.T) {
 	}{
 		{"no normalizer", func(o *Options) { o.Normalizer = nil }},
 		{"no resolver", func(o *Options) { o.Resolver = nil }},
+		{"no holders", func(o *Options) { o.Holders = nil }},
 		{"no producer", func(o *Options) { o.Producer = nil }},
 		{"no codec", func(o *Options) { o.Codec = nil }},
 		{"timeout beyond Lark's 3s", func(o *Options) { o.Timeout = 4 * time.Second }},
@@ -554,13 +646,13 @@ func TestResultHTTPStatus(t *testing.T) {
 	}{
 		{accepted(ReasonOK, 1), 200},
 		{ignored(bindings.ReasonUnboundChat), 200},
-		{rejected(ReasonBadSignature, nil), 401},
-		{rejected(ReasonStaleTimestamp, nil), 401},
-		{rejected(ReasonBodyTooLarge, nil), 413},
-		{rejected(normalize.ReasonContentTooLarge, nil), 422},
-		{rejected(ReasonInvalidRecord, nil), 422},
+		{rejected(ReasonBadSignature, nil), 400},
+		{rejected(ReasonStaleTimestamp, nil), 400},
+		{rejected(ReasonBodyTooLarge, nil), 400},
+		{rejected(normalize.ReasonContentTooLarge, nil), 400},
+		{rejected(ReasonInvalidRecord, nil), 400},
 		{rejected(normalize.ReasonMissingID, nil), 400},
-		{rejected(ReasonMethodNotAllowed, nil), 405},
+		{rejected(ReasonMethodNotAllowed, nil), 400},
 		{failed(ReasonKafkaUnavailable, nil), 503},
 		{failed(ReasonTimeout, nil), 503},
 		{failed(ReasonLarkAPIUnavailable, nil), 503},

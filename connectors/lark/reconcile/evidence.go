@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -69,32 +70,53 @@ func (r *Reconciler) produceEvidence(ctx context.Context, ws ids.WorkspaceID, ms
 	observed := r.opts.Clock()
 	recs := make([]*kgo.Record, 0, len(msgs))
 	for i := range msgs {
-		rs, err := r.writer.Records(ctx, &msgs[i], []ids.WorkspaceID{ws}, observed, path)
+		to, err := r.targets(ctx, ws, &msgs[i])
+		if err != nil {
+			return err
+		}
+		rs, err := r.writer.Records(ctx, &msgs[i], to, observed, path)
 		if err != nil {
 			return fail(reasonEncode, err)
 		}
 		recs = append(recs, rs...)
 	}
 	res, err := evidence.ProduceAll(ctx, r.opts.Producer, "evidence", recs)
-	r.noteEvidenceOffsets(ws, res) // acknowledged records count even when others failed
+	r.noteEvidenceOffsets(res) // acknowledged records count even when others failed
 	if err != nil {
 		return fail(reasonKafka, err)
 	}
 	return nil
 }
 
+// targets are the workspaces msg's new version goes to: ws, and for a deletion every
+// other workspace that holds the message too, whatever its state or bindings (issue
+// #29: a recall reaches every place the text went). The redacted version is the same
+// in each, so a holder that has it already stores nothing new.
+func (r *Reconciler) targets(ctx context.Context, ws ids.WorkspaceID, msg *normalize.Message) ([]ids.WorkspaceID, error) {
+	if !msg.Deleted {
+		return []ids.WorkspaceID{ws}, nil
+	}
+	held, err := r.opts.Store.WorkspacesHoldingMessage(ctx, msg.ChatID, msg.MessageID)
+	if err != nil {
+		return nil, fail(reasonStore, fmt.Errorf("find the workspaces holding deleted message %s: %w", msg.MessageID, err))
+	}
+	out := append([]ids.WorkspaceID{ws}, held...)
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
 // noteEvidenceOffsets remembers, per chat, one past the highest offset of the
 // evidence Kafka acknowledged: the barrier the chat's next checkpoints carry
 // (schemas.CollectionCheckpoint.EvidenceEndOffset). Every record of a chat goes to
 // the chat's partition, so one offset per chat says it all.
-func (r *Reconciler) noteEvidenceOffsets(ws ids.WorkspaceID, res kgo.ProduceResults) {
+func (r *Reconciler) noteEvidenceOffsets(res kgo.ProduceResults) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, pr := range res {
 		if pr.Err != nil || pr.Record == nil {
 			continue
 		}
-		_, chat, _, err := ids.ParseEvidenceKey(string(pr.Record.Key))
+		ws, chat, _, err := ids.ParseEvidenceKey(string(pr.Record.Key))
 		if err != nil {
 			continue // our own keys always parse
 		}

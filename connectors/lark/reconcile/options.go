@@ -108,6 +108,9 @@ type Store interface {
 	// ChatsWithEvidence finds the chats a coverage pass reads first: those with
 	// evidence in the window that just ended (schedule.go).
 	ChatsWithEvidence(ctx context.Context, chats []store.ChatRef, from, to time.Time) ([]store.ChatRef, error)
+	// WorkspacesHoldingMessage finds every workspace a deletion found in history
+	// must reach, eligible or not (issue #29).
+	WorkspacesHoldingMessage(ctx context.Context, chat ids.ChatID, msg ids.MessageID) ([]ids.WorkspaceID, error)
 }
 
 // ChatGuard tells whether a chat may be read (design §6: group and topic-group

@@ -44,7 +44,7 @@ func TestP2PChatNeverBecomesEvidence(t *testing.T) {
 	}
 
 	// the webhook path
-	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
+	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Holders: e.st, Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,6 +26,10 @@ func (o oneTarget) Resolve(_ context.Context, chat ids.ChatID, _ time.Time) (bin
 	return bindings.Resolution{Chat: chat, Targets: []bindings.Target{{Workspace: o.ws, Type: "incident"}}}, nil
 }
 
+func (o oneTarget) WorkspacesHoldingMessage(context.Context, ids.ChatID, ids.MessageID) ([]ids.WorkspaceID, error) {
+	return []ids.WorkspaceID{o.ws}, nil
+}
+
 type capture struct {
 	mu   sync.Mutex
 	recs []*kgo.Record
@@ -60,7 +64,7 @@ func TestRecordParityWithEventPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	cap := &capture{}
-	ing, err := ingest.New(ingest.Options{Normalizer: norm, Resolver: oneTarget{ws}, Producer: cap, Codec: codecs.Evidence})
+	ing, err := ingest.New(ingest.Options{Normalizer: norm, Resolver: oneTarget{ws}, Holders: oneTarget{ws}, Producer: cap, Codec: codecs.Evidence})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func TestDroppedEventRecovered(t *testing.T) {
 		}
 		e.lark.say(t, d, larktest.Msg{ID: msgID("drop", i), Chat: chat, At: created.Add(time.Duration(i+1) * 5 * time.Minute)}, "update")
 	}
-	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
+	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Holders: e.st, Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1095,5 +1095,59 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 		if cp.EvidenceEndOffset != maxEnd {
 			t.Fatalf("checkpoint %d of the second run has barrier %d, want %d", i, cp.EvidenceEndOffset, maxEnd)
 		}
+	}
+}
+
+// TestRefreshRecallReachesEveryHolder (issue #29): a deletion reconciliation finds in
+// one workspace's chat is applied in every workspace that holds the message, here one
+// that recovered and was unbound, which reconciliation never reads any more.
+func TestRefreshRecallReachesEveryHolder(t *testing.T) {
+	const (
+		ws    = ids.WorkspaceID("ws-holder-new")
+		old   = ids.WorkspaceID("ws-holder-old")
+		other = ids.WorkspaceID("ws-holder-none")
+		chat  = ids.ChatID("oc_holder")
+	)
+	e := newEnv(t, chat)
+	created := time.Now().Add(-3 * time.Hour)
+	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e.workspace(t, old, "incident", store.WorkspaceRecovered, created)   // bound no more
+	e.workspace(t, other, "incident", store.WorkspaceRecovered, created) // never held it
+	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("hold", 0), Chat: chat, At: created.Add(10 * time.Minute)}, "the password is hunter2")
+	ctx := ctxTimeout(t)
+	if rep, err := e.reconciler(t, e.options(t)).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 1 {
+		t.Fatalf("backfill: %+v %v", rep, err)
+	}
+	e.sinkAll(t)
+	// The old workspace holds the message too (it was bound when it was sent).
+	rows, err := e.st.EvidenceByKeys(ctx, ws, store.LarkMessageEvidence, []string{ids.MessageSourceKey(chat, msgID("hold", 0))})
+	if err != nil || len(rows) != 1 {
+		t.Fatalf("stored: %v %v", rows, err)
+	}
+	copyRow := rows[0]
+	copyRow.WorkspaceID = old
+	if _, err := e.st.UpsertEvidence(ctx, []store.Evidence{copyRow}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := e.lark.srv.AddEvent(larktest.DeliverDrop, e.lark.builder.Recall(msgID("hold", 0), chat, time.Now().Add(-time.Minute), "")); err != nil {
+		t.Fatal(err)
+	}
+	opts := e.options(t)
+	opts.EvidenceRefreshInterval = time.Nanosecond // due at once
+	if rep, err := e.reconciler(t, opts).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 1 {
+		t.Fatalf("refresh: %+v %v", rep, err)
+	}
+	redacted := map[ids.WorkspaceID]bool{}
+	for _, r := range e.evidence(t) {
+		if r.Deleted {
+			if r.Content != "" {
+				t.Fatalf("deletion of %s keeps text: %+v", r.WorkspaceID, r)
+			}
+			redacted[r.WorkspaceID] = true
+		}
+	}
+	if !redacted[ws] || !redacted[old] || redacted[other] || len(redacted) != 2 {
+		t.Fatalf("redacted in %v, want %s and %s only", redacted, ws, old)
 	}
 }

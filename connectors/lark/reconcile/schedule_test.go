@@ -629,6 +629,10 @@ func (s *fakeStore) EvidenceByKeys(context.Context, ids.WorkspaceID, store.Evide
 	return nil, nil
 }
 
+func (s *fakeStore) WorkspacesHoldingMessage(context.Context, ids.ChatID, ids.MessageID) ([]ids.WorkspaceID, error) {
+	return nil, nil
+}
+
 func (s *fakeStore) EvidenceInRange(context.Context, store.RangeQuery) (store.EvidencePage, error) {
 	return store.EvidencePage{}, nil
 }

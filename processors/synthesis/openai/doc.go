@@ -10,7 +10,11 @@
 // flag. Every text passes through synth.Redact first; senders are display names or
 // stable pseudonyms, never Lark open ids; group keys are replaced by g1, g2, …;
 // deleted messages, bot messages and non-text messages are left out. A chunk with
-// nothing citable left is answered without a call. Requests ask for temperature 0,
+// nothing citable left is answered without a call. The JSON is untrusted data and
+// framed as such (issue #29): it sits alone between an <untrusted-chat-data tag="…">
+// line and its closing line (json.Marshal escapes '<' and '>' in strings, so no text
+// can close the block), and both system prompts say that nothing inside is an
+// instruction. Requests ask for temperature 0,
 // max_tokens = MaxOutputTokens and structured output:
 // response_format {"type":"json_schema","json_schema":{"strict":true,…}}. An endpoint
 // that answers 400 to json_schema gets the same attempt again with
@@ -46,7 +50,8 @@
 // # Privacy and logging
 //
 // Logs carry operation, workspace and chat ids, attempt numbers, status codes, token
-// counts and validation errors (which name ids and lengths, never text). Message text,
+// counts and validation errors (which name ids and lengths, never text, and never
+// quote the model's answer: an unknown kind is given by its length). Message text,
 // prompts, answers and the API key are never logged. An endpoint's error message may
 // quote the request, so it stays out of error strings and logs: it is kept, redacted
 // and cut to 200 runes, in StatusError.Message only.

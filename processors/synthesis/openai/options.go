@@ -24,7 +24,7 @@ const (
 	DefaultMaxRetryAfter   = 30 * time.Second
 	// DefaultPromptVersion names the prompts and output schemas in prompt.go. Change it
 	// with them: it is recorded with every entry and summary (design §12.4).
-	DefaultPromptVersion = "openai-timeline-v1"
+	DefaultPromptVersion = "openai-timeline-v2"
 	// NoRetries as Options.MaxRetries makes one attempt per call.
 	NoRetries = -1
 
@@ -56,6 +56,10 @@ type Options struct {
 	// requests go to BaseURL + "/chat/completions". http or https, no credentials,
 	// query or fragment.
 	BaseURL string
+	// AllowInsecure lets BaseURL be http:// to a host that is not loopback (chat
+	// text and the API key then cross the network in clear). Off, that is refused
+	// (issue #29).
+	AllowInsecure bool
 	// Model is the model name sent with every request.
 	Model string
 	// APIKey is sent as "Authorization: Bearer <key>"; empty sends no header (local
@@ -146,6 +150,8 @@ func (o *Options) endpoint() (string, error) {
 		return bad("must not carry credentials; use the API key")
 	case u.RawQuery != "" || u.Fragment != "":
 		return bad("must not have a query or fragment")
+	case u.Scheme == "http" && !options.LoopbackHost(u.Hostname()) && !o.AllowInsecure:
+		return bad("is http:// to a host that is not loopback: chat text and the API key would cross the network in clear; use https:// (or set allowInsecure)")
 	}
 	return strings.TrimRight(u.String(), "/") + "/chat/completions", nil
 }

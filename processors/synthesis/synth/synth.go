@@ -50,7 +50,7 @@ func (k Kind) Valid() bool { return k.Rank() >= 0 }
 func ParseKind(s string) (Kind, error) {
 	k := Kind(s)
 	if !k.Valid() {
-		return "", fmt.Errorf("%w: unknown kind %q", ErrInvalidOutput, bounded(s, 32))
+		return "", fmt.Errorf("%w: unknown kind (%d bytes)", ErrInvalidOutput, len(s))
 	}
 	return k, nil
 }

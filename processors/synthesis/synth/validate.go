@@ -116,7 +116,8 @@ func ValidateAll(req Request, drafts []Draft) error {
 
 func validate(req Request, citable map[int64]struct{}, d Draft) error {
 	if !d.Kind.Valid() {
-		return fmt.Errorf("%w: unknown kind %q", ErrInvalidOutput, bounded(string(d.Kind), 32))
+		// Not quoted: model output stays out of errors, hence logs (issue #29).
+		return fmt.Errorf("%w: unknown kind (%d bytes; want one of %s)", ErrInvalidOutput, len(d.Kind), fmt.Sprint(kinds))
 	}
 	if err := checkText("title", d.Title, MaxTitleRunes, false); err != nil {
 		return err
