@@ -57,6 +57,46 @@ type stack struct {
 	hook     *Webhook
 	url      string
 	reg      *prometheus.Registry
+
+	mu sync.Mutex
+	// failed counts, per message, the POSTs that did not get a 200. Ingest is at
+	// least once: a POST the webhook gave up on (its 2.5 s bound, on a loaded
+	// machine) may still have landed its records, and Lark's redelivery lands them
+	// again, so each failed POST may add a record per workspace holding the chat.
+	failed map[ids.MessageID]int
+}
+
+// maxHolders is the most workspaces any chat of these tests is bound to.
+const maxHolders = 2
+
+// noteFailed records the POSTs of rep that did not get a 200.
+func (s *stack) noteFailed(rep larktest.Report) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed == nil {
+		s.failed = map[ids.MessageID]int{}
+	}
+	for _, d := range rep.Deliveries {
+		for _, a := range d.Attempts {
+			if a.Status != http.StatusOK {
+				s.failed[d.MessageID]++
+			}
+		}
+	}
+}
+
+// mayRepeat is how many records beyond the expected the failed POSTs of msg (all
+// messages: "") may have added.
+func (s *stack) mayRepeat(msg ids.MessageID) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for m, f := range s.failed {
+		if msg == "" || m == msg {
+			n += f * maxHolders
+		}
+	}
+	return n
 }
 
 type stackOptions struct {
@@ -186,6 +226,7 @@ func (s *stack) background(f func(context.Context) error) {
 func (s *stack) deliver(ctx context.Context) larktest.Report {
 	s.t.Helper()
 	rep, err := s.lark.Deliver(ctx, s.url)
+	s.noteFailed(rep)
 	if err != nil {
 		s.t.Fatalf("deliver: %v (undelivered: %+v)", err, rep.Undelivered())
 	}
@@ -203,7 +244,8 @@ type consumed struct {
 }
 
 // readAll reads the topic from the start until want records arrived (and a short
-// quiet period passed, to catch extra ones) or the deadline.
+// quiet period passed, to catch extra ones) or the deadline. More than want is a
+// failure unless failed POSTs explain them (stack.failed).
 func (s *stack) readAll(want int) []consumed {
 	s.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(testenv.KafkaBrokers(s.t)...), kgo.ConsumeTopics(s.topic),
@@ -243,12 +285,13 @@ func (s *stack) readAll(want int) []consumed {
 			out = append(out, consumed{rec: rec, partition: r.Partition})
 		})
 	}
-	if len(out) != want {
+	if extra := s.mayRepeat(""); len(out) < want || len(out) > want+extra {
 		per := map[string]int{}
 		for _, c := range out {
 			per[string(c.rec.MessageID)+" in "+string(c.rec.WorkspaceID)]++
 		}
-		s.t.Fatalf("read %d records from %s, want %d; records per message: %v", len(out), s.topic, want, per)
+		s.t.Fatalf("read %d records from %s, want %d (+ up to %d after failed POSTs); records per message: %v",
+			len(out), s.topic, want, extra, per)
 	}
 	for _, c := range out {
 		if p := kafka.Partition([]byte(c.rec.Key()), itPartitions); p != c.partition {
@@ -409,8 +452,8 @@ func TestDeliverySemantics(t *testing.T) {
 		check := func(id string, versions, hashes int, lastDeleted bool) {
 			t.Helper()
 			recs := got[key(id)]
-			if len(recs) != versions {
-				t.Fatalf("%s: %d records, want %d", key(id), len(recs), versions)
+			if extra := s.mayRepeat(ids.MessageID(id)) / maxHolders; len(recs) < versions || len(recs) > versions+extra {
+				t.Fatalf("%s: %d records, want %d (+ up to %d after failed POSTs)", key(id), len(recs), versions, extra)
 			}
 			distinct := map[string]bool{}
 			for _, r := range recs {
@@ -547,6 +590,7 @@ func TestKafkaDownNothingAcknowledgedNothingLost(t *testing.T) {
 		t.Fatalf("create topic: %v", err)
 	}
 	wg.Wait()
+	s.noteFailed(rep)
 	if err2 != nil {
 		t.Fatalf("deliver: %v (undelivered %+v)", err2, rep.Undelivered())
 	}
