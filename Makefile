@@ -8,6 +8,10 @@ TEST_FLAGS ?= -race -shuffle=on -timeout 35m
 PKGS       ?= ./...
 BENCH      ?= .
 BENCHTIME  ?= 1x
+# The version `larkline version` prints: make build and make image stamp it with
+# -ldflags (the binary otherwise falls back to the module or VCS information Go embeds).
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMAGE      ?= larkline:$(VERSION)
 
 # make chaos: the whole pipeline under kills and outages (docs/testing.md, "Chaos").
 CHAOS_DURATION ?= 10m
@@ -17,12 +21,18 @@ CHAOS_SEED     ?=
 CHAOS_DRAIN    ?= 10m
 CHAOS_TIMEOUT  ?= 90m
 
-.PHONY: all build demo test chaos bench lint fmt vet clean kafka-fetch
+.PHONY: all build image demo test chaos bench lint fmt vet clean kafka-fetch
 
 all: lint build test
 
 build:
-	$(GO) build -o $(BIN) ./cmd/larkline
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/larkline
+
+# The container image (deploy/Dockerfile: static binary, distroless, non-root), tagged
+# $(IMAGE); needs docker (or DOCKER=podman) with BuildKit.
+DOCKER ?= docker
+image:
+	$(DOCKER) build -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 # The main job on the embedded default: in-process Kafka (kfake with a data directory),
 # an embedded Postgres, the local Lark replaying the bundled incident chat.
