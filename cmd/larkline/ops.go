@@ -8,8 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
@@ -36,43 +34,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	fmt.Fprintf(stdout, "migrations applied: %d (schema up to date)\n", n)
 	return nil
-}
-
-func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "ensure" {
-		return fmt.Errorf("%w: larkline topics ensure [--config F]", errUsage)
-	}
-	fs, path := newFlags("topics ensure", stderr)
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		return err
-	}
-	cl, err := newKafkaClient(cfg, "admin")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := checkAccess(ctx, cl, topicsAccess(cfg)); err != nil {
-		return err
-	}
-	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
-	report, err := kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs)
-	if err != nil {
-		return err
-	}
-	for _, t := range report.Created {
-		fmt.Fprintf(stdout, "created   %s\n", t)
-	}
-	for _, t := range report.Matching {
-		fmt.Fprintf(stdout, "ok        %s\n", t)
-	}
-	for _, p := range report.Problems {
-		fmt.Fprintf(stdout, "MISMATCH  %s (left unchanged)\n", p)
-	}
-	return report.Err()
 }
 
 func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
