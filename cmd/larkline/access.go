@@ -97,15 +97,22 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 	return out
 }
 
-// lagAccess is what reading larkline's consumer lag needs.
+// lagAccess is what reading the consumer lag of larkline's groups and lag.groups
+// needs (the topics of lag.groups are not known in advance: Describe on them).
 func lagAccess(cfg *config.Config) []kafka.Access {
-	var out []kafka.Access
-	for _, g := range larklineGroups(cfg) {
-		out = append(out, access(opDescribe, resGroup, g, "reads its committed offsets"))
-	}
+	out := groupsAccess(lagGroups(cfg))
 	t := cfg.Kafka.Topics
 	for _, topic := range []string{t.Evidence, t.Checkpoints, t.Workspaces, t.WindowsClosed} {
 		out = append(out, access(opDescribe, resTopic, topic, "reads its end offsets"))
+	}
+	return out
+}
+
+// groupsAccess is what reading the committed offsets of groups needs.
+func groupsAccess(groups []string) []kafka.Access {
+	var out []kafka.Access
+	for _, g := range groups {
+		out = append(out, access(opDescribe, resGroup, g, "reads its committed offsets"))
 	}
 	return out
 }

@@ -472,8 +472,9 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	exp, err := lagexport.New(lagexport.Options{
 		Kafka:  kafkaOptions(rt.cfg, "lag"),
-		Groups: larklineGroups(rt.cfg),
+		Groups: lagGroups(rt.cfg),
 		Logger: rt.log, Registry: rt.reg,
+		KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: rt.cfg.Lag.KafkaLagExporterMetrics, ClusterName: rt.cfg.Lag.ClusterName},
 	})
 	if err != nil {
 		return nil, err
