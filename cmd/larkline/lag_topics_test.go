@@ -22,13 +22,24 @@ import (
 )
 
 // writeConfig writes cfg as a YAML file for the commands that read one.
+// WriteYAML never writes a secret, so the DSN goes into a postgres.dsnFile.
 func writeConfig(t *testing.T, cfg *config.Config) string {
 	t.Helper()
+	dir := t.TempDir()
+	if cfg.Postgres.DSN.IsSet() {
+		c := cfg.Clone()
+		c.Postgres.DSNFile = filepath.Join(dir, "dsn")
+		if err := os.WriteFile(c.Postgres.DSNFile, []byte(cfg.Postgres.DSN.Value()), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.Postgres.DSN = ""
+		cfg = c
+	}
 	var b bytes.Buffer
 	if err := cfg.WriteYAML(&b); err != nil {
 		t.Fatal(err)
 	}
-	p := filepath.Join(t.TempDir(), "larkline.yaml")
+	p := filepath.Join(dir, "larkline.yaml")
 	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -69,8 +69,9 @@ type runtime struct {
 	poolErr  error
 }
 
-// pool opens the process's one Postgres pool on first use, applies the migrations
-// (idempotent, under an advisory lock) and registers its readiness.
+// pool opens the process's one Postgres pool on first use, checks that the schema
+// is up to date (it never migrates: `larkline migrate` does, as the schema's owner;
+// roles can run with DML rights only) and registers its readiness.
 func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	rt.poolOnce.Do(func() {
 		if err := rt.cfg.Require("postgres.dsn"); err != nil {
@@ -82,7 +83,7 @@ func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 			rt.poolErr = err
 			return
 		}
-		if _, err := store.Migrate(ctx, p); err != nil {
+		if err := store.CheckSchema(ctx, p); err != nil {
 			p.Close()
 			rt.poolErr = err
 			return
