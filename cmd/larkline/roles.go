@@ -188,7 +188,7 @@ type running struct {
 // at once. The first component that fails cancels the others.
 func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) (*running, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(roles))
 	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log})
 	if err != nil {
 		return nil, err
