@@ -130,6 +130,13 @@ func topicsAccess(cfg *config.Config, create bool) []kafka.Access {
 		}
 		out = append(out, access(opDescribeConfigs, resTopic, topic, "topics ensure: compares its configs"))
 	}
+	if !create { // the Goka topics are checked too
+		g := string(windows.GroupName(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion))
+		for _, topic := range []string{g + "-table", g + "-loop"} {
+			out = append(out, access(opDescribe, resTopic, topic, "topics ensure: checks it exists"),
+				access(opDescribeConfigs, resTopic, topic, "topics ensure: compares its configs"))
+		}
+	}
 	return out
 }
 

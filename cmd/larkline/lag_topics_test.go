@@ -203,8 +203,14 @@ func TestTopicsDryRunAndPrint(t *testing.T) {
 	if code != 1 || !strings.Contains(stdout, "MISSING   "+cfg.Kafka.Topics.Evidence) {
 		t.Fatalf("topics ensure with manageTopics false and no topics: exit %d, want 1 naming the missing topics:\n%s", code, stdout)
 	}
+	if !strings.Contains(stdout, "MISSING   "+cfg.Kafka.GroupPrefix+"-windows-v1-table") {
+		t.Fatalf("topics ensure with manageTopics false does not check Goka's table topic:\n%s", stdout)
+	}
 	// created by "the platform team", one with a longer retention: a warning only
-	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
+	specs := allTopicSpecs(cfg, cfg.Windows.ProcessorVersion)
+	t.Cleanup(func() {
+		_, _ = adm.DeleteTopics(context.Background(), cfg.Kafka.GroupPrefix+"-windows-v1-table", cfg.Kafka.GroupPrefix+"-windows-v1-loop")
+	})
 	for i := range specs {
 		if specs[i].Name == cfg.Kafka.Topics.DeadLetter {
 			specs[i].Configs[kafka.ConfigRetentionMs] = "5184000000" // 60 days, not 30

@@ -62,6 +62,9 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
 	ensure := kafka.EnsureTopics
 	if !create {
+		// Checking only: Goka's table and loop topics of the configured version too,
+		// which the window processor creates itself only when it manages topics.
+		specs = allTopicSpecs(cfg, cfg.Windows.ProcessorVersion)
 		ensure = kafka.CheckTopics
 	}
 	report, err := ensure(ctx, kadm.NewClient(cl), specs)
