@@ -71,10 +71,14 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 				access(opWrite, resTopic, t.WindowsClosed, "publishes closed windows"),
 				access(opWrite, resTopic, t.DeadLetter, "parks dead letters"))
 			for _, topic := range []string{g + "-table", g + "-loop"} {
-				add(why, access(opCreate, resTopic, topic, "Goka creates it on first start"),
-					access(opRead, resTopic, topic, "Goka reads it"),
-					access(opWrite, resTopic, topic, "Goka writes it"),
-					access(opAlterConfigs, resTopic, topic, "checks its configs and raises max.message.bytes"))
+				add(why, access(opRead, resTopic, topic, "Goka reads it"),
+					access(opWrite, resTopic, topic, "Goka writes it"))
+				if cfg.Kafka.ManageTopics {
+					add(why, access(opCreate, resTopic, topic, "Goka creates it on first start"),
+						access(opAlterConfigs, resTopic, topic, "checks its configs and raises max.message.bytes"))
+				} else {
+					add(why, access(opDescribeConfigs, resTopic, topic, "kafka.manageTopics is false: its configs are checked"))
+				}
 			}
 		case "synthesize":
 			add(why, access(opRead, resGroup, groupName(cfg, groupSynthesis), "consumer group"),
@@ -93,12 +97,10 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 	return out
 }
 
-// lagAccess is what reading larkline's consumer lag needs.
+// lagAccess is what reading the consumer lag of larkline's groups and lag.groups
+// needs (the topics of lag.groups are not known in advance: Describe on them).
 func lagAccess(cfg *config.Config) []kafka.Access {
-	var out []kafka.Access
-	for _, g := range larklineGroups(cfg) {
-		out = append(out, access(opDescribe, resGroup, g, "reads its committed offsets"))
-	}
+	out := groupsAccess(lagGroups(cfg))
 	t := cfg.Kafka.Topics
 	for _, topic := range []string{t.Evidence, t.Checkpoints, t.Workspaces, t.WindowsClosed} {
 		out = append(out, access(opDescribe, resTopic, topic, "reads its end offsets"))
@@ -106,13 +108,34 @@ func lagAccess(cfg *config.Config) []kafka.Access {
 	return out
 }
 
-// topicsAccess is what topics ensure needs.
-func topicsAccess(cfg *config.Config) []kafka.Access {
+// groupsAccess is what reading the committed offsets of groups needs.
+func groupsAccess(groups []string) []kafka.Access {
+	var out []kafka.Access
+	for _, g := range groups {
+		out = append(out, access(opDescribe, resGroup, g, "reads its committed offsets"))
+	}
+	return out
+}
+
+// topicsAccess is what topics ensure needs: Create only when it may create (not
+// with --dry-run or kafka.manageTopics false).
+func topicsAccess(cfg *config.Config, create bool) []kafka.Access {
 	var out []kafka.Access
 	t := cfg.Kafka.Topics
 	for _, topic := range []string{t.Evidence, t.Checkpoints, t.Workspaces, t.WindowsClosed, t.DeadLetter} {
-		out = append(out, access(opCreate, resTopic, topic, "topics ensure: creates it"),
-			access(opDescribeConfigs, resTopic, topic, "topics ensure: compares its configs"))
+		if create {
+			out = append(out, access(opCreate, resTopic, topic, "topics ensure: creates it"))
+		} else {
+			out = append(out, access(opDescribe, resTopic, topic, "topics ensure: checks it exists"))
+		}
+		out = append(out, access(opDescribeConfigs, resTopic, topic, "topics ensure: compares its configs"))
+	}
+	if !create { // the Goka topics are checked too
+		g := string(windows.GroupName(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion))
+		for _, topic := range []string{g + "-table", g + "-loop"} {
+			out = append(out, access(opDescribe, resTopic, topic, "topics ensure: checks it exists"),
+				access(opDescribeConfigs, resTopic, topic, "topics ensure: compares its configs"))
+		}
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -14,18 +15,22 @@ import (
 
 // runDeadLetters is `larkline deadletters list|redrive` (issue #19).
 func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	const usage = "larkline deadletters list [--stage S] [--reason R] [--since T] [--format text|json] | redrive --stage S [--reason R] [--since T] [--apply]"
-	if len(args) == 0 || (args[0] != "list" && args[0] != "redrive") {
-		return fmt.Errorf("%w: %s", errUsage, usage)
+	const usage = "larkline deadletters list [--stage S] [--reason R] [--since T] [--format text|json] | redrive --stage S [--reason R] [--since T] [--format json|text] [--apply]"
+	sub, args, err := subcommand("deadletters", deadLettersSubs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
 	fs, path := newFlags("deadletters "+sub, stderr)
 	stage := fs.String("stage", "", "only dead letters parked by this stage (evidence_sink, windows, synthesis, workspace_feed)")
 	reason := fs.String("reason", "", "only dead letters of this reason code")
 	since := fs.String("since", "", "only dead letters parked at or after this time (RFC 3339, or a duration back from now such as 24h)")
-	format := fs.String("format", "text", "list: text or json")
+	defaultFormat := "text" // list: a table; redrive: its JSON report, as before --format applied to it
+	if sub == "redrive" {
+		defaultFormat = "json"
+	}
+	format := fs.String("format", defaultFormat, "output: text or json")
 	apply := fs.Bool("apply", false, "redrive: write; without it a dry run checks and reports what it would do (issue #29)")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	from, err := deadletters.ParseSince(*since, time.Now())
@@ -72,15 +77,45 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	rep, err := red.Redrive(ctx, f, *apply)
-	if perr := printJSON(stdout, rep); perr != nil && err == nil {
+	var perr error
+	if *format == "text" {
+		perr = writeRedriveTable(stdout, rep)
+	} else {
+		perr = printJSON(stdout, rep)
+	}
+	if perr != nil && err == nil {
 		err = perr
 	}
-	// The summary, on stderr so that stdout stays one JSON document.
+	// The summary, on stderr so that stdout stays one document.
 	what := "dry run (nothing written; --apply to re-drive)"
 	if *apply {
 		what = "re-drive"
 	}
 	fmt.Fprintf(stderr, "%s of stage %s: %d selected, outcomes %v\n", what, rep.Stage, rep.Selected, rep.Outcomes)
+	return err
+}
+
+// writeRedriveTable prints a re-drive report as text: one line per dead letter
+// (stage, reason, key: ids only) and the outcome counts.
+func writeRedriveTable(w io.Writer, rep deadletters.Report) error {
+	tw := tabwriter.NewWriter(w, 2, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAILED_AT\tSTAGE\tREASON\tKEY\tOUTCOME\tDETAIL")
+	for _, r := range rep.Results {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.FailedAt.Format(time.RFC3339), r.Stage, r.Reason, r.Key, r.Outcome, r.Detail)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	outcomes := make([]string, 0, len(rep.Outcomes))
+	for o := range rep.Outcomes {
+		outcomes = append(outcomes, o)
+	}
+	sort.Strings(outcomes)
+	fmt.Fprintf(w, "stage %s: %d selected", rep.Stage, rep.Selected)
+	for _, o := range outcomes {
+		fmt.Fprintf(w, ", %s %d", o, rep.Outcomes[o])
+	}
+	_, err := fmt.Fprintln(w)
 	return err
 }
 

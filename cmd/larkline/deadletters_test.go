@@ -160,6 +160,12 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	if es := list(); len(es) != 1 || es[0].Redriven != deadletters.OutcomeApplied {
 		t.Fatalf("after the redrive: %+v", es)
 	}
+	// --format text is a table and the outcome counts, not the JSON report (issue #32:
+	// the flag used to be ignored).
+	if text := run("deadletters", "redrive", "--stage", "evidence_sink", "--format", "text"); strings.HasPrefix(strings.TrimSpace(text), "{") ||
+		!strings.Contains(text, "ws-dl/oc_dl/om_poison") || !strings.Contains(text, "stage evidence_sink: 1 selected, skipped 1") {
+		t.Fatalf("redrive --format text:\n%s", text)
+	}
 
 	// The lag role exports what is parked and what was re-driven.
 	lag, _ := startTestRoles(t, cfg, "lag")

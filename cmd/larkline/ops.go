@@ -2,13 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
@@ -38,49 +38,14 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "ensure" {
-		return fmt.Errorf("%w: larkline topics ensure [--config F]", errUsage)
-	}
-	fs, path := newFlags("topics ensure", stderr)
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	cfg, err := loadConfig(*path)
-	if err != nil {
-		return err
-	}
-	cl, err := newKafkaClient(cfg, "admin")
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	if err := checkAccess(ctx, cl, topicsAccess(cfg)); err != nil {
-		return err
-	}
-	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
-	report, err := kafka.EnsureTopics(ctx, kadm.NewClient(cl), specs)
-	if err != nil {
-		return err
-	}
-	for _, t := range report.Created {
-		fmt.Fprintf(stdout, "created   %s\n", t)
-	}
-	for _, t := range report.Matching {
-		fmt.Fprintf(stdout, "ok        %s\n", t)
-	}
-	for _, p := range report.Set {
-		fmt.Fprintf(stdout, "set       %s\n", p)
-	}
-	for _, p := range report.Problems {
-		fmt.Fprintf(stdout, "MISMATCH  %s (left unchanged)\n", p)
-	}
-	return report.Err()
-}
+// errLagUnread makes `larkline lag` exit 1 after printing: a group or partition
+// whose offsets could not be read is not "no lag".
+var errLagUnread = errors.New("the lag of some groups could not be read")
 
 func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, path := newFlags("lag", stderr)
-	groups := fs.String("groups", "", "comma-separated consumer groups (default: larkline's groups of this config)")
+	groups := fs.String("groups", "", "comma-separated consumer groups, any on the cluster (default: larkline's groups of this config and lag.groups)")
+	asJSON := fs.Bool("json", false, "print JSON (one object per group) instead of a table")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -93,21 +58,111 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	defer cl.Close()
-	names := larklineGroups(cfg)
+	names := lagGroups(cfg)
+	needs := lagAccess(cfg)
 	if *groups != "" {
-		names = strings.Split(*groups, ",")
-	}
-	if *groups == "" {
-		if err := checkAccess(ctx, cl, lagAccess(cfg)); err != nil {
-			return err
+		names = nil
+		for _, g := range strings.Split(*groups, ",") {
+			if g = strings.TrimSpace(g); g != "" && !slices.Contains(names, g) {
+				names = append(names, g)
+			}
 		}
+		if len(names) == 0 {
+			return fmt.Errorf("%w: --groups names no group", errUsage)
+		}
+		needs = groupsAccess(names)
+	}
+	if err := checkAccess(ctx, cl, needs); err != nil {
+		return err
 	}
 	lags, err := kafka.Lag(ctx, cl, names, kafka.LagOptions{})
 	if err != nil {
 		return err
 	}
-	writeLagTable(stdout, lags)
+	if *asJSON {
+		err = printJSON(stdout, lagJSON(lags))
+	} else {
+		writeLagTable(stdout, lags)
+	}
+	if err != nil {
+		return err
+	}
+	if unread := unreadGroups(lags); len(unread) > 0 {
+		return fmt.Errorf("%w: %s", errLagUnread, strings.Join(unread, ", "))
+	}
 	return nil
+}
+
+// unreadGroups are the groups whose lag, or the lag of one of whose partitions,
+// could not be read.
+func unreadGroups(lags []kafka.GroupLag) []string {
+	var unread []string
+	for _, g := range lags {
+		bad := g.Err != nil
+		for _, p := range g.Partitions {
+			bad = bad || p.Err != nil
+		}
+		if bad {
+			unread = append(unread, g.Group)
+		}
+	}
+	return unread
+}
+
+// lagGroups are the groups the lag role and `larkline lag` watch: larkline's and
+// lag.groups, each once.
+func lagGroups(cfg *config.Config) []string {
+	out := larklineGroups(cfg)
+	for _, g := range cfg.Lag.Groups {
+		if !slices.Contains(out, g) {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// groupLagJSON is one group of `larkline lag --json`.
+type groupLagJSON struct {
+	Group      string             `json:"group"`
+	State      string             `json:"state"`
+	Members    int                `json:"members"`
+	TotalLag   int64              `json:"total_lag"`
+	Error      string             `json:"error,omitempty"`
+	Partitions []partitionLagJSON `json:"partitions"`
+}
+
+type partitionLagJSON struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Committed int64  `json:"committed"`
+	End       int64  `json:"end"`
+	Lag       int64  `json:"lag"`
+	// LagSeconds is null when not measured.
+	LagSeconds *float64 `json:"lag_seconds"`
+	Error      string   `json:"error,omitempty"`
+}
+
+func lagJSON(lags []kafka.GroupLag) []groupLagJSON {
+	out := make([]groupLagJSON, 0, len(lags))
+	for _, g := range lags {
+		j := groupLagJSON{Group: g.Group, State: g.State, Members: g.Members, TotalLag: g.TotalLag(), Partitions: []partitionLagJSON{}}
+		if g.Err != nil {
+			j.Error = g.Err.Error()
+		}
+		for _, p := range g.Partitions {
+			pj := partitionLagJSON{Topic: p.Topic, Partition: p.Partition, Committed: p.Committed, End: p.End, Lag: p.Lag}
+			if p.LagTime != kafka.LagTimeUnknown {
+				s := p.LagTime.Seconds()
+				pj.LagSeconds = &s
+			}
+			if p.Err != nil {
+				pj.Error = p.Err.Error()
+			}
+			j.Partitions = append(j.Partitions, pj)
+		}
+		out = append(out, j)
+	}
+	return out
 }
 
 // larklineGroups are the consumer groups one deployment runs.

@@ -72,8 +72,9 @@ type runtime struct {
 	poolErr  error
 }
 
-// pool opens the process's one Postgres pool on first use, applies the migrations
-// (idempotent, under an advisory lock) and registers its readiness.
+// pool opens the process's one Postgres pool on first use, checks that the schema
+// is up to date (it never migrates: `larkline migrate` does, as the schema's owner;
+// roles can run with DML rights only) and registers its readiness.
 func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	rt.poolOnce.Do(func() {
 		if err := rt.cfg.Require("postgres.dsn"); err != nil {
@@ -85,7 +86,7 @@ func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 			rt.poolErr = err
 			return
 		}
-		if _, err := store.Migrate(ctx, p); err != nil {
+		if err := store.CheckSchema(ctx, p); err != nil {
 			p.Close()
 			rt.poolErr = err
 			return
@@ -190,7 +191,7 @@ type running struct {
 // at once. The first component that fails cancels the others.
 func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) (*running, error) {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(roles))
 	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log})
 	if err != nil {
 		return nil, err
@@ -520,8 +521,9 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	exp, err := lagexport.New(lagexport.Options{
 		Kafka:  kafkaOptions(rt.cfg, "lag"),
-		Groups: larklineGroups(rt.cfg),
+		Groups: lagGroups(rt.cfg),
 		Logger: rt.log, Registry: rt.reg,
+		KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: rt.cfg.Lag.KafkaLagExporterMetrics, ClusterName: rt.cfg.Lag.ClusterName},
 	})
 	if err != nil {
 		return nil, err

@@ -73,6 +73,7 @@ func gokaOptions(cfg *config.Config, clientSuffix string) kafka.GokaOptions {
 		Version:           cfg.Kafka.SaramaVersion,
 		TableReplication:  int(cfg.Kafka.ReplicationFactor),
 		StreamReplication: int(cfg.Kafka.ReplicationFactor),
+		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
 	}
 }
 

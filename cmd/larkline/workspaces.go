@@ -14,13 +14,13 @@ import (
 )
 
 // runWorkspaces is `larkline workspaces put|status|get|publish` and runBind is
-// `larkline bind|unbind|bindings`: the same operations as the admin API, against
+// `larkline bind add|remove|list`: the same operations as the admin API, against
 // Postgres directly (publish goes through the Kafka feed instead).
 func runWorkspaces(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: larkline workspaces put|status|get|publish [flags]", errUsage)
+	sub, args, err := subcommand("workspaces", workspacesSubs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
 	fs, path := newFlags("workspaces "+sub, stderr)
 	id := fs.String("id", "", "workspace id")
 	typ := fs.String("type", "incident", "workspace type (put)")
@@ -87,10 +87,10 @@ func runWorkspaces(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func runBind(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		return fmt.Errorf("%w: larkline bind add|remove|list --chat oc_… [--workspace ID]", errUsage)
+	sub, args, err := subcommand("bind", bindSubs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub, args := args[0], args[1:]
 	fs, path := newFlags("bind "+sub, stderr)
 	wsFlag := fs.String("workspace", "", "workspace id (add, remove)")
 	chatFlag := fs.String("chat", "", "Lark chat id, oc_…")

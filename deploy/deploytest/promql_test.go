@@ -9,8 +9,9 @@ import (
 )
 
 // targetLabels are labels Prometheus attaches to every scraped series (job and
-// instance), plus the role label the example scrape configuration adds.
-var targetLabels = []string{"job", "instance", "role"}
+// instance), the role label the example scrape configuration adds, and the
+// namespace label Kubernetes service discovery (a ServiceMonitor) adds.
+var targetLabels = []string{"job", "instance", "role", "namespace"}
 
 var (
 	selectorRE = regexp.MustCompile(`(larkline_[a-z0-9_]*[a-z0-9])\s*\{([^}]*)\}`)

@@ -22,6 +22,7 @@ type Config struct {
 	HTTP      HTTP      `yaml:"http"`
 	Synthesis Synthesis `yaml:"synthesis"`
 	Windows   Windows   `yaml:"windows"`
+	Lag       Lag       `yaml:"lag"`
 	Log       Log       `yaml:"log"`
 	// AllowInsecure lets larkline start with transport that exposes data on the
 	// network (issue #29): SASL PLAIN without TLS, an http:// model URL to a host that
@@ -190,6 +191,23 @@ type Kafka struct {
 	SchemaRegistryURL string `yaml:"schemaRegistryURL"`
 	TLS               TLS    `yaml:"tls"`
 	SASL              SASL   `yaml:"sasl"`
+	// ManageTopics lets larkline create its topics and Goka's and raise their record
+	// limit; false (topics managed by Strimzi, Terraform, …) only checks that they
+	// exist with compatible settings, so the client needs no Create or AlterConfigs.
+	ManageTopics bool `yaml:"manageTopics"`
+}
+
+// Lag configures the lag role's exporter and `larkline lag`.
+type Lag struct {
+	// Groups are consumer groups to watch besides larkline's own: any group on the
+	// cluster, larkline's or not.
+	Groups []string `yaml:"groups"`
+	// KafkaLagExporterMetrics also exports the series under kafka-lag-exporter's
+	// names and labels (kafka_consumergroup_group_lag, …), so that existing
+	// dashboards and alerts work unchanged.
+	KafkaLagExporterMetrics bool `yaml:"kafkaLagExporterMetrics"`
+	// ClusterName is the cluster_name label of the kafka-lag-exporter series.
+	ClusterName string `yaml:"clusterName"`
 }
 
 // Topics names larkline's topics.
@@ -473,6 +491,7 @@ func Default() *Config {
 			},
 			Partitions:        12,
 			ReplicationFactor: 3,
+			ManageTopics:      true,
 			Producer: Producer{
 				Acks:               AcksAll,
 				Linger:             5 * time.Millisecond,
@@ -523,6 +542,7 @@ func Default() *Config {
 			EvidenceWait:  2 * time.Minute,
 		},
 		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows", OversizedVersions: 50_000},
+		Lag:     Lag{ClusterName: "default"},
 		Log:     Log{Level: "info", Format: "json"},
 	}
 }

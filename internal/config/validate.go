@@ -154,7 +154,7 @@ func (ch *checker) httpURL(path, raw string, pathAllowed bool) {
 	case err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https"):
 		ch.bad(path, raw, "must be an absolute http:// or https:// URL")
 	case u.User != nil:
-		ch.bad(path, raw, "must not carry credentials; use the key's secret instead")
+		ch.bad(path, raw, "must not carry credentials (user:password@): a URL is logged and printed, and larkline has no credentials for this endpoint")
 	case u.RawQuery != "" || u.Fragment != "":
 		ch.bad(path, raw, "must not have a query or fragment")
 	case !pathAllowed && u.Path != "" && u.Path != "/":

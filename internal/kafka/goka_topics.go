@@ -27,12 +27,36 @@ const GokaTopicTimeout = 60 * time.Second
 // change of that one key: it only lets larger batches in, and the topics belong to
 // the processor group). Goka then checks partitions, replication, cleanup policy
 // and retention as before, failing on a mismatch. Every other method is Goka's.
+//
+// With GokaOptions.CheckTopicsOnly it creates and changes nothing: a missing topic,
+// or one whose settings differ in a way that matters, fails the start with every
+// difference named (harmless drift is logged as a warning).
 type gokaTopicManager struct {
 	goka.TopicManager
-	cl  *kgo.Client
-	adm *kadm.Client
-	tmc goka.TopicManagerConfig
-	log *slog.Logger
+	cl        *kgo.Client
+	adm       *kadm.Client
+	tmc       goka.TopicManagerConfig
+	log       *slog.Logger
+	checkOnly bool
+}
+
+// GokaTopicSpecs are the topics Goka uses for the processor group: its
+// <group>-table (compacted state) and <group>-loop stream, as the topic manager
+// creates them, for operators who create topics themselves (`larkline topics
+// print`). streamRetention 0 is DefaultStreamRetention.
+func GokaTopicSpecs(group string, partitions int32, tableReplication, streamReplication int16, streamRetention time.Duration) []TopicSpec {
+	if streamRetention == 0 {
+		streamRetention = DefaultStreamRetention
+	}
+	return []TopicSpec{
+		{Name: group + "-table", Partitions: partitions, Replication: tableReplication, Configs: map[string]string{
+			ConfigCleanupPolicy: CleanupCompact, ConfigMaxMessageBytes: maxBatchBytesConfig,
+		}, Purpose: "the Goka processor's state table (one value per chat), its changelog"},
+		{Name: group + "-loop", Partitions: partitions, Replication: streamReplication, Configs: map[string]string{
+			ConfigCleanupPolicy: CleanupDelete, ConfigRetentionMs: strconv.FormatInt(streamRetention.Milliseconds(), 10),
+			ConfigMaxMessageBytes: maxBatchBytesConfig,
+		}, Purpose: "the Goka processor's internal messages between keys of one chat"},
+	}
 }
 
 func newGokaTopicManager(tm goka.TopicManager, g *Goka, brokers []string) (*gokaTopicManager, error) {
@@ -42,7 +66,7 @@ func newGokaTopicManager(tm goka.TopicManager, g *Goka, brokers []string) (*goka
 		_ = tm.Close()
 		return nil, fmt.Errorf("creating the goka topic manager's admin client: %w", err)
 	}
-	return &gokaTopicManager{TopicManager: tm, cl: cl, adm: kadm.NewClient(cl), tmc: *g.tmc, log: g.log}, nil
+	return &gokaTopicManager{TopicManager: tm, cl: cl, adm: kadm.NewClient(cl), tmc: *g.tmc, log: g.log, checkOnly: g.checkOnly}, nil
 }
 
 // EnsureTableExists makes sure the compacted group table has room for
@@ -76,6 +100,19 @@ func (m *gokaTopicManager) ensureLimit(topic string, npar, replication int, conf
 	ctx, cancel := context.WithTimeout(context.Background(), GokaTopicTimeout)
 	defer cancel()
 	spec := TopicSpec{Name: topic, Partitions: int32(npar), Replication: int16(replication), Configs: configs}
+	if m.checkOnly {
+		rep, err := CheckTopics(ctx, m.adm, []TopicSpec{spec})
+		if err != nil {
+			return fmt.Errorf("goka topic %s: %w", topic, err)
+		}
+		for _, w := range rep.Warnings {
+			m.log.Warn("goka topic differs harmlessly", "topic", topic, "field", w.Field, "want", w.Want, "got", w.Got)
+		}
+		if err := rep.Err(); err != nil {
+			return fmt.Errorf("goka topic %s (topics are not managed: create or fix it, see larkline topics print): %w", topic, err)
+		}
+		return nil
+	}
 	rep, err := EnsureTopics(ctx, m.adm, []TopicSpec{spec})
 	if err != nil {
 		return fmt.Errorf("goka topic %s: %w", topic, err)

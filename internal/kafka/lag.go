@@ -2,11 +2,13 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -41,6 +43,10 @@ type PartitionLag struct {
 	// commit failed).
 	Err error
 }
+
+// GroupStateNotFound is GroupLag.State of a group the broker does not know (it
+// has no members and no committed offsets): no error, no partitions.
+const GroupStateNotFound = "NotFound"
 
 // GroupLag is the lag of one consumer group.
 type GroupLag struct {
@@ -120,6 +126,12 @@ func Lag(ctx context.Context, cl *kgo.Client, groups []string, o LagOptions) ([]
 			continue
 		}
 		g := GroupLag{Group: name, State: d.State, Members: len(d.Members), Err: d.Error()}
+		if errors.Is(g.Err, kerr.GroupIDNotFound) {
+			// Kafka 4 (KIP-1043) answers a describe of a group that never committed
+			// with GROUP_ID_NOT_FOUND where older brokers answered Dead: a group whose
+			// role has not run yet, not a failure to read it.
+			g.State, g.Err = GroupStateNotFound, nil
+		}
 		for _, m := range d.Lag.Sorted() {
 			p := PartitionLag{
 				Group:     name,

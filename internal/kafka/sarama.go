@@ -57,6 +57,11 @@ type GokaOptions struct {
 	// Logger receives what the topic manager changes on Goka's own topics (it raises
 	// a too small max.message.bytes). Nil discards.
 	Logger *slog.Logger
+	// CheckTopicsOnly stops the topic manager from creating Goka's table and loop
+	// topics or changing their configs: it checks that they exist with compatible
+	// settings (GokaTopicSpecs; CheckTopics) and fails naming every difference, so
+	// the client needs no Create or AlterConfigs (kafka.manageTopics: false).
+	CheckTopicsOnly bool
 }
 
 // DefaultGokaCompression is GokaOptions.Compression's default: LZ4 compresses and
@@ -279,11 +284,12 @@ func saramaCompression(c Compression) sarama.CompressionCodec {
 // Goka holds the validated sarama template and topic-manager settings and hands out
 // the Goka options that install them. Build it once with NewGoka and share it.
 type Goka struct {
-	cfg  *sarama.Config
-	tmc  *goka.TopicManagerConfig
-	id   string
-	kopt []kgo.Opt // franz-go options of the topic manager's admin client
-	log  *slog.Logger
+	cfg       *sarama.Config
+	tmc       *goka.TopicManagerConfig
+	id        string
+	kopt      []kgo.Opt // franz-go options of the topic manager's admin client
+	log       *slog.Logger
+	checkOnly bool
 }
 
 // NewGoka validates o (see SaramaConfig) and prepares the Goka options.
@@ -308,7 +314,7 @@ func NewGoka(o GokaOptions) (*Goka, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Goka{cfg: cfg, tmc: tmc, id: cfg.ClientID, kopt: v.kgoOpts(), log: log}, nil
+	return &Goka{cfg: cfg, tmc: tmc, id: cfg.ClientID, kopt: v.kgoOpts(), log: log, checkOnly: o.CheckTopicsOnly}, nil
 }
 
 // SaramaConfig returns a copy of the sarama template.

@@ -142,7 +142,7 @@ func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []
 		{Name: names.Workspaces, Partitions: partitions, Replication: replication, Configs: compacted(),
 			Purpose: "each workspace with its bound chats; only the newest version of a workspace matters"},
 		{Name: names.WindowsClosed, Partitions: partitions, Replication: replication, Configs: large(deleted(WindowsClosedRetention)),
-			Purpose: "notices that a window is ready for synthesis, with one entry per message (several MB for a busy chat); consumed once, idempotent downstream"},
+			Purpose: "notices that a window is ready for synthesis (version 3: the evidence offset range it covers); consumed once, idempotent downstream"},
 		{Name: names.DeadLetter, Partitions: partitions, Replication: replication, Configs: large(deleted(DeadLetterRetention)),
 			Purpose: "records of unknown schema or that failed permanently (a closed window among them), parked for an operator"},
 	}
@@ -188,23 +188,31 @@ func (p TopicProblem) String() string {
 	return fmt.Sprintf("topic %s: %s is %q, want %q", p.Topic, p.Field, p.Got, p.Want)
 }
 
-// Report says what EnsureTopics did and found. Topic names are sorted.
+// Report says what EnsureTopics or CheckTopics did and found. Topic names are
+// sorted.
 type Report struct {
 	Created  []string       // created by this call
-	Matching []string       // existed and match their spec
+	Missing  []string       // do not exist and were not created (CheckTopics)
+	Matching []string       // existed and match their spec (warnings aside)
 	Set      []TopicProblem // settable configs (segment.ms, max.compaction.lag.ms) set on existing topics: Got is the old value
 	Problems []TopicProblem // differences on existing topics, left as they are
+	// Warnings are differences that do not affect correctness (see Harmless): a
+	// longer retention, more replicas, a larger record limit. Never an error.
+	Warnings []TopicProblem
 }
 
 // Err returns nil when there are no problems, or an error wrapping ErrTopicMismatch
 // that lists them.
 func (r Report) Err() error {
-	if len(r.Problems) == 0 {
+	if len(r.Problems) == 0 && len(r.Missing) == 0 {
 		return nil
 	}
-	msgs := make([]string, len(r.Problems))
-	for i, p := range r.Problems {
-		msgs[i] = p.String()
+	msgs := make([]string, 0, len(r.Missing)+len(r.Problems))
+	for _, m := range r.Missing {
+		msgs = append(msgs, "topic "+m+" does not exist")
+	}
+	for _, p := range r.Problems {
+		msgs = append(msgs, p.String())
 	}
 	return fmt.Errorf("%w: %s", ErrTopicMismatch, strings.Join(msgs, "; "))
 }
@@ -220,6 +228,18 @@ func (r Report) Err() error {
 // is about failing to ask or to create (wrapped with what was being done), never
 // about a mismatch; use Report.Err to treat mismatches as an error.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Report, error) {
+	return ensureTopics(ctx, adm, specs, true)
+}
+
+// CheckTopics is EnsureTopics without creating anything: a topic that does not
+// exist is listed in Report.Missing (and makes Report.Err an error). It needs only
+// Describe and DescribeConfigs on the topics: `topics ensure --dry-run`, and every
+// role when kafka.manageTopics is false.
+func CheckTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Report, error) {
+	return ensureTopics(ctx, adm, specs, false)
+}
+
+func ensureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec, create bool) (Report, error) {
 	var rep Report
 	if adm == nil {
 		return rep, invalid("ensure topics: nil admin client")
@@ -254,6 +274,10 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Rep
 		case ok && !errors.Is(d.Err, kerr.UnknownTopicOrPartition):
 			return rep, fmt.Errorf("describing topic %s: %w", s.Name, d.Err)
 		}
+		if !create {
+			rep.Missing = append(rep.Missing, s.Name)
+			continue
+		}
 		resp, err := adm.CreateTopic(ctx, s.Partitions, s.Replication, configPtrs(s.Configs), s.Name)
 		if err == nil {
 			err = resp.Err
@@ -280,19 +304,43 @@ func EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Rep
 		return rep, err
 	}
 	if len(existing) > 0 {
-		if err := checkExisting(ctx, adm, existing, &rep); err != nil {
+		if err := checkExisting(ctx, adm, existing, &rep, create); err != nil {
 			return rep, err
 		}
 	}
 	sort.Strings(rep.Created)
+	sort.Strings(rep.Missing)
 	sort.Strings(rep.Matching)
-	sort.SliceStable(rep.Problems, func(i, j int) bool {
-		if rep.Problems[i].Topic != rep.Problems[j].Topic {
-			return rep.Problems[i].Topic < rep.Problems[j].Topic
-		}
-		return rep.Problems[i].Field < rep.Problems[j].Field
-	})
+	for _, ps := range [][]TopicProblem{rep.Problems, rep.Warnings} {
+		sort.SliceStable(ps, func(i, j int) bool {
+			if ps[i].Topic != ps[j].Topic {
+				return ps[i].Topic < ps[j].Topic
+			}
+			return ps[i].Field < ps[j].Field
+		})
+	}
 	return rep, nil
+}
+
+// Harmless reports whether an existing topic's value got, where the spec wants
+// want, cannot affect larkline's correctness: a longer (or infinite, -1) retention.ms
+// or delete.retention.ms keeps records longer, and more replicas only make writes
+// safer (a higher min.insync.replicas is not: it can refuse acks=all writes). Such drift is a warning; any other
+// difference (partitions, cleanup.policy, a shorter retention, fewer replicas) is a
+// problem.
+func Harmless(field, want, got string) bool {
+	w, werr := strconv.ParseInt(want, 10, 64)
+	g, gerr := strconv.ParseInt(got, 10, 64)
+	if werr != nil || gerr != nil {
+		return false
+	}
+	switch field {
+	case ConfigRetentionMs, ConfigDeleteRetentionMs:
+		return g == -1 || g > w
+	case "replication":
+		return g > w
+	}
+	return false
 }
 
 // TopicVisibleTimeout bounds how long EnsureTopics waits for topics to appear in the
@@ -348,7 +396,9 @@ func visible(d kadm.TopicDetail) bool {
 	return true
 }
 
-func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep *Report) error {
+// checkExisting compares existing topics with their specs; with manage it sets the
+// settable configs a topic lacks, otherwise it reports them as problems.
+func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep *Report, manage bool) error {
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
@@ -403,7 +453,9 @@ func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep
 				problems = append(problems, TopicProblem{s.Name, k, want, got})
 			}
 		}
-		if len(set) > 0 {
+		if len(set) > 0 && !manage { // only checking: a bound the topic lacks is a problem
+			problems = append(problems, setting...)
+		} else if len(set) > 0 {
 			res, err := adm.AlterTopicConfigs(ctx, set, s.Name)
 			if err == nil {
 				for _, r := range res {
@@ -417,10 +469,18 @@ func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep
 			}
 			rep.Set = append(rep.Set, setting...)
 		}
-		if len(problems) == 0 {
+		hard := 0
+		for _, p := range problems {
+			if Harmless(p.Field, p.Want, p.Got) {
+				rep.Warnings = append(rep.Warnings, p)
+				continue
+			}
+			rep.Problems = append(rep.Problems, p)
+			hard++
+		}
+		if hard == 0 {
 			rep.Matching = append(rep.Matching, s.Name)
 		}
-		rep.Problems = append(rep.Problems, problems...)
 	}
 	return nil
 }

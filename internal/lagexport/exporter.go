@@ -253,6 +253,9 @@ func (e *Exporter) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descLagSeconds
 	ch <- descStatus
 	ch <- descMembers
+	if e.o.KafkaLagExporter.Enabled {
+		describeCompat(ch)
+	}
 	e.failures.Describe(ch)
 	e.lastSuccess.Describe(ch)
 }
@@ -263,6 +266,9 @@ func (e *Exporter) Collect(ch chan<- prometheus.Metric) {
 	e.failures.Collect(ch)
 	e.lastSuccess.Collect(ch)
 	snap := e.Snapshot()
+	if e.o.KafkaLagExporter.Enabled {
+		collectCompat(ch, e.o.KafkaLagExporter.ClusterName, snap)
+	}
 	for _, g := range snap.Groups {
 		for _, s := range statuses {
 			v := 0.0

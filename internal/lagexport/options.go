@@ -68,6 +68,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Registry receives the exporter (a prometheus.Collector). Nil registers nothing.
 	Registry *prometheus.Registry
+	// KafkaLagExporter also exports every sample under kafka-lag-exporter's metric
+	// names and labels (see compat.go), for dashboards and alerts written for it.
+	KafkaLagExporter KafkaLagExporterOptions
+}
+
+// KafkaLagExporterOptions turns on the kafka-lag-exporter compatible series.
+type KafkaLagExporterOptions struct {
+	Enabled bool
+	// ClusterName is the cluster_name label. Required (non-blank) when Enabled.
+	ClusterName string
 }
 
 func (o Options) withDefaults() Options {
@@ -115,6 +125,9 @@ func (o Options) validate() error {
 	}
 	if o.PollTimeout <= 0 || o.PollTimeout > MaxPollTimeout {
 		bad("poll timeout %s: want within (0, %s]", o.PollTimeout, MaxPollTimeout)
+	}
+	if o.KafkaLagExporter.Enabled && strings.TrimSpace(o.KafkaLagExporter.ClusterName) == "" {
+		bad("kafka-lag-exporter series need a cluster name")
 	}
 	if o.Lag.MaxTimestampFetches < -1 {
 		bad("lag max timestamp fetches %d: want -1 (none), 0 (default) or more", o.Lag.MaxTimestampFetches)

@@ -25,7 +25,10 @@ import (
 const (
 	PathMetrics = "/metrics"
 	PathHealthz = "/healthz"
-	PathReadyz  = "/readyz"
+	// PathLivez is PathHealthz under the name Kubernetes components use (the Helm
+	// chart's liveness probe).
+	PathLivez  = "/livez"
+	PathReadyz = "/readyz"
 )
 
 // Defaults applied to zero [Options] fields.
@@ -197,6 +200,9 @@ func (opts *Options) withDefaults() error {
 // registry when there is one.
 func (s *Server) mountOps() error {
 	if err := s.mount("GET "+PathHealthz, http.HandlerFunc(s.serveHealthz)); err != nil {
+		return err
+	}
+	if err := s.mount("GET "+PathLivez, http.HandlerFunc(s.serveHealthz)); err != nil {
 		return err
 	}
 	if err := s.mount("GET "+PathReadyz, http.HandlerFunc(s.serveReadyz)); err != nil {

@@ -129,6 +129,9 @@ func TestHealthzAndMetrics(t *testing.T) {
 	if code != http.StatusOK || body != "ok\n" || hdr.Get("Cache-Control") != "no-store" {
 		t.Errorf("/healthz = %d %q (headers %v)", code, body, hdr)
 	}
+	if code, _, body := get(t, base+opsserver.PathLivez); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("/livez = %d %q, want /healthz's answer (the chart's liveness probe)", code, body)
+	}
 	code, _, body = get(t, base+opsserver.PathMetrics)
 	if code != http.StatusOK || !strings.Contains(body, "larkline_test_probe_total 3") {
 		t.Errorf("/metrics = %d, body lacks injected metric:\n%s", code, body)

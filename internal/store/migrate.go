@@ -29,6 +29,10 @@ const migrationLockKey int64 = 0x6c61726b6c696e65
 // fails, or an applied migration's checksum no longer matches its file.
 var ErrMigration = errors.New("migration failed")
 
+// ErrSchemaBehind is returned (wrapped) by CheckSchema when a migration this binary
+// needs is not applied: run `larkline migrate` (as the schema's owner) first.
+var ErrSchemaBehind = errors.New("database schema is behind this binary")
+
 var migrationName = regexp.MustCompile(`^([0-9]{4})_([a-z0-9_]+)\.sql$`)
 
 type migration struct {
@@ -53,6 +57,61 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) (applied int, err error) {
 		return 0, fmt.Errorf("%w: nil pool", ErrInvalid)
 	}
 	return migrateFS(ctx, pool, embeddedMigrations, "migrations")
+}
+
+// CheckSchema returns nil when every migration embedded in this binary is applied
+// with the same checksum, and changes nothing: it needs only SELECT on
+// schema_migrations, so roles can run as a user with DML rights only while
+// `larkline migrate`, the one path that changes the schema, runs as the owner. A
+// missing migration is ErrSchemaBehind naming them; a changed one is ErrMigration.
+func CheckSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	if pool == nil {
+		return fmt.Errorf("%w: nil pool", ErrInvalid)
+	}
+	return checkSchemaFS(ctx, pool, embeddedMigrations, "migrations")
+}
+
+func checkSchemaFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, dir string) error {
+	migrations, err := loadMigrations(fsys, dir)
+	if err != nil {
+		return err
+	}
+	done := map[int64]string{}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass('schema_migrations') IS NOT NULL").Scan(&exists); err != nil {
+		return fmt.Errorf("checking the schema version: %w", err)
+	}
+	if exists {
+		rows, err := pool.Query(ctx, "SELECT version, checksum FROM schema_migrations")
+		if err != nil {
+			return fmt.Errorf("checking the schema version: %w", err)
+		}
+		var (
+			v   int64
+			sum string
+		)
+		if _, err := pgx.ForEachRow(rows, []any{&v, &sum}, func() error {
+			done[v] = sum
+			return nil
+		}); err != nil {
+			return fmt.Errorf("checking the schema version: %w", err)
+		}
+	}
+	var missing []string
+	for _, m := range migrations {
+		sum, ok := done[m.version]
+		switch {
+		case !ok:
+			missing = append(missing, fmt.Sprintf("%04d_%s", m.version, m.name))
+		case sum != m.checksum:
+			return fmt.Errorf("%w: migration %04d_%s was applied with checksum %s but this binary has %s",
+				ErrMigration, m.version, m.name, sum, m.checksum)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%w: migrations %v are not applied; run `larkline migrate` with the schema owner's credentials, then start the roles", ErrSchemaBehind, missing)
+	}
+	return nil
 }
 
 func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {

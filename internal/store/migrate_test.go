@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/fstest"
@@ -198,4 +199,45 @@ func TestLoadMigrationsRejectsMalformedSets(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCheckSchema: CheckSchema names the migrations not applied (ErrSchemaBehind),
+// accepts a schema with every one applied, rejects a changed one (ErrMigration), and
+// never changes the schema.
+func TestCheckSchema(t *testing.T) {
+	t.Parallel()
+	pool := newTestPool(t)
+	ctx := context.Background()
+	v1 := fstest.MapFS{"m/0001_a.sql": {Data: []byte(`CREATE TABLE a_t (id int);`)}}
+	v2 := fstest.MapFS{
+		"m/0001_a.sql": {Data: []byte(`CREATE TABLE a_t (id int);`)},
+		"m/0002_b.sql": {Data: []byte(`CREATE TABLE b_t (id int);`)},
+	}
+	changed := fstest.MapFS{"m/0001_a.sql": {Data: []byte(`CREATE TABLE a_t (id bigint);`)}}
+	if err := checkSchemaFS(ctx, pool, v1, "m"); !errors.Is(err, ErrSchemaBehind) || !strings.Contains(err.Error(), "0001_a") {
+		t.Fatalf("unmigrated database: %v, want ErrSchemaBehind naming 0001_a", err)
+	}
+	if tableExists(t, pool, "schema_migrations") {
+		t.Fatal("CheckSchema created schema_migrations")
+	}
+	if _, err := migrateFS(ctx, pool, v1, "m"); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		set  fstest.MapFS
+		want error
+	}{
+		{"up to date", v1, nil},
+		{"a newer binary", v2, ErrSchemaBehind},
+		{"an applied file changed", changed, ErrMigration},
+	} {
+		err := checkSchemaFS(ctx, pool, tc.set, "m")
+		if (tc.want == nil && err != nil) || (tc.want != nil && !errors.Is(err, tc.want)) {
+			t.Errorf("%s: CheckSchema = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	if tableExists(t, pool, "b_t") {
+		t.Error("CheckSchema applied a migration")
+	}
 }

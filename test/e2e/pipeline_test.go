@@ -111,6 +111,9 @@ type pipelineOptions struct {
 	// KafkaClient replaces the test's own Kafka client settings (seed brokers
 	// included): a secured broker's admin.
 	KafkaClient []kgo.Opt
+	// Prepare runs after the configuration is written and before `topics ensure`:
+	// a platform team creating the topics (kafka.manageTopics: false).
+	Prepare func(ctx context.Context, p *pipeline)
 }
 
 // pipeline is one running larkline deployment.
@@ -223,6 +226,9 @@ func newPipeline(t testing.TB, o pipelineOptions) *pipeline {
 	}
 	p.env = append([]string{"LARKLINE_CONFIG=" + p.cfgPath}, o.Env...)
 
+	if o.Prepare != nil {
+		o.Prepare(ctx, p)
+	}
 	p.cli(ctx, "topics", "ensure")
 	p.cli(ctx, "migrate")
 	pool, err := pgxpool.New(ctx, o.DSN)

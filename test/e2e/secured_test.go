@@ -27,13 +27,19 @@ import (
 // docs/operations.md, with PRINCIPAL, TOPIC_PREFIX and GROUP_PREFIX substituted.
 func docACLs(t testing.TB, principal, topicPrefix, groupPrefix string) []testenv.ACL {
 	t.Helper()
+	return docACLsIn(t, "Secured cluster", principal, topicPrefix, groupPrefix)
+}
+
+// docACLsIn is docACLs of the level-2 section titled title.
+func docACLsIn(t testing.TB, title, principal, topicPrefix, groupPrefix string) []testenv.ACL {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(b), "\n## Secured cluster\n")
+	_, section, ok := strings.Cut(string(b), "\n## "+title+"\n")
 	if !ok {
-		t.Fatal("docs/operations.md has no \"## Secured cluster\" section")
+		t.Fatalf("docs/operations.md has no \"## %s\" section", title)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	vars := map[string]string{"$PRINCIPAL": principal, "$TOPIC_PREFIX": topicPrefix, "$GROUP_PREFIX": groupPrefix}

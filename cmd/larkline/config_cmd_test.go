@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestConfigCheck: `config check` prints the effective configuration with every
+// secret masked and exits 0; a file with problems exits 1 naming each of them; a
+// --require key that is empty is a problem too.
+func TestConfigCheck(t *testing.T) {
+	dir := t.TempDir()
+	secretFile := filepath.Join(dir, "app-secret")
+	const secret = "s3cr3t-app-secret-value"
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("good.yaml", "lark:\n  appID: cli_a\n  appSecretFile: "+secretFile+"\npostgres:\n  dsn: postgres://u:pgpassword@db/larkline\n")
+	bad := write("bad.yaml", "kafka:\n  partitions: 0\n  producer:\n    acks: some\n")
+	for _, tc := range []struct {
+		name     string
+		args     []string
+		code     int
+		inStdout []string
+		inStderr []string
+	}{
+		{"valid, secrets masked", []string{"config", "check", "--config", good}, 0,
+			[]string{"appID: cli_a", `appSecret: "" # redacted`, `dsn: "" # redacted`}, nil},
+		{"problems named", []string{"config", "check", "--config", bad}, 1,
+			nil, []string{"kafka.partitions", "kafka.producer.acks"}},
+		{"required key missing", []string{"config", "check", "--config", bad, "--require", "postgres.dsn"}, 1,
+			nil, []string{"kafka.partitions"}},
+		{"required key empty", []string{"config", "check", "--config", good, "--require", "kafka.sasl.username"}, 1,
+			nil, []string{"kafka.sasl.username"}},
+		{"quiet", []string{"config", "check", "--config", good, "--quiet"}, 0, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stdout, stderr, code := runCLI(t, tc.args...)
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout:\n%s\nstderr:\n%s", code, tc.code, stdout, stderr)
+			}
+			for _, s := range tc.inStdout {
+				if !strings.Contains(stdout, s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout)
+				}
+			}
+			for _, s := range tc.inStderr {
+				if !strings.Contains(stderr, s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr)
+				}
+			}
+			for _, leak := range []string{secret, "pgpassword"} {
+				if strings.Contains(stdout+stderr, leak) {
+					t.Fatalf("a secret was printed:\n%s%s", stdout, stderr)
+				}
+			}
+			if tc.name == "quiet" && stdout != "" {
+				t.Fatalf("--quiet printed %q", stdout)
+			}
+		})
+	}
+}
