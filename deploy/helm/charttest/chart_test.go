@@ -297,11 +297,17 @@ func TestChartMonitoring(t *testing.T) {
 	if len(o.rules) != 1 || !reflect.DeepEqual(o.rules[0].Spec.Groups, want.Groups) {
 		t.Fatalf("the PrometheusRule's groups differ from alerts.yaml (%d rules objects)", len(o.rules))
 	}
-	if len(o.serviceMonitors) != 1 || len(o.services) != 1 {
-		t.Fatalf("%d ServiceMonitors, %d Services", len(o.serviceMonitors), len(o.services))
+	var metrics []corev1.Service
+	for _, s := range o.services {
+		if s.Labels["larkline.io/metrics"] == "true" {
+			metrics = append(metrics, s)
+		}
+	}
+	if len(o.serviceMonitors) != 1 || len(metrics) != 1 {
+		t.Fatalf("%d ServiceMonitors, %d metrics Services", len(o.serviceMonitors), len(metrics))
 	}
 	sm, _ := yaml.Marshal(o.serviceMonitors[0])
-	for k, v := range o.services[0].Labels {
+	for k, v := range metrics[0].Labels {
 		if k == "larkline.io/metrics" && !strings.Contains(string(sm), k+": \""+v+"\"") {
 			t.Errorf("the ServiceMonitor does not select the metrics Service's label %s=%s:\n%s", k, v, sm)
 		}
@@ -415,4 +421,67 @@ func docACLs(t *testing.T, section, topicPrefix, groupPrefix string) []string {
 		t.Fatalf("no kafka-acls.sh rule in %q", section)
 	}
 	return out
+}
+
+// TestChartPublicSurface (issue #29): the webhook has a Service of its own with only
+// the webhook port, selecting the pods that run ingest; the API likewise; the config
+// makes each listener listen on the container port its Service targets, and the ops
+// port is on neither Service.
+func TestChartPublicSurface(t *testing.T) {
+	o := render(t, everything)
+	var cfg struct {
+		HTTP struct {
+			Listen, APIListen, WebhookListen string
+		} `json:"http"`
+	}
+	if err := yaml.Unmarshal([]byte(o.configMaps[0].Data["larkline.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	listens := map[string]string{"http": cfg.HTTP.Listen, "api": cfg.HTTP.APIListen, "webhook": cfg.HTTP.WebhookListen}
+	for _, tt := range []struct{ service, port, role string }{{"webhook", "webhook", "ingest"}, {"api", "api", "api"}} {
+		var svc *corev1.Service
+		for i := range o.services {
+			if strings.HasSuffix(o.services[i].Name, "-"+tt.service) {
+				svc = &o.services[i]
+			}
+		}
+		if svc == nil {
+			t.Fatalf("no %s Service", tt.service)
+		}
+		if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != tt.port {
+			t.Fatalf("%s Service ports %+v, want only the %s port", svc.Name, svc.Spec.Ports, tt.port)
+		}
+		selected := 0
+		for name, d := range o.deployments {
+			if !selects(svc.Spec.Selector, d.Spec.Template.Labels) {
+				continue
+			}
+			selected++
+			c := d.Spec.Template.Spec.Containers[0]
+			if !slices.Contains(strings.Split(c.Args[2], ","), tt.role) {
+				t.Errorf("%s Service selects %s, which does not run %s", svc.Name, name, tt.role)
+			}
+			var port int32
+			for _, p := range c.Ports {
+				if p.Name == tt.port {
+					port = p.ContainerPort
+				}
+			}
+			if _, p, _ := strings.Cut(listens[tt.port], ":"); port == 0 || p != strconv.Itoa(int(port)) || !strings.HasPrefix(listens[tt.port], "0.0.0.0:") {
+				t.Errorf("%s: container port %s = %d, config listens on %q", name, tt.port, port, listens[tt.port])
+			}
+		}
+		if selected == 0 {
+			t.Errorf("%s Service selects no Deployment", svc.Name)
+		}
+	}
+}
+
+func selects(selector, labels map[string]string) bool {
+	for k, v := range selector {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return len(selector) > 0
 }

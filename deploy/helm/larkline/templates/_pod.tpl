@@ -18,6 +18,14 @@ containers:
     ports:
       - name: http
         containerPort: 8080
+      {{- if has "api" .roles }}
+      - name: api
+        containerPort: 8081
+      {{- end }}
+      {{- if has "ingest" .roles }}
+      - name: webhook
+        containerPort: 8082
+      {{- end }}
     livenessProbe:
       httpGet: {path: /livez, port: http}
       periodSeconds: 10
