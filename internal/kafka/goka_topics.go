@@ -136,6 +136,9 @@ func (m *gokaTopicManager) ensureLimit(topic string, npar, replication int, conf
 				err = r.Err
 			}
 		}
+		if err == nil { // the first loop record may come right after: let the broker show it
+			err = awaitConfigs(ctx, m.adm, topic, map[string]string{ConfigMaxMessageBytes: value})
+		}
 		if err != nil {
 			return fmt.Errorf("goka topic %s: raising %s from %s to %s: %w", topic, ConfigMaxMessageBytes, p.Got, value, err)
 		}

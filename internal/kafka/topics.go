@@ -347,6 +347,48 @@ func Harmless(field, want, got string) bool {
 // cluster's metadata with a leader for every partition.
 const TopicVisibleTimeout = 30 * time.Second
 
+// awaitConfigs waits until the broker describes topic with every value of want
+// (sameConfig): an altered config reaches the broker's metadata a little after the
+// controller acknowledged the change, and a caller that produces right after raising
+// max.message.bytes, or a reader of the config, must see the new value.
+func awaitConfigs(ctx context.Context, adm *kadm.Client, topic string, want map[string]string) error {
+	ctx, cancel := context.WithTimeout(ctx, TopicVisibleTimeout)
+	defer cancel()
+	wait := 20 * time.Millisecond
+	for {
+		var stale string
+		rc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err == nil {
+			var c kadm.ResourceConfig
+			if c, err = rc.On(topic, nil); err == nil && c.Err == nil {
+				have := make(map[string]string, len(c.Configs))
+				for _, e := range c.Configs {
+					have[e.Key] = e.MaybeValue()
+				}
+				for k, v := range want {
+					if !sameConfig(k, v, have[k]) {
+						stale = k
+					}
+				}
+				if stale == "" {
+					return nil
+				}
+			} else if err == nil {
+				err = c.Err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("%s is not yet the value set", stale)
+			}
+			return fmt.Errorf("waiting for the configs of topic %s to show: %w (%w)", topic, err, ctx.Err())
+		case <-time.After(wait):
+			wait = min(2*wait, time.Second)
+		}
+	}
+}
+
 func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error {
 	if len(names) == 0 {
 		return nil
@@ -463,6 +505,13 @@ func checkExisting(ctx context.Context, adm *kadm.Client, specs []TopicSpec, rep
 						err = r.Err
 					}
 				}
+			}
+			if err == nil {
+				want := make(map[string]string, len(set))
+				for _, c := range set {
+					want[c.Name] = *c.Value
+				}
+				err = awaitConfigs(ctx, adm, s.Name, want)
 			}
 			if err != nil {
 				return fmt.Errorf("setting %d configs of topic %s: %w", len(set), s.Name, err)
