@@ -24,7 +24,7 @@ func TestConfigCheck(t *testing.T) {
 		}
 		return p
 	}
-	good := write("good.yaml", "lark:\n  appID: cli_a\n  appSecretFile: "+secretFile+"\npostgres:\n  dsn: postgres://u:pgpassword@db/larkline\n")
+	good := write("good.yaml", "lark:\n  appID: cli_a\n  appSecretFile: "+secretFile+"\npostgres:\n  dsn: postgres://u:pgpassword@db/larkline?sslmode=require\n")
 	bad := write("bad.yaml", "kafka:\n  partitions: 0\n  producer:\n    acks: some\n")
 	for _, tc := range []struct {
 		name     string

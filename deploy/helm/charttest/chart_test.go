@@ -254,7 +254,7 @@ func TestChartConfigLoads(t *testing.T) {
 	text := o.configMaps[0].Data["larkline.yaml"]
 	dir := t.TempDir()
 	for _, s := range []string{"postgres-dsn", "lark-app-secret"} {
-		if err := os.WriteFile(filepath.Join(dir, s), []byte("postgres://app@db/larkline"), 0o600); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, s), []byte("postgres://app@db/larkline?sslmode=require"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
