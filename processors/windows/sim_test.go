@@ -352,7 +352,7 @@ func (s *sim) visit() {
 	sort.Strings(keys)
 	s.step("scan at +%ds over %d chats", (s.now-t0.UnixMilli())/1000, len(keys))
 	for _, k := range keys {
-		for _, m := range s.m.decide(s.local[k], s.now) {
+		for _, m := range s.m.decide(s.local[k], s.now, s.now) {
 			s.produce(&simProduce{topic: simLoop, key: k, loop: &m})
 		}
 	}
