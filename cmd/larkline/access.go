@@ -76,6 +76,10 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 					access(opWrite, resTopic, topic, "Goka writes it"),
 					access(opAlterConfigs, resTopic, topic, "checks its configs and raises max.message.bytes"))
 			}
+			geo := windows.GeometryTopic(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion)
+			add(why, access(opCreate, resTopic, geo, "created on the version's first start"),
+				access(opRead, resTopic, geo, "reads the version's window length and grace"),
+				access(opWrite, resTopic, geo, "writes them on the version's first start"))
 		case "synthesize":
 			add(why, access(opRead, resGroup, groupName(cfg, groupSynthesis), "consumer group"),
 				access(opRead, resTopic, t.WindowsClosed, "consumes closed windows"),

@@ -286,6 +286,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		defer cl.Close()
 		group := GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion)
+		if err := p.checkGeometry(ctx, cl); err != nil {
+			return err
+		}
 		p.barrier = newInputBarrier(kadmOffsets{adm: kadm.NewClient(cl), group: string(group)},
 			p.opts.EvidenceTopic, string(p.graph.LoopStream().Topic()))
 	}
