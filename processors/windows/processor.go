@@ -116,7 +116,7 @@ type Processor struct {
 
 	// barrier holds windows until their partition's on-time input is applied (D18);
 	// nil under Goka's tester, which applies every input before a scan.
-	barrier *inputBarrier
+	barrier atomic.Pointer[inputBarrier]
 }
 
 // scanMeta is the visit's meta: the scan's clock and the safe time of every evidence
@@ -269,6 +269,10 @@ func (o Options) problems() *options.Problems {
 
 const visitClose = "close-due"
 
+// inputRescan is how soon the watcher scans again while the input barrier holds
+// windows (Goka commits its marks every second).
+const inputRescan = time.Second
+
 // scanTimeout bounds one watcher pass over the state.
 const scanTimeout = 2 * time.Minute
 
@@ -289,8 +293,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		if err := p.checkGeometry(ctx, cl); err != nil {
 			return err
 		}
-		p.barrier = newInputBarrier(kadmOffsets{adm: kadm.NewClient(cl), group: string(group)},
-			p.opts.EvidenceTopic, string(p.graph.LoopStream().Topic()))
+		p.barrier.Store(newInputBarrier(kadmOffsets{adm: kadm.NewClient(cl), group: string(group)},
+			p.opts.EvidenceTopic, string(p.graph.LoopStream().Topic())))
 	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gokaCtx, stopGoka := context.WithCancel(context.WithoutCancel(ctx))
@@ -464,8 +468,8 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	p.nextDue = 0
 	p.nextDueMu.Unlock()
 	meta := &scanMeta{now: now}
-	if p.barrier != nil {
-		safe, err := p.barrier.advance(ctx, now.UnixMilli())
+	if b := p.barrier.Load(); b != nil {
+		safe, err := b.advance(ctx, now.UnixMilli())
 		if err != nil {
 			// the safe times of earlier rounds still hold; they only stop moving
 			p.log.Warn("input barrier not advanced; windows wait for it", "err", err)
@@ -495,6 +499,16 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 		p.nextDueMu.Lock()
 		if p.nextDue == 0 || s.nextDue < p.nextDue {
 			p.nextDue = s.nextDue
+		}
+		p.nextDueMu.Unlock()
+	}
+	if s.inputHeld > 0 {
+		// windows wait for the input barrier, which moves with the group's commits:
+		// look again soon rather than a whole scan interval later
+		again := now.Add(inputRescan).UnixMilli()
+		p.nextDueMu.Lock()
+		if p.nextDue <= now.UnixMilli() || p.nextDue > again {
+			p.nextDue = again
 		}
 		p.nextDueMu.Unlock()
 	}
