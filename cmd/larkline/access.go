@@ -80,6 +80,14 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 					add(why, access(opDescribeConfigs, resTopic, topic, "kafka.manageTopics is false: its configs are checked"))
 				}
 			}
+			geo := windows.GeometryTopic(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion)
+			add(why, access(opRead, resTopic, geo, "reads the version's window length and grace"),
+				access(opWrite, resTopic, geo, "writes them on the version's first start"))
+			if cfg.Kafka.ManageTopics {
+				add(why, access(opCreate, resTopic, geo, "created on the version's first start"))
+			} else {
+				add(why, access(opDescribeConfigs, resTopic, geo, "kafka.manageTopics is false: its configs are checked"))
+			}
 		case "synthesize":
 			add(why, access(opRead, resGroup, groupName(cfg, groupSynthesis), "consumer group"),
 				access(opRead, resTopic, t.WindowsClosed, "consumes closed windows"),

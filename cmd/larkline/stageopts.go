@@ -130,6 +130,8 @@ func windowsOptions(cfg *config.Config, version string) windows.Options {
 		ScanInterval:     l.SynthesisScanInterval,
 		// config 0 is "never flag"; the package's 0 is its default
 		OversizedVersions: oversized(cfg.Windows.OversizedVersions),
+		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
+		TopicReplication:  cfg.Kafka.ReplicationFactor,
 	}
 }
 

@@ -100,12 +100,13 @@ func runTopics(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // allTopicSpecs is every topic a deployment needs: larkline's five and, for each
-// processor version, the Goka group's table and loop topics.
+// processor version, the Goka group's table and loop topics and its geometry topic.
 func allTopicSpecs(cfg *config.Config, versions ...string) []kafka.TopicSpec {
 	specs := kafka.DefaultTopicSpecs(topicNames(cfg), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor)
 	for _, v := range versions {
 		g := string(windows.GroupName(cfg.Kafka.GroupPrefix, v))
 		specs = append(specs, kafka.GokaTopicSpecs(g, cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor, cfg.Kafka.ReplicationFactor, 0)...)
+		specs = append(specs, windows.GeometryTopicSpec(cfg.Kafka.GroupPrefix, v, cfg.Kafka.ReplicationFactor))
 	}
 	return specs
 }

@@ -40,6 +40,13 @@ type gokaTopicManager struct {
 	checkOnly bool
 }
 
+// GeometryTopicSpec is the <group>-geometry topic of a window processor version
+// (its window length and grace, one record): one partition, compacted.
+func GeometryTopicSpec(group string, replication int16) TopicSpec {
+	return TopicSpec{Name: group + "-geometry", Partitions: 1, Replication: max(replication, 1),
+		Configs: map[string]string{ConfigCleanupPolicy: CleanupCompact}}
+}
+
 // GokaTopicSpecs are the topics Goka uses for the processor group: its
 // <group>-table (compacted state) and <group>-loop stream, as the topic manager
 // creates them, for operators who create topics themselves (`larkline topics

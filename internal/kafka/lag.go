@@ -317,8 +317,11 @@ func readLagStamps(ctx context.Context, cl *kgo.Client, wants map[tp][]lagWant, 
 	return stamps, nil
 }
 
-// connectionOpts keeps the options of a client that are about connecting (brokers,
-// TLS, SASL, client id, dialer, logger) and drops producer, consumer and group options.
+// ConnectionOpts keeps the options of a client that are about connecting (brokers,
+// TLS, SASL, client id, dialer, logger) and drops producer, consumer and group
+// options: the options of an admin-only client made from a stage's client options.
+func ConnectionOpts(opts []kgo.Opt) []kgo.Opt { return connectionOpts(opts) }
+
 func connectionOpts(opts []kgo.Opt) []kgo.Opt {
 	out := make([]kgo.Opt, 0, len(opts))
 	for _, o := range opts {

@@ -327,9 +327,23 @@ func cloneConfig(c *sarama.Config) *sarama.Config {
 	return &cp
 }
 
-func (g *Goka) producerBuilder() goka.ProducerBuilder {
+// emitterProducerBuilder builds the emitters' producers: sarama's. An emitter is
+// long-lived and its emits are synchronous, so it does not halt.
+func (g *Goka) emitterProducerBuilder() goka.ProducerBuilder {
 	return func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
 		return goka.ProducerBuilderWithConfig(cloneConfig(g.cfg))(brokers, clientID, hasher)
+	}
+}
+
+// producerBuilder builds the processors' producers: sarama's, halting after a failed
+// produce (haltingProducer).
+func (g *Goka) producerBuilder() goka.ProducerBuilder {
+	return func(brokers []string, clientID string, hasher func() hash.Hash32) (goka.Producer, error) {
+		p, err := goka.ProducerBuilderWithConfig(cloneConfig(g.cfg))(brokers, clientID, hasher)
+		if err != nil {
+			return nil, err
+		}
+		return newHaltingProducer(p), nil
 	}
 }
 
@@ -377,7 +391,7 @@ func (g *Goka) ProcessorOptions() []goka.ProcessorOption {
 func (g *Goka) EmitterOptions() []goka.EmitterOption {
 	return []goka.EmitterOption{
 		goka.WithEmitterClientID(g.id),
-		goka.WithEmitterProducerBuilder(g.producerBuilder()),
+		goka.WithEmitterProducerBuilder(g.emitterProducerBuilder()),
 		goka.WithEmitterTopicManagerBuilder(g.topicManagerBuilder()),
 		goka.WithEmitterHasher(Hasher()),
 	}

@@ -133,6 +133,10 @@ func TestLateEvidenceNeverReopens(t *testing.T) {
 	if e, r := testutil.ToFloat64(h.p.m.late.WithLabelValues(outLateEdit)), testutil.ToFloat64(h.p.m.late.WithLabelValues(outLateRecall)); e != 2 || r != 1 {
 		t.Fatalf("late edits %v recalls %v, want 2 and 1", e, r)
 	}
+	if closed, closing := testutil.ToFloat64(h.p.m.lateEdits.WithLabelValues(lateClosed)),
+		testutil.ToFloat64(h.p.m.lateEdits.WithLabelValues(lateClosing)); closed != 2 || closing != 0 {
+		t.Fatalf("late edits by reason: window_closed %v, window_closing %v; want 2 and 0", closed, closing)
+	}
 	// the closed mark goes after retention: the chat value with it
 	h.scanAt(t0.Add(10*time.Minute + 72*time.Hour + 700*time.Minute))
 	if v := h.chatState(); v != nil {

@@ -185,11 +185,23 @@ func BenchmarkProcessorDueWindows10k(b *testing.B) {
 			defer cl.Close()
 			now.Store(t0.Add(time.Hour).UnixMilli())
 			began := time.Now()
-			if err := p.ScanOnce(context.Background()); err != nil {
-				b.Fatal(err)
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
+			// Scan until the input barrier (D23) passes: it follows the group's
+			// commits, which Goka makes every second; the watcher does the same.
+			scanned := make(chan struct{})
+			go func() {
+				defer close(scanned)
+				for ctx.Err() == nil {
+					if err := p.ScanOnce(ctx); err != nil || testutil.ToFloat64(p.m.inputHeld) == 0 {
+						return
+					}
+					select {
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
+				}
+			}()
 			got := 0
 			for got < n {
 				fs := cl.PollFetches(ctx)
@@ -199,6 +211,8 @@ func BenchmarkProcessorDueWindows10k(b *testing.B) {
 				got += fs.NumRecords()
 			}
 			took = time.Since(began)
+			cancel()
+			<-scanned
 		})
 		b.ReportMetric(took.Seconds(), "scan-to-last-record-s")
 	}
@@ -306,7 +320,11 @@ func processAllWith(b *testing.B, c *cluster, n int, sb storage.Builder, clock f
 	// Count from the first processed record: group join and topic set-up are a fixed
 	// cost of starting, not throughput. Every applied record counts, whatever it did.
 	for applied(p) == 0 {
-		time.Sleep(time.Millisecond)
+		select {
+		case err := <-done:
+			b.Fatalf("processor stopped before its first record: %v", err)
+		case <-time.After(time.Millisecond):
+		}
 	}
 	began := time.Now()
 	deadline := time.Now().Add(5 * time.Minute)

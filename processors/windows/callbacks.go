@@ -87,6 +87,9 @@ func (p *Processor) onLoop(ctx goka.Context, msg any) {
 		switch out {
 		case outLateEdit, outLateRecall:
 			p.m.late.WithLabelValues(out).Inc()
+			if out == outLateEdit {
+				p.m.lateEdits.WithLabelValues(p.mach.lateReason(c, m.At)).Inc()
+			}
 			p.log.Debug("late evidence for a closing or closed window; counted, not reopened",
 				"chat_key", ctx.Key(), "evidence_offset", m.Offset, "window_start", msTime(p.mach.start(m.At)), "outcome", out)
 		case outOpened:
@@ -250,7 +253,7 @@ func (p *Processor) emitClosed(ctx goka.Context, w *window) bool {
 
 // onVisit is the scan's pass over one chat value: it decides, writes nothing.
 func (p *Processor) onVisit(ctx goka.Context, meta any) {
-	now, ok := meta.(time.Time)
+	sm, ok := meta.(*scanMeta)
 	if !ok {
 		return
 	}
@@ -258,11 +261,14 @@ func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	if c == nil {
 		return
 	}
-	nowMS := now.UnixMilli()
-	for _, m := range p.mach.decide(c, nowMS) {
+	nowMS := sm.now.UnixMilli()
+	safe := sm.safeOf(ctx.Partition())
+	for _, m := range p.mach.decide(c, nowMS, safe) {
 		if m.Op == opClose {
 			if i, ok := c.find(m.Start); ok && c.Open[i].Status == statusClosing {
 				p.m.reemits.Inc()
+			} else {
+				p.m.closeInputLag.Observe(float64(max(0, nowMS-safe)) / 1000)
 			}
 		}
 		ctx.Loopback(ctx.Key(), &m)
@@ -271,6 +277,7 @@ func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	defer p.scanMu.Unlock()
 	p.scan.open += len(c.Open)
 	p.scan.held += p.mach.heldWindows(c, nowMS)
+	p.scan.inputHeld += p.mach.inputHeld(c, nowMS, safe)
 	for i := range c.Open {
 		w := &c.Open[i]
 		if w.Status == statusClosing {

@@ -45,8 +45,11 @@
 //
 // # Closing
 //
-// A window is due when window_end + Grace has passed on the wall clock and, with
-// RequireCoverage, when the chat's collection checkpoint covers window_end. A
+// A window is due when window_end + Grace has passed on the wall clock, when its
+// evidence partition has applied every record that was in it at that moment (the
+// input barrier, barrier.go, docs/decisions.md D23: a processor behind its input
+// closes later, never with less) and, with RequireCoverage, when the chat's
+// collection checkpoint covers window_end. A
 // checkpoint names one past the highest offset of the evidence the reconciler
 // produced before it (schemas.CollectionCheckpoint.EvidenceEndOffset); its coverage
 // is held until the chat has applied its evidence up to there (read-your-writes

@@ -137,7 +137,8 @@ func (i *instance) runErr() error {
 	return i.err
 }
 
-func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options)) *instance {
+// options are the processor options of a test instance of version.
+func (c *cluster) options(version string, clock *fakeClock) Options {
 	c.t.Helper()
 	g, err := kafka.NewGoka(kafka.GokaOptions{
 		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-it-" + version},
@@ -160,6 +161,13 @@ func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options))
 		// Memory storage: a restarted instance must recover its state from the group table.
 		Goka: append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.MemoryBuilder())),
 	}
+	c.dropGokaTopics(o.GroupPrefix, version)
+	return o
+}
+
+func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options)) *instance {
+	c.t.Helper()
+	o := c.options(version, clock)
 	if mutate != nil {
 		mutate(&o)
 	}
@@ -216,7 +224,7 @@ func (c *cluster) dropGokaTopics(prefix, version string) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		resp, err := kadm.NewClient(c.producer).DeleteTopics(ctx, group+"-loop", group+"-table")
+		resp, err := kadm.NewClient(c.producer).DeleteTopics(ctx, group+"-loop", group+"-table", GeometryTopic(prefix, version))
 		if err == nil {
 			_, _ = kadm.NewClient(c.producer).DeleteGroups(ctx, group, PublisherGroup(prefix, version))
 		}

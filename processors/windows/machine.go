@@ -112,6 +112,29 @@ func (m machine) due(c *chatValue, w *window, now int64) bool {
 	return !m.coverage || c.CoveredUntil >= end
 }
 
+// passed reports whether the input barrier safe (unix ms) is at or past the window's
+// end + grace: every record in the partition when the grace passed is applied.
+func (m machine) passed(w *window, safe int64) bool { return w.Start+m.length+m.grace <= safe }
+
+// inputHeld counts the open windows due at now (wall clock and coverage) that the
+// input barrier safe still holds: on-time evidence may still be waiting unread.
+func (m machine) inputHeld(c *chatValue, now, safe int64) int {
+	n := 0
+	for i := range c.Open {
+		w := &c.Open[i]
+		if w.Status != statusOpen {
+			continue
+		}
+		if !m.due(c, w, now) {
+			break
+		}
+		if !m.passed(w, safe) {
+			n++
+		}
+	}
+	return n
+}
+
 // note applies one evidence record's note and returns its outcome and whether the
 // window it grew just became oversized.
 func (m machine) note(c *chatValue, n *loopMsg, now int64) (outcome string, oversized bool) {
@@ -173,6 +196,21 @@ func (m machine) classify(c *chatValue, n *loopMsg, now int64) (string, bool) {
 	copy(c.Open[i+1:], c.Open[i:])
 	c.Open[i] = w
 	return outOpened, w.Oversized
+}
+
+// Reasons of larkline_windows_late_edits_total: where the window of a late edit was.
+const (
+	lateClosing = "window_closing" // closed, its record not read back yet
+	lateClosed  = "window_closed"  // closed and read back (its closed mark)
+)
+
+// lateReason says why an eligible version at (unix ms) was late for the chat, after
+// note counted it late_edit.
+func (m machine) lateReason(c *chatValue, at int64) string {
+	if _, found := c.find(m.start(at)); found {
+		return lateClosing
+	}
+	return lateClosed
 }
 
 // checkpoint applies a collection checkpoint: coverage until (unix ms), held until
@@ -263,8 +301,11 @@ func (m machine) needsTidy(c *chatValue, now int64) bool {
 // decide is the scan's part: it reads the value and returns the loop messages that
 // act on it, writing nothing. Every due window gets a close, oldest first, up to the
 // first open window that is not due; a window closing for longer than reemitAfter
-// gets one to be emitted again; a prunable value gets a tidy.
-func (m machine) decide(c *chatValue, now int64) []loopMsg {
+// gets one to be emitted again; a prunable value gets a tidy. safe is the input
+// barrier of the chat's partition (barrier.go, D23): every record that was in the
+// partition at safe is applied, so a window whose end + grace is after safe may
+// still have on-time evidence waiting and is not due yet.
+func (m machine) decide(c *chatValue, now, safe int64) []loopMsg {
 	var out []loopMsg
 	blocked := false
 	for i := range c.Open {
@@ -275,7 +316,7 @@ func (m machine) decide(c *chatValue, now int64) []loopMsg {
 			}
 			continue
 		}
-		if blocked || !m.due(c, w, now) {
+		if blocked || !m.due(c, w, now) || !m.passed(w, safe) {
 			blocked = true
 			continue
 		}

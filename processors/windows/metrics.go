@@ -21,6 +21,9 @@ type metrics struct {
 	scanSeconds     prometheus.Histogram
 	visitedKeys     prometheus.Gauge
 	barrierHeld     prometheus.Gauge
+	inputHeld       prometheus.Gauge
+	closeInputLag   prometheus.Histogram
+	lateEdits       *prometheus.CounterVec
 
 	tablePartitions   *prometheus.GaugeVec
 	recoveryRemaining prometheus.Gauge
@@ -107,6 +110,19 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_barrier_held",
 			Help: "Windows due and covered by a collection checkpoint but held at the last scan because the chat has not yet applied the evidence the reconciler produced before that checkpoint (the evidence barrier).",
 		}),
+		inputHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "larkline_windows_input_held",
+			Help: "Windows due on the wall clock (and covered) but held at the last scan because their evidence partition has not yet applied every record that was in it when the window's end + grace passed (the input barrier, D23): the processor is behind its input.",
+		}),
+		closeInputLag: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "larkline_window_close_input_lag_seconds",
+			Help:    "For each window the scan decided to close: how far behind its input the window's evidence partition was at that moment (the scan's clock minus the latest instant at which every record in the partition had been applied). 0 to a scan interval when caught up; downtime, replay and bursts show here, and delay the close instead of cutting the window short.",
+			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600},
+		}),
+		lateEdits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_late_edits_total",
+			Help: "Eligible evidence versions for a window already closed, by reason (window_closing: its record emitted, not yet read back; window_closed: closed for good). Under the input barrier (D23) only records appended after the window's end + grace are late.",
+		}, []string{"reason"}),
 		tablePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "larkline_windows_table_partitions",
 			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped).",
@@ -120,7 +136,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		reg.MustRegister(m.evidence, m.late, m.publishFailures, m.oversized, m.oversizedOpen, m.closingWindows, m.reemits, m.readBack,
 			m.closed, m.closedEvidence, m.closedBytes, m.openWindows,
 			m.oldestUncovered, m.wakeups, m.deadLettered, m.scanSeconds, m.visitedKeys,
-			m.tablePartitions, m.recoveryRemaining, m.barrierHeld)
+			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.inputHeld, m.closeInputLag, m.lateEdits)
 	}
 	return m
 }

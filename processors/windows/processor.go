@@ -12,8 +12,10 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -60,6 +62,11 @@ type Options struct {
 	Clock    func() time.Time // default time.Now
 	Logger   *slog.Logger
 	Registry *prometheus.Registry
+	// CheckTopicsOnly (kafka.manageTopics false): the version's geometry topic must
+	// exist and is only checked; otherwise it is created on the version's first start
+	// with TopicReplication replicas (default 1).
+	CheckTopicsOnly  bool
+	TopicReplication int16
 	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
 	Goka []goka.ProcessorOption
 	// Client carries the franz-go plumbing of the publisher, which reads the group
@@ -111,6 +118,27 @@ type Processor struct {
 
 	failedMu sync.Mutex
 	failed   error // the first error a callback failed the processor with
+
+	// barrier holds windows until their partition's on-time input is applied (D23);
+	// nil under Goka's tester, which applies every input before a scan.
+	barrier atomic.Pointer[inputBarrier]
+}
+
+// scanMeta is the visit's meta: the scan's clock and the safe time of every evidence
+// partition (barrier.go).
+type scanMeta struct {
+	now time.Time
+	// safe: unix ms by evidence partition; a partition not in it has none yet. nil:
+	// no barrier, every partition is safe at now.
+	safe map[int32]int64
+}
+
+// safeOf is the safe time of partition p.
+func (m *scanMeta) safeOf(p int32) int64 {
+	if m.safe == nil {
+		return m.now.UnixMilli()
+	}
+	return m.safe[p]
 }
 
 // scanTotals accumulates one visit over the state.
@@ -118,6 +146,7 @@ type scanTotals struct {
 	open       int
 	closing    int
 	held       int // windows held by the evidence barrier
+	inputHeld  int // windows held by the input barrier (D23)
 	oversized  int
 	oldestSeen int64
 	nextDue    int64
@@ -245,6 +274,10 @@ func (o Options) problems() *options.Problems {
 
 const visitClose = "close-due"
 
+// inputRescan is how soon the watcher scans again while the input barrier holds
+// windows (Goka commits its marks every second).
+const inputRescan = time.Second
+
 // scanTimeout bounds one watcher pass over the state.
 const scanTimeout = 2 * time.Minute
 
@@ -254,6 +287,20 @@ const scanTimeout = 2 * time.Minute
 func (p *Processor) Run(ctx context.Context) error {
 	// The watcher stops (and its scan finishes) before Goka is told to stop: Goka's
 	// VisitAll races with its own shutdown when a visit is abandoned midway.
+	if !p.opts.inlineEmit {
+		// admin requests only: the producer and group options are the publisher's
+		cl, err := kgo.NewClient(kafka.ConnectionOpts(p.opts.Client)...)
+		if err != nil {
+			return fmt.Errorf("windows: input barrier client: %w", err)
+		}
+		defer cl.Close()
+		group := GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion)
+		if err := p.checkGeometry(ctx, cl); err != nil {
+			return err
+		}
+		p.barrier.Store(newInputBarrier(kadmOffsets{adm: kadm.NewClient(cl), group: string(group)},
+			p.opts.EvidenceTopic, string(p.graph.LoopStream().Topic())))
+	}
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	gokaCtx, stopGoka := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopGoka()
@@ -344,8 +391,12 @@ func (p *Processor) Wakeup() {
 }
 
 // noteDue lets a callback tell the watcher that a window becomes due at t (unix ms).
+// A window already due on the wall clock wakes nothing: it was opened or kept by
+// input the processor reads behind the wall clock (a restart, a replay, a burst),
+// and the periodic scan closes it once the input barrier passes (D23). Waking the
+// scan at once would only visit every key per newly opened window.
 func (p *Processor) noteDue(t int64) {
-	if t <= 0 {
+	if t <= 0 || t <= p.opts.Clock().UnixMilli() {
 		return
 	}
 	p.nextDueMu.Lock()
@@ -421,8 +472,17 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	p.nextDueMu.Lock()
 	p.nextDue = 0
 	p.nextDueMu.Unlock()
+	meta := &scanMeta{now: now}
+	if b := p.barrier.Load(); b != nil {
+		safe, err := b.advance(ctx, now.UnixMilli())
+		if err != nil {
+			// the safe times of earlier rounds still hold; they only stop moving
+			p.log.Warn("input barrier not advanced; windows wait for it", "err", err)
+		}
+		meta.safe = safe
+	}
 	began := time.Now()
-	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, now)
+	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, meta)
 	p.m.scanSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
 		return fmt.Errorf("visiting window state: %w", err)
@@ -434,6 +494,7 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 	p.m.closingWindows.Set(float64(s.closing))
 	p.m.oversizedOpen.Set(float64(s.oversized))
 	p.m.barrierHeld.Set(float64(s.held))
+	p.m.inputHeld.Set(float64(s.inputHeld))
 	if s.oldestSeen > 0 {
 		p.m.oldestUncovered.Set(now.Sub(time.UnixMilli(s.oldestSeen)).Seconds())
 	} else {
@@ -443,6 +504,16 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 		p.nextDueMu.Lock()
 		if p.nextDue == 0 || s.nextDue < p.nextDue {
 			p.nextDue = s.nextDue
+		}
+		p.nextDueMu.Unlock()
+	}
+	if s.inputHeld > 0 {
+		// windows wait for the input barrier, which moves with the group's commits:
+		// look again soon rather than a whole scan interval later
+		again := now.Add(inputRescan).UnixMilli()
+		p.nextDueMu.Lock()
+		if p.nextDue <= now.UnixMilli() || p.nextDue > again {
+			p.nextDue = again
 		}
 		p.nextDueMu.Unlock()
 	}

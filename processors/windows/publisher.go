@@ -3,9 +3,13 @@ package windows
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
@@ -76,7 +80,12 @@ func (p *Processor) runPublisher(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("windows: publisher: %w", err)
 	}
-	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.opts.Client...), append(gopts, kgo.BlockRebalanceOnPoll())...)...)
+	own := newOwnership()
+	gopts = append(gopts, kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.assigned(m[table]) }),
+		kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.revoked(m[table]) }),
+		kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.revoked(m[table]) }))
+	cl, err := kgo.NewClient(append(append([]kgo.Opt{}, p.opts.Client...), gopts...)...)
 	if err != nil {
 		return fmt.Errorf("windows: publisher client: %w", err)
 	}
@@ -90,6 +99,7 @@ func (p *Processor) runPublisher(ctx context.Context) error {
 		cl.Close()
 	}()
 	wait := publisherRetryMin
+	pub := &publishing{cl: cl, own: own, m: p.m, log: p.log}
 	for ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -111,50 +121,161 @@ func (p *Processor) runPublisher(ctx context.Context) error {
 			cl.AllowRebalance()
 			continue
 		}
-		var recs, out []*kgo.Record
+		var rd round
 		fs.EachRecord(func(r *kgo.Record) {
-			recs = append(recs, r)
-			out = append(out, p.announced(r)...)
+			rd.add(r, p.announced(r))
 		})
-		// A round is produced and committed whole, or retried whole: the records are
-		// byte-identical, so a retried produce only adds copies.
-		for ctx.Err() == nil {
-			err := p.publishRound(ctx, cl, recs, out)
-			if err == nil {
-				wait = publisherRetryMin
-				break
-			}
-			p.m.publishFailures.Inc()
-			p.log.Warn("publishing closed records failed; retrying", "records", len(out), "err", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(wait):
-			}
-			wait = min(2*wait, publisherRetryMax)
-		}
+		pub.publish(ctx, &rd, publisherRetryMin)
 		cl.AllowRebalance()
 	}
 	return nil
 }
 
-// publishRound produces the round's closed records, waits for them, then commits the
-// changelog records they came from.
-func (p *Processor) publishRound(ctx context.Context, cl *kgo.Client, recs, out []*kgo.Record) error {
-	if len(out) > 0 {
-		if err := cl.ProduceSync(ctx, out...).FirstErr(); err != nil {
-			return fmt.Errorf("producing %d closed records: %w", len(out), err)
-		}
-		for _, r := range out {
-			p.m.closed.WithLabelValues(string(r.Headers[1].Value)).Inc()
-			p.m.closedBytes.Observe(float64(len(r.Key) + len(r.Value)))
+// roundClient is what publishing needs of the publisher's franz-go client.
+type roundClient interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+	CommitRecords(ctx context.Context, rs ...*kgo.Record) error
+	AllowRebalance()
+}
+
+// ownership tracks the changelog partitions the publisher's member holds.
+type ownership struct {
+	mu   sync.Mutex
+	gone map[int32]bool // revoked or lost since the last assignment of the partition
+}
+
+func newOwnership() *ownership { return &ownership{gone: map[int32]bool{}} }
+
+func (o *ownership) assigned(ps []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		delete(o.gone, p)
+	}
+}
+
+func (o *ownership) revoked(ps []int32) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, p := range ps {
+		o.gone[p] = true
+	}
+}
+
+func (o *ownership) owns(p int32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return !o.gone[p]
+}
+
+// round is one poll's changelog records and the closed records they announce, each
+// with the changelog partition it came from.
+type round struct {
+	recs []*kgo.Record
+	out  []*kgo.Record
+	from []int32 // changelog partition of out[i]
+}
+
+func (r *round) add(rec *kgo.Record, out []*kgo.Record) {
+	r.recs = append(r.recs, rec)
+	for _, o := range out {
+		r.out = append(r.out, o)
+		r.from = append(r.from, rec.Partition)
+	}
+}
+
+// keep drops the records of partitions the member no longer holds: their next owner
+// reads them again from the last commit.
+func (r *round) keep(own *ownership) {
+	recs := r.recs[:0]
+	for _, rec := range r.recs {
+		if own.owns(rec.Partition) {
+			recs = append(recs, rec)
 		}
 	}
-	if len(recs) > 0 {
-		if err := cl.CommitRecords(ctx, recs...); err != nil {
-			return fmt.Errorf("committing the publisher's changelog offsets: %w", err)
+	r.recs = recs
+	out, from := r.out[:0], r.from[:0]
+	for i, o := range r.out {
+		if own.owns(r.from[i]) {
+			out, from = append(out, o), append(from, r.from[i])
 		}
 	}
-	return nil
+	r.out, r.from = out, from
+}
+
+// publisherCommitAttempts bounds the commits of one round. A round's records are
+// produced by then; a commit that still fails leaves them to be read again (one more
+// byte-identical copy each) by whoever holds the partition next, or committed with
+// the next round's.
+const publisherCommitAttempts = 5
+
+// publishing produces and commits rounds.
+type publishing struct {
+	cl  roundClient
+	own *ownership
+	m   *metrics
+	log *slog.Logger
+}
+
+// publish produces the round's closed records, retrying until they are acknowledged
+// (between attempts the member may rebalance, so a slow broker cannot get it evicted
+// from the group; the records of partitions it lost meanwhile are dropped, their next
+// owner emits them), then commits the changelog records, a bounded number of times and
+// never producing again: a commit refused because the member lost the group
+// (rebalanced while retrying) ends the round. So a lost membership costs at most one
+// more copy of a round's records, never an endless loop of them, and never a stall.
+func (pb *publishing) publish(ctx context.Context, r *round, backoff time.Duration) {
+	wait := backoff
+	pause := func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, publisherRetryMax)
+	}
+	for ctx.Err() == nil {
+		r.keep(pb.own)
+		if len(r.out) == 0 {
+			break
+		}
+		err := pb.cl.ProduceSync(ctx, r.out...).FirstErr()
+		if err == nil {
+			for _, o := range r.out {
+				pb.m.closed.WithLabelValues(string(o.Headers[1].Value)).Inc()
+				pb.m.closedBytes.Observe(float64(len(o.Key) + len(o.Value)))
+			}
+			break
+		}
+		pb.m.publishFailures.Inc()
+		pb.log.Warn("producing closed records failed; retrying", "records", len(r.out), "err", err)
+		pause()
+		pb.cl.AllowRebalance() // a rebalance due meanwhile happens here, not by eviction
+	}
+	for attempt := 1; ctx.Err() == nil; attempt++ {
+		r.keep(pb.own)
+		if len(r.recs) == 0 {
+			return
+		}
+		err := pb.cl.CommitRecords(ctx, r.recs...)
+		if err == nil {
+			return
+		}
+		pb.m.publishFailures.Inc()
+		if lostGroup(err) || attempt >= publisherCommitAttempts {
+			pb.log.Warn("committing the publisher's changelog offsets failed; left to the partition's next read",
+				"records", len(r.recs), "attempts", attempt, "err", err)
+			return
+		}
+		pb.log.Warn("committing the publisher's changelog offsets failed; retrying", "err", err)
+		pause()
+	}
+}
+
+// lostGroup reports whether a commit was refused because the member is no longer in
+// the group's current generation.
+func lostGroup(err error) bool {
+	return errors.Is(err, kerr.IllegalGeneration) || errors.Is(err, kerr.UnknownMemberID) ||
+		errors.Is(err, kerr.RebalanceInProgress) || errors.Is(err, kerr.FencedInstanceID)
 }
 
 // announced builds the closed records one changelog record announces.

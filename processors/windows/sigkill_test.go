@@ -63,7 +63,9 @@ func startChild(t *testing.T, bin string, env []string) *child {
 // 100,000 evidence records; one of them, chosen at random, is SIGKILLed every
 // 0.2–3 s and started again on its own state directory. Afterwards the set of
 // windows in the closed-window topic is exactly the set of windows with evidence,
-// and every copy of a window's record is byte-identical.
+// every window's record names exactly its versions (count and offset range: the
+// processes start behind their input, every window already due), and every copy of
+// a window's record is byte-identical.
 func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 	c := newCluster(t)
 	version := uniqueVersion(t)
@@ -85,9 +87,30 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 			want[ids.ChatKey(ws, chat)+"@"+ids.WindowStart(at, 10*time.Minute).Format(time.RFC3339)] = true
 		}
 	}
+	// every window's record must name exactly its versions: count and offset range
+	type span struct {
+		n      int
+		lo, hi int64
+	}
+	spans := map[string]*span{}
 	for i := 0; i < len(krs); i += 5000 {
-		if err := c.producer.ProduceSync(context.Background(), krs[i:min(i+5000, len(krs))]...).FirstErr(); err != nil {
+		res := c.producer.ProduceSync(context.Background(), krs[i:min(i+5000, len(krs))]...)
+		if err := res.FirstErr(); err != nil {
 			t.Fatalf("produce: %v", err)
+		}
+		for _, r := range res {
+			ev, err := c.codecs.Evidence.Decode(context.Background(), r.Record.Value)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := ids.ChatKey(ev.WorkspaceID, ev.ChatID) + "@" + ids.WindowStart(ev.OccurredAt, 10*time.Minute).Format(time.RFC3339)
+			sp := spans[id]
+			if sp == nil {
+				sp = &span{lo: r.Record.Offset, hi: r.Record.Offset}
+				spans[id] = sp
+			}
+			sp.n++
+			sp.lo, sp.hi = min(sp.lo, r.Record.Offset), max(sp.hi, r.Record.Offset)
 		}
 	}
 	bin := buildChild(t)
@@ -116,7 +139,7 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 	defer cl.Close()
 	copies := map[string][]byte{}
 	dups, diffs := 0, 0
-	var extra []string
+	var extra, short []string
 	read := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
@@ -138,6 +161,10 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 				return
 			}
 			copies[id] = r.Value
+			if sp := spans[id]; sp != nil && (w.EvidenceCount != sp.n || w.EvidenceLowOffset != sp.lo || w.EvidenceEndOffset != sp.hi+1) {
+				short = append(short, fmt.Sprintf("%s: %d versions [%d,%d), want %d [%d,%d)",
+					id, w.EvidenceCount, w.EvidenceLowOffset, w.EvidenceEndOffset, sp.n, sp.lo, sp.hi+1))
+			}
 		})
 	}
 
@@ -167,6 +194,9 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 	}
 	if len(extra) > 0 {
 		t.Fatalf("%d closed records for windows without evidence, e.g. %s", len(extra), extra[0])
+	}
+	if len(short) > 0 {
+		t.Fatalf("%d of %d windows closed without all their versions, e.g. %s", len(short), len(copies), short[0])
 	}
 	if kills == 0 {
 		t.Fatal("no instance was killed")

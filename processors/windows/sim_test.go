@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -46,6 +47,9 @@ type simEvidenceRec struct {
 	chat string
 	kind noteKind
 	at   int64
+	// producedAt is the clock when the record reached the topic: one produced before
+	// its window's end + grace is on time and must be in the window's record (D23).
+	producedAt int64
 }
 
 type simCheckpointRec struct {
@@ -112,10 +116,31 @@ type sim struct {
 	// applied[chat] is the evidence offsets the chat's value took in, in the current
 	// life of the state (a model check, rebuilt nowhere: only used for the barrier).
 	crashes int
+	// barrier is the input barrier (barrier.go) over the model's committed offsets
+	// and topic ends (one partition); rebuilt after a crash, as in a restart.
+	barrier *inputBarrier
+}
+
+// simOffsets is the broker's view of the model: the group's committed offsets and the
+// ends of the evidence and loop topics (acknowledged records only).
+type simOffsets struct{ s *sim }
+
+func (o simOffsets) committed(context.Context) (map[string]map[int32]int64, error) {
+	return map[string]map[int32]int64{
+		simEvidence: {0: int64(o.s.committed[simEvidence])}, simLoop: {0: int64(o.s.committed[simLoop])}}, nil
+}
+
+func (o simOffsets) ends(context.Context, ...string) (map[string]map[int32]int64, error) {
+	return map[string]map[int32]int64{
+		simEvidence: {0: int64(len(o.s.evidence))}, simLoop: {0: int64(len(o.s.loop))}}, nil
+}
+
+func (o simOffsets) starts(context.Context, ...string) (map[string]map[int32]int64, error) {
+	return map[string]map[int32]int64{simEvidence: {0: 0}, simLoop: {0: 0}}, nil
 }
 
 func newSim(t testing.TB, seed uint64, coverage bool) *sim {
-	return &sim{
+	s := &sim{
 		t: t, seed: seed, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		m: machine{length: (10 * time.Minute).Milliseconds(), grace: (3 * time.Minute).Milliseconds(),
 			retention: (72 * time.Hour).Milliseconds(), coverage: coverage, maxVersions: 40,
@@ -125,6 +150,8 @@ func newSim(t testing.TB, seed uint64, coverage bool) *sim {
 		inflight: map[string][]*simProduce{}, pos: map[string]int{}, marked: map[string]int{}, committed: map[string]int{},
 		emitted: map[string][]simEmission{},
 	}
+	s.barrier = newInputBarrier(simOffsets{s}, simEvidence, simLoop)
+	return s
 }
 
 func (s *sim) fatalf(format string, args ...any) {
@@ -146,7 +173,7 @@ func (s *sim) step(format string, args ...any) { s.log = append(s.log, simStep{f
 // --- the world outside the processor
 
 func (s *sim) produceEvidence(chat string, kind noteKind, at int64) {
-	s.evidence = append(s.evidence, simEvidenceRec{chat: chat, kind: kind, at: at})
+	s.evidence = append(s.evidence, simEvidenceRec{chat: chat, kind: kind, at: at, producedAt: s.now})
 	s.step("evidence @%d %s kind %d at +%ds", len(s.evidence)-1, chat, kind, (at-t0.UnixMilli())/1000)
 }
 
@@ -350,9 +377,10 @@ func (s *sim) visit() {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	s.step("scan at +%ds over %d chats", (s.now-t0.UnixMilli())/1000, len(keys))
+	safe, _ := s.barrier.advance(context.Background(), s.now)
+	s.step("scan at +%ds over %d chats, input applied up to +%ds", (s.now-t0.UnixMilli())/1000, len(keys), (safe[0]-t0.UnixMilli())/1000)
 	for _, k := range keys {
-		for _, m := range s.m.decide(s.local[k], s.now) {
+		for _, m := range s.m.decide(s.local[k], s.now, safe[0]) {
 			s.produce(&simProduce{topic: simLoop, key: k, loop: &m})
 		}
 	}
@@ -391,6 +419,7 @@ func (s *sim) crash() {
 		}
 	}
 	s.localOff = len(s.changelog)
+	s.barrier = newInputBarrier(simOffsets{s}, simEvidence, simLoop)
 }
 
 // --- invariants
@@ -443,6 +472,15 @@ func (s *sim) checkEmission(chat string, post *chatValue, rec schemas.ClosedWind
 	}
 	if rec.EvidenceCount < 1 || rec.EvidenceCount > inRange {
 		s.fatalf("window %s counts %d versions, its range holds %d", id, rec.EvidenceCount, inRange)
+	}
+	// the rule (D23): every eligible version produced before end + grace is in it,
+	// however far behind its input the processor was
+	for off, e := range s.evidence {
+		if e.chat == chat && e.kind == kindEligible && s.m.start(e.at) == start && e.producedAt < end+s.m.grace &&
+			(int64(off) < rec.EvidenceLowOffset || int64(off) >= rec.EvidenceEndOffset) {
+			s.fatalf("window %s closed without on-time evidence @%d (produced at +%ds, end + grace +%ds): range [%d,%d)",
+				id, off, (e.producedAt-t0.UnixMilli())/1000, (end+s.m.grace-t0.UnixMilli())/1000, rec.EvidenceLowOffset, rec.EvidenceEndOffset)
+		}
 	}
 	if !s.m.coverage {
 		return

@@ -331,6 +331,7 @@ func TestChartStrimzi(t *testing.T) {
 	cfg := config.Default()
 	specs := append(kafka.DefaultTopicSpecs(kafka.DefaultTopicNames(), cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor),
 		kafka.GokaTopicSpecs("larkline-windows-v1", cfg.Kafka.Partitions, cfg.Kafka.ReplicationFactor, cfg.Kafka.ReplicationFactor, 0)...)
+	specs = append(specs, kafka.GeometryTopicSpec("larkline-windows-v1", cfg.Kafka.ReplicationFactor))
 	got := map[string]kafkaTopic{}
 	for _, k := range o.topics {
 		got[k.Spec.TopicName] = k
