@@ -133,7 +133,7 @@ func gokaFloor(b *testing.B, c *cluster, n int) float64 {
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	for count.Load() == 0 {
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // poll until the first record is applied (a benchmark, not a test)
 	}
 	began := time.Now()
 	deadline := time.Now().Add(5 * time.Minute)
@@ -141,7 +141,7 @@ func gokaFloor(b *testing.B, c *cluster, n int) float64 {
 		if time.Now().After(deadline) {
 			b.Fatalf("goka floor stalled at %d/%d", count.Load(), n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval of a wait with a deadline (a benchmark)
 	}
 	rate := float64(n) / time.Since(began).Seconds()
 	cancel()
@@ -332,7 +332,7 @@ func processAllWith(b *testing.B, c *cluster, n int, sb storage.Builder, clock f
 		if time.Now().After(deadline) {
 			b.Fatalf("processor stalled at %v/%d", applied(p), n)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // poll interval of a wait with a deadline (a benchmark)
 	}
 	rate := float64(n) / time.Since(began).Seconds()
 	whileRunning(p)

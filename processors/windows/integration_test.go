@@ -305,7 +305,7 @@ func waitForWithin(t *testing.T, within time.Duration, what string, cond func() 
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // poll interval of a wait on a condition with a deadline
 	}
 }
 

@@ -125,7 +125,7 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	go func() { done <- p.proc.Run(ctx) }()
 	// Wait until the processor runs, so that stopping it at cleanup never races its
 	// start-up (Goka reports a start-up cut short as an error).
-	for deadline := time.Now().Add(30 * time.Second); !p.proc.Recovered(); time.Sleep(2 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !p.proc.Recovered(); time.Sleep(2 * time.Millisecond) { // poll interval of a wait with a deadline
 		if time.Now().After(deadline) {
 			t.Fatal("processor not running after 30s")
 		}

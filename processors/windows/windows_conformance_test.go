@@ -122,7 +122,7 @@ func (d *conformanceDeployment) Observe(t *testing.T) conformance.Observation {
 			if time.Now().After(deadline) {
 				t.Fatalf("window %s was not closed within %s", key, conformance.WaitLimit)
 			}
-			time.Sleep(confProgress)
+			time.Sleep(confProgress) // poll interval of a wait with a deadline (conformance.WaitLimit)
 		}
 	}
 	conformance.CaughtUp(t, d.group(), d.Wiring().Consumed...)
