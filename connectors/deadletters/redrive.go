@@ -168,17 +168,24 @@ func (r *Redriver) source(ctx context.Context, e Entry) (src *kgo.Record, outcom
 
 // check is a dry run of one dead letter: the checks, nothing written.
 func (r *Redriver) check(ctx context.Context, e Entry) (outcome, detail string, err error) {
+	_, outcome, detail, err = r.checked(ctx, e)
+	return outcome, detail, err
+}
+
+// checked runs the checks of one dead letter and returns the record to re-drive, or
+// nil with the outcome (OutcomeWouldRedrive when the checks pass).
+func (r *Redriver) checked(ctx context.Context, e Entry) (src *kgo.Record, outcome, detail string, err error) {
 	if d := r.checkTopic(e); d != "" {
-		return OutcomeRefused, d, nil
+		return nil, OutcomeRefused, d, nil
 	}
-	src, outcome, detail, err := r.source(ctx, e)
+	src, outcome, detail, err = r.source(ctx, e)
 	if err != nil || src == nil {
-		return outcome, detail, err
+		return nil, outcome, detail, err
 	}
 	if d, err := r.checkBinding(ctx, e.Stage, src); err != nil || d != "" {
-		return OutcomeRefused, d, err
+		return nil, OutcomeRefused, d, err
 	}
-	return OutcomeWouldRedrive, "", nil
+	return src, OutcomeWouldRedrive, "", nil
 }
 
 // checkTopic refuses a dead letter that names another topic than its stage's input:
@@ -231,15 +238,9 @@ func (r *Redriver) checkBinding(ctx context.Context, stage string, src *kgo.Reco
 }
 
 func (r *Redriver) one(ctx context.Context, e Entry) (outcome, detail string, err error) {
-	if d := r.checkTopic(e); d != "" {
-		return OutcomeRefused, d, nil
-	}
-	src, outcome, detail, err := r.source(ctx, e)
+	src, outcome, detail, err := r.checked(ctx, e)
 	if err != nil || src == nil {
 		return outcome, detail, err
-	}
-	if d, err := r.checkBinding(ctx, e.Stage, src); err != nil || d != "" {
-		return OutcomeRefused, d, err
 	}
 	switch e.Stage {
 	case StageEvidenceSink:

@@ -82,18 +82,7 @@ func checkSchemaFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, dir stri
 		return fmt.Errorf("checking the schema version: %w", err)
 	}
 	if exists {
-		rows, err := pool.Query(ctx, "SELECT version, checksum FROM schema_migrations")
-		if err != nil {
-			return fmt.Errorf("checking the schema version: %w", err)
-		}
-		var (
-			v   int64
-			sum string
-		)
-		if _, err := pgx.ForEachRow(rows, []any{&v, &sum}, func() error {
-			done[v] = sum
-			return nil
-		}); err != nil {
+		if done, err = appliedMigrations(ctx, pool); err != nil {
 			return fmt.Errorf("checking the schema version: %w", err)
 		}
 	}
@@ -198,7 +187,10 @@ func migrateFS(ctx context.Context, pool *pgxpool.Pool, fsys fs.FS, dir string) 
 	return applied, nil
 }
 
-func appliedMigrations(ctx context.Context, conn *pgx.Conn) (map[int64]string, error) {
+// appliedMigrations reads schema_migrations through a connection or a pool.
+func appliedMigrations(ctx context.Context, conn interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}) (map[int64]string, error) {
 	rows, err := conn.Query(ctx, "SELECT version, checksum FROM schema_migrations")
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read schema_migrations: %w", err)
