@@ -88,7 +88,7 @@ func createPrintedTopics(ctx context.Context, t *testing.T, adminOpts []kgo.Opt,
 		t.Fatalf("creating the printed topics as the administrator: %v", err)
 	}
 	n := len(rep.Created)
-	if n != 7 {
-		t.Fatalf("topics print listed %d topics, want 7 (5 of larkline, Goka's table and loop):\n%s", n, printed)
+	if n != 8 {
+		t.Fatalf("topics print listed %d topics, want 8 (5 of larkline, Goka's table and loop, the version's geometry):\n%s", n, printed)
 	}
 }
