@@ -114,15 +114,7 @@ func TestDashboard(t *testing.T) {
 		t.Errorf("templating needs a datasource variable of type prometheus named for %s", dashboardDatasource)
 	}
 
-	var flat []dashPanel
-	var walk func([]dashPanel)
-	walk = func(ps []dashPanel) {
-		for _, p := range ps {
-			flat = append(flat, p)
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
+	flat := flatPanels(d.Panels)
 	ids := map[int]string{}
 	charted := map[string]bool{}
 	for _, p := range flat {
@@ -189,4 +181,14 @@ func TestDashboard(t *testing.T) {
 	if len(uncharted) > 0 {
 		t.Logf("metrics without a panel (fine, but consider them): %s", strings.Join(uncharted, ", "))
 	}
+}
+
+// flatPanels lists the panels and, depth first, the panels of their rows.
+func flatPanels(ps []dashPanel) []dashPanel {
+	var flat []dashPanel
+	for _, p := range ps {
+		flat = append(flat, p)
+		flat = append(flat, flatPanels(p.Panels)...)
+	}
+	return flat
 }

@@ -22,15 +22,7 @@ func TestDashboardVariables(t *testing.T) {
 		}
 	}
 	sel := regexp.MustCompile(`(larkline_[a-z0-9_]*[a-z0-9])\s*(\{[^}]*\})?`)
-	var flat []dashPanel
-	var walk func([]dashPanel)
-	walk = func(ps []dashPanel) {
-		for _, p := range ps {
-			flat = append(flat, p)
-			walk(p.Panels)
-		}
-	}
-	walk(d.Panels)
+	flat := flatPanels(d.Panels)
 	n := 0
 	for _, p := range flat {
 		for _, tg := range p.Targets {
