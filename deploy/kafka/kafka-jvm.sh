@@ -38,14 +38,8 @@
 set -euo pipefail
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo_root="$(cd "${script_dir}/../.." && pwd)"
 pom="${script_dir}/pom.xml"
-dependency_plugin="org.apache.maven.plugins:maven-dependency-plugin:3.8.1"
-
-die() {
-	echo "kafka-jvm: $*" >&2
-	exit 1
-}
+prog=kafka-jvm
 
 # shellcheck source=/dev/null
 source "${script_dir}/jvm-lib.sh"
@@ -54,72 +48,31 @@ source "${script_dir}/jvm-lib.sh"
 broker_pid() { recorded_pid "$1/broker.pid" "kafka\\.Kafka"; }
 
 usage() {
-	cat >&2 <<'EOF'
+	cat >&2 <<'USAGE'
 usage: kafka-jvm.sh fetch
        kafka-jvm.sh start <dir> <port> <controller-port>
        kafka-jvm.sh stop <dir>
        kafka-jvm.sh jars
-EOF
+USAGE
 	exit 2
 }
 
-kafka_version() {
-	local v
-	v="$(sed -n 's:.*<kafka.version>\([^<]*\)</kafka.version>.*:\1:p' "${pom}" | head -n1)"
-	[[ -n "${v}" ]] || die "cannot read <kafka.version> from ${pom}"
-	printf '%s\n' "${v}"
-}
+kafka_version() { pom_property "${pom}" kafka.version; }
 
-jars_dir() {
-	if [[ -n "${LARKLINE_KAFKA_JARS:-}" ]]; then
-		printf '%s\n' "${LARKLINE_KAFKA_JARS}"
-	else
-		printf '%s\n' "${XDG_CACHE_HOME:-${HOME}/.cache}/larkline/kafka-jars/$(kafka_version)"
-	fi
-}
+jars_dir() { cache_dir "${LARKLINE_KAFKA_JARS:-}" kafka-jars "$(kafka_version)"; }
 
-pom_sum() {
-	sha256sum "${pom}" | cut -d' ' -f1
-}
-
-fetch() {
-	local dir marker want lock tmp out
-	dir="$(jars_dir)"
-	marker="${dir}/.complete"
-	want="$(pom_sum)"
-	if [[ -f "${marker}" && "$(cat "${marker}")" == "${want}" ]]; then
-		return 0
-	fi
-	command -v "${MVN:-mvn}" >/dev/null 2>&1 || die "mvn not found; it is needed once to fetch the broker jars into ${dir}"
-	mkdir -p "$(dirname "${dir}")"
-	lock="${dir}.lock"
-	exec 9>"${lock}"
-	if command -v flock >/dev/null 2>&1; then
-		flock 9
-	fi
-	# Another process may have completed the fetch while we waited for the lock.
-	if [[ -f "${marker}" && "$(cat "${marker}")" == "${want}" ]]; then
-		exec 9>&-
-		return 0
-	fi
-	tmp="$(mktemp -d "${dir}.tmp.XXXXXX")"
-	echo "kafka-jvm: fetching Kafka $(kafka_version) jars into ${dir}" >&2
-	# Maven's output is shown only when it fails (quiet mode still prints ANSI resets).
-	if ! out="$("${MVN:-mvn}" -q -B -Dstyle.color=never -f "${pom}" "${dependency_plugin}:copy-dependencies" \
-		-DincludeScope=runtime -DoutputDirectory="${tmp}" 2>&1)"; then
-		printf '%s\n' "${out}" >&2
-		rm -rf "${tmp}"
-		die "maven could not resolve the broker jars (see above)"
-	fi
-	compgen -G "${tmp}/kafka_2.13-*.jar" >/dev/null || {
-		rm -rf "${tmp}"
-		die "maven finished but no kafka_2.13 jar was copied"
+# copy_jars <work> <out> resolves the broker's runtime jars into <out>.
+copy_jars() {
+	echo "kafka-jvm: fetching Kafka $(kafka_version) jars into $(jars_dir)" >&2
+	mvn_quiet -f "${pom}" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$2" || return 1
+	compgen -G "$2/kafka_2.13-*.jar" >/dev/null || {
+		echo "kafka-jvm: maven finished but no kafka_2.13 jar was copied" >&2
+		return 1
 	}
-	printf '%s\n' "${want}" >"${tmp}/.complete"
-	rm -rf "${dir}"
-	mv "${tmp}" "${dir}"
-	exec 9>&-
 }
+
+fetch() { cached_build "$(jars_dir)" "$(sha256sum "${pom}" | cut -d' ' -f1)" copy_jars; }
 
 write_config() {
 	local dir="$1" port="$2" cport="$3"
@@ -171,7 +124,7 @@ EOF
 
 start() {
 	[[ $# -eq 3 ]] || usage
-	local dir="$1" port="$2" cport="$3" jars java cluster_id pid deadline timeout
+	local dir="$1" port="$2" cport="$3" jars java cluster_id
 	valid_port "${port}" || die "invalid port: ${port}"
 	valid_port "${cport}" || die "invalid controller port: ${cport}"
 	[[ "${port}" != "${cport}" ]] || die "port and controller port must differ"
@@ -201,73 +154,16 @@ start() {
 			{ log_tail "${dir}/broker.log" kafka-jvm; die "formatting ${dir}/data failed"; }
 	fi
 
-	# setsid: the broker lives in its own session so a terminal's Ctrl-C reaches the
-	# caller, which stops the broker in order, rather than the JVM directly.
-	local detach=()
-	if command -v setsid >/dev/null 2>&1; then
-		detach=(setsid)
-	fi
-	"${detach[@]}" "${java}" "-Xmx${LARKLINE_KAFKA_HEAP:-768m}" -Djava.awt.headless=true \
+	launch "${dir}" broker "${port}" "${LARKLINE_KAFKA_START_TIMEOUT:-90}" \
+		"${java}" "-Xmx${LARKLINE_KAFKA_HEAP:-768m}" -Djava.awt.headless=true \
 		"-Dlog4j2.configurationFile=${dir}/log4j2.properties" \
-		-cp "${jars}/*" kafka.Kafka "${dir}/server.properties" \
-		>>"${dir}/broker.log" 2>&1 </dev/null &
-	pid=$!
-	printf '%s\n' "${pid}" >"${dir}/broker.pid"
-
-	timeout="${LARKLINE_KAFKA_START_TIMEOUT:-90}"
-	deadline=$((SECONDS + timeout))
-	until port_open "${port}"; do
-		if ! alive "${pid}"; then
-			rm -f "${dir}/broker.pid"
-			log_tail "${dir}/broker.log" kafka-jvm
-			die "broker exited before 127.0.0.1:${port} accepted connections"
-		fi
-		if ((SECONDS >= deadline)); then
-			stop "${dir}" || true
-			log_tail "${dir}/broker.log" kafka-jvm
-			die "broker did not accept connections on 127.0.0.1:${port} within ${timeout}s"
-		fi
-		sleep 0.2
-	done
-	echo "kafka-jvm: broker pid ${pid} listening on 127.0.0.1:${port} (controller ${cport}), dir ${dir}" >&2
+		-cp "${jars}/*" kafka.Kafka "${dir}/server.properties"
 }
 
 stop() {
 	[[ $# -eq 1 ]] || usage
-	local dir="$1" pid deadline timeout
-	[[ -d "${dir}" ]] || return 0
-	pid="$(broker_pid "${dir}")"
-	if [[ -z "${pid}" ]]; then
-		rm -f "${dir}/broker.pid"
-		return 0
-	fi
-	kill -TERM "${pid}" 2>/dev/null || true
-	timeout="${LARKLINE_KAFKA_STOP_TIMEOUT:-30}"
-	deadline=$((SECONDS + timeout))
-	while alive "${pid}"; do
-		if ((SECONDS >= deadline)); then
-			echo "kafka-jvm: broker pid ${pid} did not stop within ${timeout}s; killing it" >&2
-			kill -KILL "${pid}" 2>/dev/null || true
-			break
-		fi
-		sleep 0.2
-	done
-	rm -f "${dir}/broker.pid"
+	[[ -d "$1" ]] || return 0
+	halt "$(broker_pid "$1")" "$1/broker.pid" "${LARKLINE_KAFKA_STOP_TIMEOUT:-30}" broker
 }
 
-[[ $# -ge 1 ]] || usage
-cmd="$1"
-shift
-case "${cmd}" in
-fetch)
-	[[ $# -eq 0 ]] || usage
-	fetch
-	;;
-start) start "$@" ;;
-stop) stop "$@" ;;
-jars)
-	[[ $# -eq 0 ]] || usage
-	jars_dir
-	;;
-*) usage ;;
-esac
+dispatch "$@"
