@@ -192,7 +192,7 @@ type running struct {
 func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) (*running, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(roles))
-	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log})
+	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log, Profiling: cfg.HTTP.Profiling})
 	if err != nil {
 		return nil, err
 	}

@@ -331,6 +331,8 @@ type HTTP struct {
 	// (cursors then do not survive a restart and differ between replicas).
 	CursorKey     Secret `yaml:"cursorKey"`
 	CursorKeyFile string `yaml:"cursorKeyFile"`
+	// Profiling serves Go's profiles (net/http/pprof) on Listen under /debug/pprof/.
+	Profiling bool `yaml:"profiling"`
 }
 
 // MinCursorKeyBytes is the shortest http.cursorKey accepted.

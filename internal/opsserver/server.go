@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -29,6 +30,8 @@ const (
 	// chart's liveness probe).
 	PathLivez  = "/livez"
 	PathReadyz = "/readyz"
+	// PathProfiles is where Options.Profiling mounts net/http/pprof.
+	PathProfiles = "/debug/pprof/"
 )
 
 // Defaults applied to zero [Options] fields.
@@ -91,6 +94,11 @@ type Options struct {
 	// /metrics (a listener for the public webhook, or for the API, issue #29).
 	// Registry must be nil then.
 	Bare bool
+	// Profiling mounts Go's profiles (net/http/pprof) under PathProfiles, for an
+	// operator who must see where a stage spends its CPU. Off by default: a profile
+	// costs CPU while it is taken and shows the process's code paths (never data).
+	// Not with Bare.
+	Profiling bool
 }
 
 // Server is the ops HTTP server. Its methods are safe for concurrent use.
@@ -184,6 +192,9 @@ func (opts *Options) withDefaults() error {
 	if opts.Bare && opts.Registry != nil {
 		p.Add("Registry", nil, "must be nil for a bare server (one registry serves one Server)")
 	}
+	if opts.Bare && opts.Profiling {
+		p.Add("Profiling", true, "must be off for a bare server (profiles belong on the ops listener)")
+	}
 	switch {
 	case opts.MaxHeaderBytes < 0:
 		p.Add("MaxHeaderBytes", opts.MaxHeaderBytes, "must not be negative")
@@ -208,6 +219,11 @@ func (s *Server) mountOps() error {
 	if err := s.mount("GET "+PathReadyz, http.HandlerFunc(s.serveReadyz)); err != nil {
 		return err
 	}
+	if s.opts.Profiling {
+		if err := s.mountProfiles(); err != nil {
+			return err
+		}
+	}
 	if s.opts.Registry == nil {
 		return nil
 	}
@@ -216,6 +232,23 @@ func (s *Server) mountOps() error {
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	return s.mount("GET "+PathMetrics, h)
+}
+
+// mountProfiles mounts net/http/pprof's handlers, as its init does on
+// http.DefaultServeMux (which larkline never serves).
+func (s *Server) mountProfiles() error {
+	for path, h := range map[string]http.HandlerFunc{
+		PathProfiles:             pprof.Index, // also every named profile: heap, goroutine, …
+		PathProfiles + "cmdline": pprof.Cmdline,
+		PathProfiles + "profile": pprof.Profile,
+		PathProfiles + "symbol":  pprof.Symbol,
+		PathProfiles + "trace":   pprof.Trace,
+	} {
+		if err := s.mount("GET "+path, h); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Addr is the address the server listens on, with the port the system chose when

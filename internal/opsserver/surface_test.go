@@ -2,7 +2,9 @@ package opsserver_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -66,5 +68,36 @@ func TestBareServer(t *testing.T) {
 	}
 	if _, err := opsserver.New(opsserver.Options{Addr: "127.0.0.1:0", Bare: true, Registry: prometheus.NewRegistry()}); err == nil {
 		t.Fatal("a bare server with a registry was accepted")
+	}
+}
+
+// TestProfiles: Go's profiles are served on the ops listener only when Profiling is
+// on, and never by a bare server.
+func TestProfiles(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		profiling bool
+		want      int
+	}{
+		{"off by default", false, http.StatusNotFound},
+		{"on", true, http.StatusOK},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newServer(t, opsserver.Options{Profiling: tt.profiling})
+			runServer(t, s)
+			base := "http://" + s.Addr().String() + opsserver.PathProfiles
+			for _, path := range []string{"", "heap?debug=1", "goroutine?debug=1", "cmdline", "symbol"} {
+				code, _, body := get(t, base+path)
+				if code != tt.want {
+					t.Errorf("GET %s: %d, want %d", path, code, tt.want)
+				}
+				if tt.want == http.StatusOK && path == "heap?debug=1" && !strings.Contains(body, "heap profile") {
+					t.Errorf("GET %s is not a heap profile: %.80q", path, body)
+				}
+			}
+		})
+	}
+	if _, err := opsserver.New(opsserver.Options{Addr: "127.0.0.1:0", Bare: true, Profiling: true}); !errors.Is(err, opsserver.ErrInvalidOptions) {
+		t.Fatalf("a bare server with profiles: error = %v, want ErrInvalidOptions", err)
 	}
 }
