@@ -125,7 +125,8 @@ func TestNewValidates(t *testing.T) {
 
 // TestLarkSourceAgainstLarktest: larkapi.Client.GetChat reads chat_mode from larktest.
 func TestLarkSourceAgainstLarktest(t *testing.T) {
-	sc, err := larktest.NewScenario(larktest.App{AppID: "cli_chatsguard0001", BotOpenID: "ou_bot"})
+	app := larktest.NewAppID() // the SDK's token cache outlives the server, also under -count
+	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestLarkSourceAgainstLarktest(t *testing.T) {
 	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-1", Type: "incident", Status: "firing", CreatedAt: at.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
-	b := larktest.Builder{AppID: "cli_chatsguard0001"}
+	b := larktest.Builder{AppID: app}
 	for _, m := range []larktest.Msg{
 		{ID: "om_g1", Chat: "oc_group", ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at},
 		{ID: "om_p1", Chat: "oc_p2p", ChatType: "p2p", From: larktest.Author{OpenID: "ou_a"}, At: at},

@@ -159,7 +159,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	}
 	t.Cleanup(s.client.Close)
 
-	appID := "cli_" + randomHex(t, 8) // the SDK's token cache is per app id and process-wide
+	appID := larktest.NewAppID()
 	// Lark gives a webhook 3 s; here a slow answer on a loaded machine must not turn
 	// into a redelivery (and so into records the tests do not count on): the tests
 	// that want redeliveries make them (DeliverTwice, failed answers).
@@ -792,7 +792,7 @@ func TestContactsThroughSDK(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	appID := "cli_" + randomHex(t, 8)
+	appID := larktest.NewAppID()
 	srv, err := larktest.New(larktest.Options{AppID: appID, AppSecret: itSecret, Scenario: sc})
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,6 @@ package larktest_test
 
 import (
 	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -107,7 +106,7 @@ func must(t testing.TB, err error) {
 func newServer(t testing.TB, sc *larktest.Scenario, mod func(*larktest.Options)) *larktest.Server {
 	t.Helper()
 	opts := larktest.Options{
-		AppID:             uniqueAppID(t),
+		AppID:             larktest.NewAppID(),
 		AppSecret:         fxSecret,
 		VerificationToken: fxToken,
 		EncryptKey:        fxKey,
@@ -127,13 +126,6 @@ func newServer(t testing.TB, sc *larktest.Scenario, mod func(*larktest.Options))
 		}
 	})
 	return srv
-}
-
-var appSeq atomic.Int64
-
-// uniqueAppID is unique within the process and across -count runs.
-func uniqueAppID(testing.TB) string {
-	return fmt.Sprintf("cli_t%d%d", time.Now().UnixNano(), appSeq.Add(1))
 }
 
 func sdkClient(srv *larktest.Server, secret string) *lark.Client {

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/larkline/larkline/schemas/ids"
@@ -44,6 +45,16 @@ const (
 	maxBatchUsers  = 50
 	maxRequestBody = 1 << 20
 )
+
+// NewAppID returns an app id no other call in this process returned. The SDK caches
+// tenant tokens process-wide by app id, so a test that starts a server gets its own
+// id: with a shared one, a token cached from an earlier server (an earlier test, or
+// an earlier run under -count) is refused by the next.
+func NewAppID() string {
+	return fmt.Sprintf("cli_t%x%x", time.Now().UnixNano(), appSeq.Add(1))
+}
+
+var appSeq atomic.Int64
 
 // Options configure a Server.
 type Options struct {

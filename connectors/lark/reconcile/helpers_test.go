@@ -113,7 +113,7 @@ func newLark(t testing.TB, chats ...ids.ChatID) *larkEnv {
 // newLarkAt is newLark on the clock now (which decides what history shows).
 func newLarkAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *larkEnv {
 	t.Helper()
-	l := &larkEnv{appID: "cli_rc" + randomHex(t, 6), botID: "ou_bot" + randomHex(t, 4)}
+	l := &larkEnv{appID: larktest.NewAppID(), botID: "ou_bot" + randomHex(t, 4)}
 	sc, err := larktest.NewScenario(larktest.App{AppID: l.appID, BotOpenID: l.botID})
 	if err != nil {
 		t.Fatal(err)
