@@ -37,7 +37,7 @@ SLOW_FIRST ?= processors/windows schemas connectors/postgres cmd/larkline connec
 # any test or build failed (docs/testing.md, "Where the time goes").
 REPORT = $(GO) run ./internal/testenv/cmd/testreport
 
-.PHONY: all build image chart-test demo test flakes chaos bench lint fmt vet clean kafka-fetch
+.PHONY: all build image chart-test demo test flakes chaos bench bench-pipeline lint fmt vet clean kafka-fetch
 
 all: lint build test chart-test
 
@@ -88,6 +88,11 @@ chaos:
 # Benchmarks and load commands; figures are recorded in docs/perf.md.
 bench:
 	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
+
+# The whole pipeline under a stepped load (docs/perf.md, "The whole pipeline"): the
+# LARKLINE_LOAD_* variables of test/e2e/steps_test.go shape it (steps, chats, step length).
+bench-pipeline:
+	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '^BenchmarkPipelineSteps$$' -benchtime 1x -timeout 120m ./test/e2e
 
 lint: fmt vet
 

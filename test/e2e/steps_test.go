@@ -1,0 +1,515 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/kafka"
+)
+
+// BenchmarkPipelineSteps (issue #35, `make bench-pipeline`) runs the whole pipeline as
+// deployed — the webhook (edge), the evidence sink, the window processor and synthesis
+// with the rule synthesizer, one process each, on the real broker and Postgres — under
+// a stepped live load over LARKLINE_LOAD_CHATS chats (default 1,000): each step offers
+// its rate (LARKLINE_LOAD_STEPS messages/s, default 1000,2000,5000,10000) for
+// LARKLINE_LOAD_STEP (default 60s), then waits up to LARKLINE_LOAD_SETTLE (default 30s)
+// for every group's lag to fall under 5 s. Reconciliation is off (its history API is
+// limited to 50 requests/s, which a throughput run would only measure again), so
+// windows close on the wall clock: 1-minute windows, the e2e grace.
+//
+// Per step it prints the offered and sustained rate, webhook ack p50/p99, each group's
+// lag in records and seconds at the end of the step, how long the lag took to fall
+// under 5 s, window end → first draft p50/p99, and CPU (cores) and peak RSS per
+// process; a progress line every 5 s; the final table in Markdown. While a step runs
+// it takes a 10 s CPU profile of every process (http.profiling) and prints the top 10
+// functions of the processes behind at the end of the step. Nothing fails for being
+// slow, only for losing or doubling something (checkInvariants).
+func BenchmarkPipelineSteps(b *testing.B) {
+	o := stepsOptions(b)
+	sc := loadScenario(b, o.chats, 0, time.Now(), time.Minute)
+	p := newPipeline(b, pipelineOptions{
+		Scenario: sc, Live: true, Window: time.Minute, Layout: stepsLayout,
+		Timeout: time.Duration(len(o.rates))*(o.step+o.settle+time.Minute) + 20*time.Minute,
+		Env: []string{
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__RECONCILIATIONENABLED=false",
+			"LARKLINE_KAFKA__PARTITIONS=" + strconv.Itoa(o.partitions),
+			"LARKLINE_HTTP__PROFILING=true",
+			"LARKLINE_LOG__LEVEL=warn",
+		},
+	})
+	ctx := p.ctx
+	r := newStepRunner(b, p, o)
+	b.ResetTimer()
+	var steps []stepResult
+	for _, rate := range o.rates {
+		steps = append(steps, r.run(ctx, rate))
+	}
+	b.StopTimer()
+	g := p.waitDone(ctx, 15*time.Minute)
+	if err := p.checkInvariants(ctx); err != nil {
+		b.Fatal(err)
+	}
+	r.windowLatencies(ctx, steps)
+	fmt.Fprintf(os.Stderr, "\nbench-pipeline: %d chats, %d partitions, 1-minute windows, grace %s, rule synthesizer; %s\n\n", o.chats, o.partitions, testGrace, g)
+	printStepsTable(os.Stderr, steps)
+	for _, s := range steps {
+		b.ReportMetric(s.sustained, fmt.Sprintf("msgs/s@%d", s.offered))
+	}
+}
+
+// stepsLayout is the default layout without reconciliation.
+var stepsLayout = []procSpec{
+	{procSink, []string{"workspaces", "sink"}},
+	{procWindows, []string{"windows"}},
+	{procSynth, []string{"synthesize"}},
+	{procEdge, []string{"ingest", "api"}},
+}
+
+type stepsOpts struct {
+	chats, partitions, senders int
+	rates                      []int
+	step, settle               time.Duration
+	profiles                   string // directory the CPU profiles are written to
+}
+
+// stepsOptions reads the LARKLINE_LOAD_* knobs (larklineEnv keeps them from the
+// larkline processes).
+func stepsOptions(b *testing.B) stepsOpts {
+	o := stepsOpts{chats: 1000, partitions: 12, senders: 512, rates: []int{1000, 2000, 5000, 10000},
+		step: time.Minute, settle: 30 * time.Second}
+	num := func(name string, dst *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				b.Fatalf("%s=%q: want a positive number", name, v)
+			}
+			*dst = n
+		}
+	}
+	dur := func(name string, dst *time.Duration) {
+		if v := os.Getenv(name); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				b.Fatalf("%s=%q: want a positive duration", name, v)
+			}
+			*dst = d
+		}
+	}
+	num("LARKLINE_LOAD_CHATS", &o.chats)
+	num("LARKLINE_LOAD_PARTITIONS", &o.partitions)
+	num("LARKLINE_LOAD_SENDERS", &o.senders)
+	dur("LARKLINE_LOAD_STEP", &o.step)
+	dur("LARKLINE_LOAD_SETTLE", &o.settle)
+	if v := os.Getenv("LARKLINE_LOAD_STEPS"); v != "" {
+		o.rates = nil
+		for f := range strings.SplitSeq(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("LARKLINE_LOAD_STEPS=%q: want rates in messages/s, comma-separated", v)
+			}
+			o.rates = append(o.rates, n)
+		}
+	}
+	o.profiles = os.Getenv("LARKLINE_LOAD_PROFILES")
+	if o.profiles == "" {
+		o.profiles = b.TempDir()
+	}
+	if err := os.MkdirAll(o.profiles, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	return o
+}
+
+// stepResult is one step's figures.
+type stepResult struct {
+	offered        int
+	from, to       time.Time // the step's load
+	sent, acked    int
+	failed         int // POSTs answered with anything but 200, or not at all
+	sustained      float64
+	ackP50, ackP99 time.Duration
+	lagEnd         map[string]groupLag // by stage
+	recovered      time.Duration       // after the step, until every lag < 5 s; -1: not within settle
+	draftP50       time.Duration
+	draftP99       time.Duration
+	drafts         int
+	cores          map[string]float64 // by process
+	rssMax         map[string]float64 // bytes, by process
+	profiles       map[string]string  // CPU profile file, by process
+	load           string             // the machine's load average at the step's end
+}
+
+// selfCPU is the CPU seconds this test process (the senders) has used.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// loadAverage is the first field of /proc/loadavg ("" where there is none).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Fields(string(b))[0]
+}
+
+type groupLag struct {
+	records int64
+	seconds float64 // the oldest unconsumed record's age; -1 unknown
+}
+
+type stepRunner struct {
+	b       *testing.B
+	p       *pipeline
+	o       stepsOpts
+	cl      *kgo.Client
+	sender  *larktest.Sender
+	builder larktest.Builder
+	users   []larktest.User
+	groups  map[string]string // stage → group
+	next    int               // messages sent so far: the next message's sequence number
+}
+
+func newStepRunner(b *testing.B, p *pipeline, o stepsOpts) *stepRunner {
+	return &stepRunner{
+		b: b, p: p, o: o, cl: p.kafkaClient(),
+		sender:  p.sender(nil),
+		builder: larktest.Builder{AppID: p.lark.AppID(), Token: p.verification},
+		users:   p.sc.Users(),
+		groups: map[string]string{
+			"sink": p.group("sink"), "windows": p.group("windows-" + p.version), "synthesis": p.group("synthesis"),
+		},
+	}
+}
+
+// run offers rate messages/s for the step's duration from o.senders concurrent
+// senders (open loop: a message is offered on its tick whether or not the previous
+// ones were answered; one that finds every sender busy waits for one), then waits
+// for the lag to settle.
+func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
+	res := stepResult{offered: rate, lagEnd: map[string]groupLag{}, cores: map[string]float64{},
+		rssMax: map[string]float64{}, profiles: map[string]string{}}
+	work := make(chan []byte, r.o.senders)
+	var acked, failed atomic.Int64
+	var mu sync.Mutex
+	var acks []time.Duration
+	var wg sync.WaitGroup
+	for range r.o.senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for body := range work {
+				var err error
+				t0 := time.Now()
+				for try := 0; ; try++ {
+					if err = r.sender.Send(ctx, r.p.webhookURL(), body); err == nil || try == 9 || ctx.Err() != nil {
+						break
+					}
+					failed.Add(1)
+					time.Sleep(time.Duration(try+1) * 200 * time.Millisecond) // a sender's backoff between retries, as Lark's; no assertion on time
+				}
+				if err != nil {
+					failed.Add(1)
+					continue
+				}
+				acked.Add(1)
+				mu.Lock()
+				acks = append(acks, time.Since(t0))
+				mu.Unlock()
+			}
+		}()
+	}
+	cpu0 := r.sample(ctx, res.rssMax)
+	self0 := selfCPU()
+	res.from = time.Now()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.o.step / 3):
+		}
+		r.profile(ctx, rate, res.profiles)
+	}()
+	progress := time.NewTicker(5 * time.Second)
+	defer progress.Stop()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	lastAcked, lastAt := int64(0), res.from
+	for now := res.from; now.Sub(res.from) < r.o.step && ctx.Err() == nil; {
+		select {
+		case now = <-tick.C:
+		case now = <-progress.C:
+			a := acked.Load()
+			fmt.Fprintf(os.Stderr, "bench-pipeline: step %d/s %3.0fs: sent %d, acked %.0f/s, failed POSTs %d; lag %s\n",
+				rate, now.Sub(res.from).Seconds(), res.sent, float64(a-lastAcked)/now.Sub(lastAt).Seconds(), failed.Load(), r.lagLine(ctx, nil))
+			lastAcked, lastAt = a, now
+			r.sample(ctx, res.rssMax)
+			continue
+		}
+		due := int(now.Sub(res.from).Seconds()*float64(rate)) - res.sent
+		for range due {
+			c, i := r.next%r.o.chats, r.next/r.o.chats
+			at := time.Now()
+			env := r.builder.Text(larktest.Msg{ID: loadMessageID(c, i), Chat: loadChat(c),
+				From: larktest.Author{OpenID: r.users[(c+i)%len(r.users)].OpenID}, At: at},
+				fmt.Sprintf(loadPhrases[(c+i)%len(loadPhrases)], 2+i%90))
+			body, err := env.JSON()
+			if err != nil {
+				r.b.Fatal(err)
+			}
+			if err := r.p.sc.AddRawEvent(larktest.DeliverOnce, body); err != nil { // what checkInvariants expects
+				r.b.Fatal(err)
+			}
+			r.next++
+			res.sent++
+			work <- body
+		}
+	}
+	close(work)
+	wg.Wait()
+	res.to = time.Now()
+	cpu1 := r.sample(ctx, res.rssMax)
+	for name, c := range cpu1 {
+		res.cores[name] = (c - cpu0[name]) / res.to.Sub(res.from).Seconds()
+	}
+	res.cores["bench"] = (selfCPU() - self0) / res.to.Sub(res.from).Seconds()
+	res.load = loadAverage()
+	res.acked, res.failed = int(acked.Load()), int(failed.Load())
+	res.sustained = float64(res.acked) / res.to.Sub(res.from).Seconds()
+	slices.Sort(acks)
+	res.ackP50, res.ackP99 = quantile(acks, 0.5), quantile(acks, 0.99)
+	<-profiled
+	r.lagLine(ctx, res.lagEnd)
+	res.recovered = r.settle(ctx, res.to)
+	for stage, l := range res.lagEnd {
+		if l.seconds > 5 || l.seconds < 0 {
+			r.top(stage, res.profiles[stageProc[stage]])
+		}
+	}
+	return res
+}
+
+// stageProc is the process that runs each stage's group.
+var stageProc = map[string]string{"sink": procSink, "windows": procWindows, "synthesis": procSynth}
+
+// lagLine reads every stage's lag, fills into (when not nil) and returns it as text.
+func (r *stepRunner) lagLine(ctx context.Context, into map[string]groupLag) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	stages := []string{"sink", "windows", "synthesis"}
+	var groups []string
+	for _, s := range stages {
+		groups = append(groups, r.groups[s])
+	}
+	lags, err := kafka.Lag(ctx, r.cl, groups, kafka.LagOptions{})
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	var out []string
+	for i, g := range lags {
+		l := groupLag{records: g.TotalLag()}
+		for _, p := range g.Partitions {
+			switch {
+			case p.LagTime == kafka.LagTimeUnknown:
+				l.seconds = -1
+			case l.seconds >= 0:
+				l.seconds = max(l.seconds, p.LagTime.Seconds())
+			}
+		}
+		if into != nil {
+			into[stages[i]] = l
+		}
+		out = append(out, fmt.Sprintf("%s %d (%s)", stages[i], l.records, lagSeconds(l.seconds)))
+	}
+	return strings.Join(out, ", ")
+}
+
+func lagSeconds(s float64) string {
+	if s < 0 {
+		return "? s"
+	}
+	return fmt.Sprintf("%.1f s", s)
+}
+
+// settle waits, up to o.settle after end, until every group's lag is under 5 s, and
+// returns how long that took (-1 when it did not).
+func (r *stepRunner) settle(ctx context.Context, end time.Time) time.Duration {
+	for ctx.Err() == nil {
+		lags := map[string]groupLag{}
+		r.lagLine(ctx, lags)
+		ok := len(lags) == len(r.groups)
+		for _, l := range lags {
+			ok = ok && l.seconds >= 0 && l.seconds < 5
+		}
+		if ok {
+			return time.Since(end)
+		}
+		if time.Since(end) > r.o.settle {
+			return -1
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+	return -1
+}
+
+// sample records each process's peak RSS into rss and returns its CPU seconds.
+func (r *stepRunner) sample(ctx context.Context, rss map[string]float64) map[string]float64 {
+	cpu := map[string]float64{}
+	for _, l := range stepsLayout {
+		pr := r.p.procs[l.name]
+		if v, err := pr.metric(ctx, "process_cpu_seconds_total"); err == nil {
+			cpu[l.name] = v
+		}
+		if v, err := pr.metric(ctx, "process_resident_memory_bytes"); err == nil {
+			rss[l.name] = max(rss[l.name], v)
+		}
+	}
+	return cpu
+}
+
+// profile takes a 10 s CPU profile of every process at once and records the files.
+func (r *stepRunner) profile(ctx context.Context, rate int, into map[string]string) {
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, l := range stepsLayout {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			path := filepath.Join(r.o.profiles, fmt.Sprintf("%s-%d.pprof", l.name, rate))
+			if err := fetchProfile(ctx, "http://"+r.p.procs[l.name].addr()+"/debug/pprof/profile?seconds=10", path); err != nil {
+				fmt.Fprintf(os.Stderr, "bench-pipeline: profiling %s: %v\n", l.name, err)
+				return
+			}
+			mu.Lock()
+			into[l.name] = path
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+}
+
+func fetchProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: HTTP %d", url, resp.StatusCode)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// top prints the ten functions a lagging stage's process spent most CPU in.
+func (r *stepRunner) top(stage, profile string) {
+	if profile == "" {
+		return
+	}
+	out, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=10", larklineBin, profile).CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench-pipeline: pprof %s: %v\n%s", profile, err, out)
+		return
+	}
+	fmt.Fprintf(os.Stderr, "bench-pipeline: %s is behind; top 10 of its process (%s):\n%s\n", stage, profile, out)
+}
+
+// windowLatencies fills each step's window end → first draft quantiles: the windows
+// whose end falls in the step's load or its settle time.
+func (r *stepRunner) windowLatencies(ctx context.Context, steps []stepResult) {
+	rows, err := r.p.pool.Query(ctx, `SELECT (ai_metadata->>'window_end')::timestamptz, min(created_at)
+		FROM workspace_timeline_entries WHERE source = 'ai' AND ai_metadata ? 'window_end'
+		GROUP BY ai_metadata->>'chat_id', ai_metadata->>'window_end'`)
+	if err != nil {
+		r.b.Fatal(err)
+	}
+	defer rows.Close()
+	by := make([][]time.Duration, len(steps))
+	for rows.Next() {
+		var end, first time.Time
+		if err := rows.Scan(&end, &first); err != nil {
+			r.b.Fatal(err)
+		}
+		for i, s := range steps {
+			next := time.Now()
+			if i+1 < len(steps) {
+				next = steps[i+1].from
+			}
+			if !end.Before(s.from) && end.Before(next) {
+				by[i] = append(by[i], first.Sub(end))
+			}
+		}
+	}
+	if err := rows.Err(); err != nil && !errors.Is(err, context.Canceled) {
+		r.b.Fatal(err)
+	}
+	for i := range steps {
+		slices.Sort(by[i])
+		steps[i].drafts, steps[i].draftP50, steps[i].draftP99 = len(by[i]), quantile(by[i], 0.5), quantile(by[i], 0.99)
+	}
+}
+
+// printStepsTable prints the steps as a Markdown table.
+func printStepsTable(w io.Writer, steps []stepResult) {
+	fmt.Fprintln(w, "| offered msg/s | sent msg/s | acked msg/s | failed POSTs | ack p50 / p99 | lag at step end: sink / windows / synthesis (records, s) | lag < 5 s after | window end → draft p50 / p99 (windows) | CPU cores: edge / sink / windows / synthesis / senders | peak RSS MiB: edge / sink / windows / synthesis | load |")
+	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---|---|---|---|---|---:|")
+	for _, s := range steps {
+		lag := func(st string) string {
+			l := s.lagEnd[st]
+			return fmt.Sprintf("%d, %s", l.records, lagSeconds(l.seconds))
+		}
+		rec := "not within the settle time"
+		if s.recovered >= 0 {
+			rec = s.recovered.Round(time.Second).String()
+		}
+		procs := []string{procEdge, procSink, procWindows, procSynth}
+		var cores, rss []string
+		for _, n := range procs {
+			cores = append(cores, fmt.Sprintf("%.2f", s.cores[n]))
+			rss = append(rss, fmt.Sprintf("%.0f", s.rssMax[n]/(1<<20)))
+		}
+		cores = append(cores, fmt.Sprintf("%.2f", s.cores["bench"]))
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %d | %s / %s | %s / %s / %s | %s | %s / %s (%d) | %s | %s | %s |\n",
+			s.offered, float64(s.sent)/s.to.Sub(s.from).Seconds(), s.sustained, s.failed, s.ackP50.Round(100*time.Microsecond), s.ackP99.Round(100*time.Microsecond),
+			lag("sink"), lag("windows"), lag("synthesis"), rec,
+			s.draftP50.Round(100*time.Millisecond), s.draftP99.Round(100*time.Millisecond), s.drafts,
+			strings.Join(cores, " / "), strings.Join(rss, " / "), s.load)
+	}
+}
