@@ -33,6 +33,8 @@ const benchEvents = 2000
 // operation is benchEvents callbacks, so `-benchtime 1x` (make bench) measures
 // 2,000 events.
 //
+//   - floor: the same callbacks to a bare handler that only produces their bytes
+//     (newFloorServer), the peer throughput is a ratio to;
 //   - throughput: 64 concurrent senders, as fast as the path allows; reports
 //     events/s and the ack latency percentiles under saturation.
 //   - rate=1000: an open-loop arrival rate of 1,000 events/s (each callback on its
@@ -40,70 +42,47 @@ const benchEvents = 2000
 //     latency.
 func BenchmarkWebhookFullPath(b *testing.B) {
 	url := newBenchStack(b)
+	floor := newFloorServer(b)
 	bodies := benchRequests(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 256}}
-	send := func(i int) (time.Duration, error) {
-		body := bodies[i%len(bodies)]
-		req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body.body))
-		if err != nil {
-			return 0, err
+	sender := func(url string) func(i int) (time.Duration, error) {
+		return func(i int) (time.Duration, error) {
+			body := bodies[i%len(bodies)]
+			req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body.body))
+			if err != nil {
+				return 0, err
+			}
+			req.Header = body.header.Clone()
+			start := time.Now()
+			resp, err := client.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			d := time.Since(start)
+			if resp.StatusCode != http.StatusOK {
+				return d, fmt.Errorf("status %d", resp.StatusCode)
+			}
+			return d, nil
 		}
-		req.Header = body.header.Clone()
-		start := time.Now()
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		d := time.Since(start)
-		if resp.StatusCode != http.StatusOK {
-			return d, fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return d, nil
 	}
-	// Warm up: connections, producer id, metadata, the binding cache.
+	send := sender(url)
+	// Warm up: connections, producer ids, metadata, the binding cache.
 	for i := range 50 {
 		if _, err := send(i); err != nil {
 			b.Fatalf("warm-up: %v", err)
 		}
+		if _, err := sender(floor)(i); err != nil {
+			b.Fatalf("warm-up of the floor: %v", err)
+		}
 	}
 
-	b.Run("throughput", func(b *testing.B) {
-		const workers = 64
-		var all []time.Duration
-		b.ResetTimer()
-		start := time.Now()
-		for range b.N {
-			lat := make([][]time.Duration, workers)
-			var wg sync.WaitGroup
-			errs := make(chan error, workers)
-			for w := range workers {
-				wg.Go(func() {
-					for i := w; i < benchEvents; i += workers {
-						d, err := send(i)
-						if err != nil {
-							errs <- err
-							return
-						}
-						lat[w] = append(lat[w], d)
-					}
-				})
-			}
-			wg.Wait()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
-			for _, l := range lat {
-				all = append(all, l...)
-			}
-		}
-		elapsed := time.Since(start)
-		b.StopTimer()
-		b.ReportMetric(float64(b.N*benchEvents)/elapsed.Seconds(), "events/s")
-		reportLatencies(b, all)
-	})
+	// The floor (issue #35): the same callbacks, 64 senders, to a bare net/http handler
+	// that only produces the body's bytes with the same franz-go client settings and
+	// acks=all, and answers 200 once the broker acknowledged. No larkline code.
+	b.Run("floor", func(b *testing.B) { saturate(b, sender(floor)) })
+	b.Run("throughput", func(b *testing.B) { saturate(b, send) })
 
 	b.Run("rate=1000", func(b *testing.B) {
 		const rate = 1000
@@ -137,6 +116,75 @@ func BenchmarkWebhookFullPath(b *testing.B) {
 		b.StopTimer()
 		reportLatencies(b, all)
 	})
+}
+
+// saturate sends benchEvents callbacks per operation from 64 concurrent senders, as
+// fast as the path allows, and reports events/s and the ack latency percentiles.
+func saturate(b *testing.B, send func(i int) (time.Duration, error)) {
+	const workers = 64
+	var all []time.Duration
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		lat := make([][]time.Duration, workers)
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Go(func() {
+				for i := w; i < benchEvents; i += workers {
+					d, err := send(i)
+					if err != nil {
+						errs <- err
+						return
+					}
+					lat[w] = append(lat[w], d)
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			b.Fatal(err)
+		}
+		for _, l := range lat {
+			all = append(all, l...)
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchEvents)/elapsed.Seconds(), "events/s")
+	reportLatencies(b, all)
+}
+
+// newFloorServer is the floor of the webhook path: an HTTP server whose handler reads
+// the body and produces it, keyed like evidence, to a topic of its own with the
+// production client settings (acks=all, idempotent), answering 200 on the ack.
+func newFloorServer(b *testing.B) string {
+	b.Helper()
+	topic := testenv.NewTopic(b, 6, nil)
+	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(b), ClientID: "larkline-ingest-floor"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kopts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(cl.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if err := cl.ProduceSync(r.Context(), &kgo.Record{Topic: topic, Key: []byte(tChat), Value: body}).FirstErr(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte(`{"msg":"success"}`))
+	}))
+	b.Cleanup(srv.Close)
+	return srv.URL
 }
 
 func reportLatencies(b *testing.B, lat []time.Duration) {
