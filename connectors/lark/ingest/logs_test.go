@@ -39,7 +39,7 @@ func TestLogsCarryNoMessageText(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := newUnit(t, unitOptions{key: tKey})
 	u.ing.log = log.With("component", "lark.ingest")
-	hook, err := NewWebhook(WebhookOptions{Ingester: u.ing, VerificationToken: tToken, EncryptKey: tKey, Logger: log})
+	hook, err := NewWebhook(WebhookOptions{Ingester: u.ing, VerificationToken: tToken, EncryptKey: tKey})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,18 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"strconv"
 	"time"
 
-	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
-	"github.com/larksuite/oapi-sdk-go/v3/event/dispatcher"
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
-	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/options"
 )
 
@@ -68,8 +64,6 @@ type WebhookOptions struct {
 	MaxSeenEvents int
 	// Clock is the time source of the freshness check. Default time.Now.
 	Clock func() time.Time
-	// Logger receives the SDK's sanitized warnings. Nil discards.
-	Logger *slog.Logger
 	// URLVerification lets an unsigned body be decrypted to answer Lark's
 	// url_verification, which Lark sends unsigned. Only matters with an EncryptKey:
 	// while it is false, an unsigned request is refused before anything is decrypted
@@ -85,7 +79,6 @@ type WebhookOptions struct {
 // only once Kafka acknowledged the event's evidence.
 type Webhook struct {
 	ing     *Ingester
-	d       *dispatcher.EventDispatcher
 	token   []byte
 	key     string
 	skew    time.Duration
@@ -96,14 +89,6 @@ type Webhook struct {
 	// WebhookOptions.URLVerification).
 	verifyURL bool
 }
-
-// resultSlot carries the pipeline's Result out of the SDK's handler callback.
-type resultSlot struct {
-	res Result
-	set bool
-}
-
-type slotKey struct{}
 
 // NewWebhook validates opts and returns the webhook handler.
 func NewWebhook(opts WebhookOptions) (*Webhook, error) {
@@ -129,25 +114,12 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
 	h := &Webhook{
 		ing: opts.Ingester, token: []byte(opts.VerificationToken), key: opts.EncryptKey,
 		skew: opts.MaxTimestampSkew, maxBody: opts.MaxBodyBytes, now: opts.Clock,
 		seen:      newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
 		verifyURL: opts.URLVerification,
 	}
-	d := dispatcher.NewEventDispatcher(opts.VerificationToken, opts.EncryptKey)
-	d.InitConfig(larkevent.WithLogger(larkapi.SDKLogger(log.With("component", "lark.webhook"))), larkevent.WithLogLevel(larkcore.LogLevelInfo))
-	d.OnP2MessageReceiveV1(func(ctx context.Context, ev *larkim.P2MessageReceiveV1) error {
-		return deliver(ctx, h.ing.receive(ctx, ev))
-	})
-	d.OnP2MessageRecalledV1(func(ctx context.Context, ev *larkim.P2MessageRecalledV1) error {
-		return deliver(ctx, h.ing.recall(ctx, ev))
-	})
-	h.d = d
 	return h, nil
 }
 
@@ -173,18 +145,6 @@ func (opts WebhookOptions) problems() *options.Problems {
 		p.Add("MaxSeenEvents", opts.MaxSeenEvents, "must not be negative")
 	}
 	return p
-}
-
-// deliver stores the pipeline's result for ServeHTTP and tells the SDK whether the
-// event was handled.
-func deliver(ctx context.Context, res Result) error {
-	if slot, ok := ctx.Value(slotKey{}).(*resultSlot); ok {
-		slot.res, slot.set = res, true
-	}
-	if res.Outcome.Acknowledged() {
-		return nil
-	}
-	return &EventError{Outcome: res.Outcome, Reason: res.Reason, Err: res.Err}
 }
 
 // envelope is the part of a plaintext callback the webhook reads before dispatching:
@@ -235,7 +195,6 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if res.Outcome != "" {
 		return
 	}
-	req := &larkevent.EventReq{Header: r.Header, Body: body, RequestURI: r.RequestURI}
 	ctx := r.Context()
 
 	// A signed request is verified before anything is decrypted, and with an
@@ -254,7 +213,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	plain, env, res := h.open(ctx, req)
+	plain, env, res := h.open(body)
 	if res.Outcome != "" {
 		return
 	}
@@ -290,7 +249,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res = ignored(ReasonUnsupportedEventType)
 		return
 	}
-	res = h.dispatch(ctx, r, req, env, plain)
+	res = h.dispatch(ctx, env, plain)
 }
 
 // authenticate checks an event's verification token, that it is signed when an
@@ -305,20 +264,29 @@ func (h *Webhook) authenticate(r *http.Request, env envelope, signed bool) Resul
 	return h.checkTimestamp(r)
 }
 
-// dispatch hands a verified, supported event to the SDK's typed handler, whose
-// Result it returns.
-func (h *Webhook) dispatch(ctx context.Context, r *http.Request, req *larkevent.EventReq, env envelope, plain string) Result {
-	slot := &resultSlot{}
-	ctx = context.WithValue(ctx, slotKey{}, slot)
-	_, err := h.d.DoHandle(ctx, larkevent.ReqType(env.Type), env.Header.EventType, env.Challenge, env.Header.Token, plain, r.RequestURI, req)
-	switch {
-	case slot.set:
-		return slot.res
-	case err != nil:
-		// The SDK could not decode the event into its typed struct.
+// dispatch decodes a verified, supported event into the SDK's typed struct, as the
+// SDK's dispatcher does, and hands it to the pipeline, whose Result it returns. (The
+// dispatcher itself is not used: it formats every request into a debug line and
+// parses the body three more times; issue #35.)
+func (h *Webhook) dispatch(ctx context.Context, env envelope, plain []byte) Result {
+	decodeErr := func(err error) Result {
 		return rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
+	}
+	switch env.Header.EventType {
+	case EventTypeMessageReceive:
+		ev := new(larkim.P2MessageReceiveV1)
+		if err := json.Unmarshal(plain, ev); err != nil {
+			return decodeErr(err)
+		}
+		return h.ing.receive(ctx, ev)
+	case EventTypeMessageRecalled:
+		ev := new(larkim.P2MessageRecalledV1)
+		if err := json.Unmarshal(plain, ev); err != nil {
+			return decodeErr(err)
+		}
+		return h.ing.recall(ctx, ev)
 	default:
-		return failed(ReasonInternal, errors.New("the SDK dispatched no handler"))
+		return failed(ReasonInternal, fmt.Errorf("no handler for %s", env.Header.EventType))
 	}
 }
 
@@ -351,7 +319,7 @@ func (h *Webhook) verifySignature(r *http.Request, body []byte) Result {
 
 // open decrypts the body (with the SDK's ParseReq and DecryptEvent) and reads its
 // envelope.
-func (h *Webhook) open(ctx context.Context, req *larkevent.EventReq) (plain string, env envelope, res Result) {
+func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 	defer func() {
 		// EventDecrypt slices between the first '{' and the last '}' of what it
 		// decrypted and panics when a wrong key puts them in the wrong order.
@@ -359,25 +327,30 @@ func (h *Webhook) open(ctx context.Context, req *larkevent.EventReq) (plain stri
 			res = rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
 		}
 	}()
-	cipher, err := h.d.ParseReq(ctx, req)
-	if err != nil {
-		if h.key != "" && json.Valid(req.Body) {
-			return "", env, rejected(ReasonMalformedBody, errors.New("body has no \"encrypt\" field although an encrypt key is set"))
+	plain = body
+	if h.key != "" {
+		var encrypted struct {
+			Encrypt string `json:"encrypt"`
 		}
-		return "", env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
+		if err := json.Unmarshal(body, &encrypted); err != nil && !json.Valid(body) {
+			return nil, env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
+		}
+		if encrypted.Encrypt == "" {
+			return nil, env, rejected(ReasonMalformedBody, errors.New("body has no \"encrypt\" field although an encrypt key is set"))
+		}
+		var err error
+		if plain, err = larkevent.EventDecrypt(encrypted.Encrypt, h.key); err != nil {
+			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
+		}
 	}
-	plain, err = h.d.DecryptEvent(ctx, cipher)
-	if err != nil {
-		return "", env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
-	}
-	if err := json.Unmarshal([]byte(plain), &env); err != nil {
+	if err := json.Unmarshal(plain, &env); err != nil {
 		if h.key != "" {
-			return "", env, rejected(ReasonUndecryptable, errors.New("body does not decrypt to JSON with the encrypt key"))
+			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt to JSON with the encrypt key"))
 		}
-		return "", env, rejected(ReasonMalformedJSON, errors.New("body is not a JSON object"))
+		return nil, env, rejected(ReasonMalformedJSON, errors.New("body is not a JSON object"))
 	}
 	if env.Encrypt != "" {
-		return "", env, rejected(ReasonEncryptedNoKey, errors.New("body is encrypted but no encrypt key is configured"))
+		return nil, env, rejected(ReasonEncryptedNoKey, errors.New("body is encrypted but no encrypt key is configured"))
 	}
 	return plain, env, Result{}
 }
