@@ -19,8 +19,8 @@
 //     calls the contact API.
 //   - Webhook: the http.Handler Lark posts to, on the SDK's pieces (EventDecrypt,
 //     Signature, the typed P2MessageReceiveV1 and P2MessageRecalledV1) without its
-//     dispatcher, which logs every body and parses it four times. It adds what the
-//     SDK lacks: the body is bounded; a signature, when present, is checked in constant
+//     dispatcher, which formats every body into a debug line and parses it four
+//     times. It adds what the SDK lacks: the body is bounded; a signature, when present, is checked in constant
 //     time before anything is decrypted, and with an encrypt key an unsigned body is
 //     never decrypted (refused at once) unless WebhookOptions.URLVerification is on
 //     to answer Lark's unsigned url_verification; header.token must equal the verification token for events
