@@ -400,14 +400,20 @@ func (h *Webhook) replayUntil(r *http.Request) time.Time {
 	return until
 }
 
+// The two answers most callbacks get, encoded once.
+var (
+	answerSuccess  = []byte(`{"msg":"success"}`)
+	answerRejected = []byte(`{"msg":"` + string(OutcomeRejected) + `"}`)
+)
+
 func writeAnswer(w http.ResponseWriter, res Result) {
 	status := res.HTTPStatus()
 	switch res.Outcome {
 	case OutcomeAccepted:
-		writeJSON(w, status, map[string]string{"msg": "success"})
+		writeBody(w, status, answerSuccess)
 		return
 	case OutcomeRejected:
-		writeJSON(w, status, map[string]string{"msg": string(OutcomeRejected)})
+		writeBody(w, status, answerRejected)
 		return
 	}
 	writeJSON(w, status, map[string]string{"msg": string(res.Outcome), "reason": res.Reason})
@@ -415,6 +421,10 @@ func writeAnswer(w http.ResponseWriter, res Result) {
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	body, _ := json.Marshal(v) // maps of strings always encode
+	writeBody(w, status, body)
+}
+
+func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
