@@ -138,7 +138,7 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 		return append(comps, lc), nil
 	default:
 		o := webhookOptions(rt.cfg)
-		o.Ingester, o.VerificationToken, o.EncryptKey, o.Logger = ing, c.VerificationToken.Value(), c.EncryptKey.Value(), rt.log
+		o.Ingester, o.VerificationToken, o.EncryptKey = ing, c.VerificationToken.Value(), c.EncryptKey.Value()
 		wh, err := ingest.NewWebhook(o)
 		if err != nil {
 			return nil, err
