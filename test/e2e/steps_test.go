@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
@@ -203,22 +204,65 @@ func newStepRunner(b *testing.B, p *pipeline, o stepsOpts) *stepRunner {
 	}
 }
 
-// run offers rate messages/s for the step's duration from o.senders concurrent
-// senders (open loop: a message is offered on its tick whether or not the previous
-// ones were answered; one that finds every sender busy waits for one), then waits
-// for the lag to settle.
+// run offers one step's rate for the step's duration, then waits for the lag to
+// settle (settle), measuring as it goes.
 func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 	res := stepResult{offered: rate, lagEnd: map[string]groupLag{}, cores: map[string]float64{},
 		rssMax: map[string]float64{}, profiles: map[string]string{}}
+	cpu0 := r.sample(ctx, res.rssMax)
+	self0 := selfCPU()
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(r.o.step / 3):
+		}
+		r.profile(ctx, rate, res.profiles)
+	}()
+	l := r.load(ctx, rate, r.o.step, 0, func() { r.sample(ctx, res.rssMax) })
+	res.from, res.to, res.sent = l.from, l.to, l.sent
+	cpu1 := r.sample(ctx, res.rssMax)
+	for name, c := range cpu1 {
+		res.cores[name] = (c - cpu0[name]) / res.to.Sub(res.from).Seconds()
+	}
+	res.cores["bench"] = (selfCPU() - self0) / res.to.Sub(res.from).Seconds()
+	res.load = loadAverage()
+	res.acked, res.failed = l.acked, l.failed
+	res.sustained = float64(res.acked) / res.to.Sub(res.from).Seconds()
+	res.ackP50, res.ackP99 = quantile(l.acks, 0.5), quantile(l.acks, 0.99)
+	<-profiled
+	r.lagLine(ctx, res.lagEnd)
+	res.recovered = r.settle(ctx, res.to)
+	for stage, l := range res.lagEnd {
+		if l.seconds > 5 || l.seconds < 0 {
+			r.top(stage, res.profiles[stageProc[stage]])
+		}
+	}
+	return res
+}
+
+// loaded is what one load sent and what came back.
+type loaded struct {
+	from, to            time.Time
+	sent, acked, failed int // failed: POSTs answered with anything but 200, or not at all
+	acks                []time.Duration
+}
+
+// load offers rate messages/s for dur, or until limit messages were sent when limit
+// > 0, from o.senders concurrent senders (open loop: a message is offered on its tick
+// whether or not the earlier ones were answered; one that finds every sender busy
+// waits for one), round-robin over the chats. Every 5 s it prints a progress line and
+// calls every.
+func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limit int, every func()) loaded {
 	work := make(chan []byte, r.o.senders)
 	var acked, failed atomic.Int64
 	var mu sync.Mutex
-	var acks []time.Duration
+	var out loaded
 	var wg sync.WaitGroup
 	for range r.o.senders {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			for body := range work {
 				var err error
 				t0 := time.Now()
@@ -235,46 +279,38 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 				}
 				acked.Add(1)
 				mu.Lock()
-				acks = append(acks, time.Since(t0))
+				out.acks = append(out.acks, time.Since(t0))
 				mu.Unlock()
 			}
-		}()
+		})
 	}
-	cpu0 := r.sample(ctx, res.rssMax)
-	self0 := selfCPU()
-	res.from = time.Now()
-	profiled := make(chan struct{})
-	go func() {
-		defer close(profiled)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(r.o.step / 3):
-		}
-		r.profile(ctx, rate, res.profiles)
-	}()
 	progress := time.NewTicker(5 * time.Second)
 	defer progress.Stop()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	lastAcked, lastAt := int64(0), res.from
-	for now := res.from; now.Sub(res.from) < r.o.step && ctx.Err() == nil; {
+	out.from = time.Now()
+	lastAcked, lastAt := int64(0), out.from
+	for now := out.from; now.Sub(out.from) < dur && (limit == 0 || out.sent < limit) && ctx.Err() == nil; {
 		select {
 		case now = <-tick.C:
 		case now = <-progress.C:
 			a := acked.Load()
-			fmt.Fprintf(os.Stderr, "bench-pipeline: step %d/s %3.0fs: sent %d, acked %.0f/s, failed POSTs %d; lag %s\n",
-				rate, now.Sub(res.from).Seconds(), res.sent, float64(a-lastAcked)/now.Sub(lastAt).Seconds(), failed.Load(), r.lagLine(ctx, nil))
+			fmt.Fprintf(os.Stderr, "bench-pipeline: %d/s %3.0fs: sent %d, acked %.0f/s, failed POSTs %d; lag %s\n",
+				rate, now.Sub(out.from).Seconds(), out.sent, float64(a-lastAcked)/now.Sub(lastAt).Seconds(), failed.Load(), r.lagLine(ctx, nil))
 			lastAcked, lastAt = a, now
-			r.sample(ctx, res.rssMax)
+			if every != nil {
+				every()
+			}
 			continue
 		}
-		due := int(now.Sub(res.from).Seconds()*float64(rate)) - res.sent
+		due := int(now.Sub(out.from).Seconds()*float64(rate)) - out.sent
+		if limit > 0 {
+			due = min(due, limit-out.sent)
+		}
 		for range due {
 			c, i := r.next%r.o.chats, r.next/r.o.chats
-			at := time.Now()
 			env := r.builder.Text(larktest.Msg{ID: loadMessageID(c, i), Chat: loadChat(c),
-				From: larktest.Author{OpenID: r.users[(c+i)%len(r.users)].OpenID}, At: at},
+				From: larktest.Author{OpenID: r.users[(c+i)%len(r.users)].OpenID}, At: time.Now()},
 				fmt.Sprintf(loadPhrases[(c+i)%len(loadPhrases)], 2+i%90))
 			body, err := env.JSON()
 			if err != nil {
@@ -284,32 +320,16 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 				r.b.Fatal(err)
 			}
 			r.next++
-			res.sent++
+			out.sent++
 			work <- body
 		}
 	}
 	close(work)
 	wg.Wait()
-	res.to = time.Now()
-	cpu1 := r.sample(ctx, res.rssMax)
-	for name, c := range cpu1 {
-		res.cores[name] = (c - cpu0[name]) / res.to.Sub(res.from).Seconds()
-	}
-	res.cores["bench"] = (selfCPU() - self0) / res.to.Sub(res.from).Seconds()
-	res.load = loadAverage()
-	res.acked, res.failed = int(acked.Load()), int(failed.Load())
-	res.sustained = float64(res.acked) / res.to.Sub(res.from).Seconds()
-	slices.Sort(acks)
-	res.ackP50, res.ackP99 = quantile(acks, 0.5), quantile(acks, 0.99)
-	<-profiled
-	r.lagLine(ctx, res.lagEnd)
-	res.recovered = r.settle(ctx, res.to)
-	for stage, l := range res.lagEnd {
-		if l.seconds > 5 || l.seconds < 0 {
-			r.top(stage, res.profiles[stageProc[stage]])
-		}
-	}
-	return res
+	out.to = time.Now()
+	out.acked, out.failed = int(acked.Load()), int(failed.Load())
+	slices.Sort(out.acks)
+	return out
 }
 
 // stageProc is the process that runs each stage's group.
@@ -381,7 +401,7 @@ func (r *stepRunner) settle(ctx context.Context, end time.Time) time.Duration {
 // sample records each process's peak RSS into rss and returns its CPU seconds.
 func (r *stepRunner) sample(ctx context.Context, rss map[string]float64) map[string]float64 {
 	cpu := map[string]float64{}
-	for _, l := range stepsLayout {
+	for _, l := range r.p.layout {
 		pr := r.p.procs[l.name]
 		if v, err := pr.metric(ctx, "process_cpu_seconds_total"); err == nil {
 			cpu[l.name] = v
@@ -397,7 +417,7 @@ func (r *stepRunner) sample(ctx context.Context, rss map[string]float64) map[str
 func (r *stepRunner) profile(ctx context.Context, rate int, into map[string]string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, l := range stepsLayout {
+	for _, l := range r.p.layout {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -512,4 +532,200 @@ func printStepsTable(w io.Writer, steps []stepResult) {
 			s.draftP50.Round(100*time.Millisecond), s.draftP99.Round(100*time.Millisecond), s.drafts,
 			strings.Join(cores, " / "), strings.Join(rss, " / "), s.load)
 	}
+}
+
+// BenchmarkPipelineScaleOut (issue #35) runs two windows replicas and two sink
+// replicas on one broker (LARKLINE_LOAD_PARTITIONS, default 12) and measures:
+//
+//   - drain rate: a backlog of LARKLINE_LOAD_BACKLOG messages (default 100,000) is
+//     produced while the windows and sink replicas are down; then one replica of
+//     each starts: per group, the time to its first commit (start-up: joining the
+//     group, recovering state) and the rate from then until it has committed the
+//     whole backlog; then again with both replicas. Two cores bound the ratio: both
+//     replicas, the broker and Postgres share them.
+//   - rebalance: under LARKLINE_LOAD_RATE messages/s (default 2,000) with both
+//     replicas up, one windows and one sink replica are killed (SIGKILL, kept down)
+//     halfway through LARKLINE_LOAD_STEP; the extra lag is the worst lag in seconds
+//     after the kill less the worst before it.
+//
+// It fails only when a message or window is lost or doubled (checkInvariants).
+func BenchmarkPipelineScaleOut(b *testing.B) {
+	o := stepsOptions(b)
+	backlog, rate := 100_000, 2000
+	if v := os.Getenv("LARKLINE_LOAD_BACKLOG"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("LARKLINE_LOAD_BACKLOG=%q: want a positive number", v)
+		}
+		backlog = n
+	}
+	if v := os.Getenv("LARKLINE_LOAD_RATE"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			b.Fatalf("LARKLINE_LOAD_RATE=%q: want a positive number", v)
+		}
+		rate = n
+	}
+	const (
+		windowsA, windowsB = "windows-a", "windows-b"
+		sinkA, sinkB       = "sink-a", "sink-b"
+	)
+	replicas := []string{windowsA, windowsB, sinkA, sinkB}
+	sc := loadScenario(b, o.chats, 0, time.Now(), time.Minute)
+	p := newPipeline(b, pipelineOptions{
+		Scenario: sc, Live: true, Window: time.Minute, Timeout: time.Hour, Hold: replicas,
+		Layout: []procSpec{
+			{sinkA, []string{"workspaces", "sink"}}, {sinkB, []string{"sink"}},
+			{windowsA, []string{"windows"}}, {windowsB, []string{"windows"}},
+			{procSynth, []string{"synthesize"}}, {procEdge, []string{"ingest", "api"}},
+		},
+		Env: []string{
+			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__RECONCILIATIONENABLED=false",
+			"LARKLINE_KAFKA__PARTITIONS=" + strconv.Itoa(o.partitions),
+			"LARKLINE_LOG__LEVEL=warn",
+		},
+	})
+	ctx := p.ctx
+	r := newStepRunner(b, p, o)
+	b.ResetTimer()
+
+	// drain produces the backlog, starts names and measures, per stage, the time to
+	// its group's first commit (start-up, joining, recovery) and the rate from then
+	// until the group has committed the whole backlog.
+	type drained struct{ startup, rate float64 }
+	drain := func(names ...string) map[string]drained {
+		adm := kadm.NewClient(r.cl)
+		offsets := func() kadm.ListedOffsets {
+			o, err := adm.ListEndOffsets(ctx, p.topic("evidence"))
+			if err != nil || o.Error() != nil {
+				b.Fatalf("evidence end offsets: %v %v", err, o.Error())
+			}
+			return o
+		}
+		begin := offsets()
+		l := r.load(ctx, 50_000, time.Hour, backlog, nil) // as fast as the webhook takes them
+		if l.acked != l.sent {
+			b.Fatalf("backlog: %d of %d acknowledged", l.acked, l.sent)
+		}
+		ends := offsets()
+		start := time.Now()
+		for _, n := range names {
+			p.procs[n].Start()
+		}
+		type progress struct {
+			at       time.Time
+			consumed int64
+		}
+		first := map[string]progress{}
+		out := map[string]drained{}
+		for len(out) < 2 && ctx.Err() == nil {
+			for _, st := range []string{"windows", "sink"} {
+				if _, ok := out[st]; ok {
+					continue
+				}
+				committed, err := adm.FetchOffsets(ctx, r.groups[st])
+				if err != nil {
+					continue
+				}
+				now, n := time.Now(), consumedSince(committed, begin, ends)
+				if _, ok := first[st]; !ok && n > 0 {
+					first[st] = progress{now, n}
+				}
+				if f, ok := first[st]; ok && reached(committed, ends) {
+					total := consumedSince(committed, begin, ends)
+					d := drained{startup: f.at.Sub(start).Seconds(), rate: float64(total-f.consumed) / max(now.Sub(f.at).Seconds(), 0.001)}
+					if f.consumed > total/2 {
+						// Most of it was done by the first commit seen (a group that
+						// commits seldom, or a backlog too small): the rate counts the
+						// start-up too, a lower bound.
+						d = drained{startup: -1, rate: float64(total) / now.Sub(start).Seconds()}
+					}
+					out[st] = d
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond): // the offsets are sampled to time a drain, not waited on as a condition
+			}
+		}
+		fmt.Fprintf(os.Stderr, "bench-pipeline: drained %d messages with %v: %+v\n", backlog, names, out)
+		return out
+	}
+	one := drain(windowsA, sinkA)
+	for _, n := range []string{windowsA, sinkA} {
+		p.procs[n].Stop()
+	}
+	two := drain(windowsA, windowsB, sinkA, sinkB)
+
+	// Rebalance under load: the worst lag (s) before and after the kill.
+	var before, after float64
+	killed := false
+	half := time.Now().Add(o.step / 2)
+	l := r.load(ctx, rate, o.step, 0, func() {
+		lags := map[string]groupLag{}
+		r.lagLine(ctx, lags)
+		worst := max(lags["windows"].seconds, lags["sink"].seconds)
+		if !killed && time.Now().After(half) {
+			killed = true
+			p.procs[windowsB].Kill()
+			p.procs[sinkB].Kill()
+			fmt.Fprintf(os.Stderr, "bench-pipeline: killed %s and %s\n", windowsB, sinkB)
+			return
+		}
+		if killed {
+			after = max(after, worst)
+		} else {
+			before = max(before, worst)
+		}
+	})
+	b.StopTimer()
+	g := p.waitDone(ctx, 15*time.Minute)
+	if err := p.checkInvariants(ctx); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "\nbench-pipeline scale-out: %d chats, %d partitions; %s\n\n", o.chats, o.partitions, g)
+	fmt.Fprintln(os.Stderr, "| stage | one replica: start-up s, records/s | two replicas: start-up s, records/s | ratio of rates |")
+	fmt.Fprintln(os.Stderr, "|---|---:|---:|---:|")
+	for _, st := range []string{"windows", "sink"} {
+		startup := func(d drained) string {
+			if d.startup < 0 {
+				return "in the rate"
+			}
+			return fmt.Sprintf("%.1f", d.startup)
+		}
+		fmt.Fprintf(os.Stderr, "| %s | %s, %.0f | %s, %.0f | %.2f |\n", st, startup(one[st]), one[st].rate, startup(two[st]), two[st].rate, two[st].rate/one[st].rate)
+	}
+	fmt.Fprintf(os.Stderr, "\nrebalance at %d messages/s (%d acknowledged of %d): worst lag %.1f s before the kill, %.1f s after (extra %.1f s); load %s\n",
+		rate, l.acked, l.sent, before, after, max(0, after-before), loadAverage())
+	b.ReportMetric(two["windows"].rate/one["windows"].rate, "windows_scale")
+	b.ReportMetric(two["sink"].rate/one["sink"].rate, "sink_scale")
+	b.ReportMetric(max(0, after-before), "rebalance_extra_lag_s")
+}
+
+// reached reports whether the group's committed offsets are at or past every end.
+func reached(committed kadm.OffsetResponses, ends kadm.ListedOffsets) bool {
+	ok := true
+	ends.Each(func(e kadm.ListedOffset) {
+		if e.Offset == 0 {
+			return // an empty partition: nothing to commit
+		}
+		c, found := committed.Lookup(e.Topic, e.Partition)
+		ok = ok && found && c.Err == nil && c.At >= e.Offset
+	})
+	return ok
+}
+
+// consumedSince is how many records the group consumed from begin, counting each
+// partition up to its end.
+func consumedSince(committed kadm.OffsetResponses, begin, ends kadm.ListedOffsets) int64 {
+	var n int64
+	ends.Each(func(e kadm.ListedOffset) {
+		c, found := committed.Lookup(e.Topic, e.Partition)
+		b, ok := begin.Lookup(e.Topic, e.Partition)
+		if !found || c.Err != nil || !ok {
+			return
+		}
+		n += max(0, min(c.At, e.Offset)-b.Offset)
+	})
+	return n
 }
