@@ -89,10 +89,11 @@ chaos:
 bench:
 	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) $(PKGS)
 
-# The whole pipeline under a stepped load (docs/perf.md, "The whole pipeline"): the
-# LARKLINE_LOAD_* variables of test/e2e/steps_test.go shape it (steps, chats, step length).
+# The whole pipeline under a stepped load, then scaled out to two replicas (docs/perf.md,
+# "The whole pipeline"); the LARKLINE_LOAD_* variables of test/e2e/steps_test.go shape
+# it (steps, chats, step length, backlog).
 bench-pipeline:
-	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '^BenchmarkPipelineSteps$$' -benchtime 1x -timeout 120m ./test/e2e
+	$(GO) run ./internal/testenv/cmd/testenv run -- $(GO) test -run '^$$' -bench '^BenchmarkPipeline(Steps|ScaleOut)$$' -benchtime 1x -timeout 120m ./test/e2e
 
 lint: fmt vet
 
