@@ -73,7 +73,7 @@ func (e *APIError) Unwrap() error { return e.Err }
 // IsRetryable reports whether a failed Lark Open API call (an *APIError, or an error
 // wrapping one) may pass when repeated later: no answer (dial failures, timeouts),
 // HTTP 5xx, rate limits (HTTP 429 or code 99991400) and invalid-token answers (the
-// SDK fetches a new token). Business errors (bad parameters, missing permissions,
+// refused token is forgotten, so the next call fetches a new one). Business errors (bad parameters, missing permissions,
 // unknown messages), invalid queries, malformed pages and a caller's cancellation are
 // not.
 func IsRetryable(err error) bool {
@@ -109,6 +109,9 @@ func IsRateLimited(ae *APIError) bool {
 // answerError builds the *APIError of an answer with a non-zero code, reading Lark's
 // rate-limit reset header (seconds).
 func answerError(op string, raw *larkcore.ApiResp, code int, msg string) *APIError {
+	if isTokenCode(code) {
+		tokens.forget() // the next call fetches a new token (tokens.go)
+	}
 	e := &APIError{Op: op, Code: code, Msg: msg}
 	if raw != nil {
 		e.Status = raw.StatusCode

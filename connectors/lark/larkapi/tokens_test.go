@@ -1,0 +1,58 @@
+package larkapi_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/schemas/ids"
+)
+
+// TestRefusedTokenIsFetchedAgain: after Lark refuses the cached tenant token (99991663:
+// revoked, the app re-authorized), the call fails once, retryable, and the next call
+// fetches a new token instead of sending the refused one until it expires.
+func TestRefusedTokenIsFetchedAgain(t *testing.T) {
+	app := larktest.NewAppID()
+	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+	if err := sc.AddEvent(larktest.DeliverOnce, larktest.Builder{AppID: app}.Text(
+		larktest.Msg{ID: "om_t1", Chat: "oc_tokens", ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	cli, err := larkapi.New(larkapi.NewSDK(larkapi.SDKOptions{AppID: srv.AppID(), AppSecret: "s3cret", OpenBaseURL: srv.URL()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	get := func() error { _, err := cli.GetChat(ctx, ids.ChatID("oc_tokens")); return err }
+	if err := get(); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	tokensBefore := srv.Calls(larktest.PathTenantToken)
+	srv.RevokeTokens()
+	err = get()
+	var ae *larkapi.APIError
+	if !errors.As(err, &ae) || ae.Code != larkapi.CodeTenantTokenBad || !larkapi.IsRetryable(err) {
+		t.Fatalf("call with the revoked token: %v, want a retryable %d", err, larkapi.CodeTenantTokenBad)
+	}
+	if err := get(); err != nil {
+		t.Fatalf("the call after a refused token still fails (the refused token was sent again): %v", err)
+	}
+	if n := srv.Calls(larktest.PathTenantToken) - tokensBefore; n != 1 {
+		t.Fatalf("%d token requests after the revocation, want 1", n)
+	}
+}
