@@ -246,9 +246,20 @@ func (c *Codec[T]) WireFormat() WireFormat { return c.format }
 // Subject returns the schema registry subject, <topic>-value.
 func (c *Codec[T]) Subject() string { return c.subject }
 
+// registryText is the schema as registered: the embedded file's JSON, compacted.
+func (c *Codec[T]) registryText() string {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(c.reader.JSON)); err != nil {
+		return c.reader.JSON // parsed at load, so never: keep the text as written
+	}
+	return compact.String()
+}
+
 // Register registers the current schema under the codec's subject and returns its
-// id; Encode does it on first use in the Confluent format. Call it at startup to
-// fail early when the registry is unreachable or rejects the schema.
+// id; Encode does it on first use in the Confluent format. With the registry's
+// AutoRegister off it only looks the schema up (ErrSchemaNotRegistered when the
+// subject lacks it). Call it at startup to fail early when the registry is
+// unreachable, rejects the schema or lacks it.
 func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	if c.registry == nil {
 		return 0, fmt.Errorf("schemas: register %s: no schema registry configured", c.rt.name)
@@ -259,11 +270,11 @@ func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	if ok {
 		return id, nil
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, []byte(c.reader.JSON)); err != nil {
-		return 0, fmt.Errorf("schemas: register %s: %w", c.rt.name, err)
+	register := c.registry.Register
+	if !c.registry.AutoRegister() {
+		register = c.registry.Lookup
 	}
-	id, err := c.registry.Register(ctx, c.subject, compact.String())
+	id, err := register(ctx, c.subject, c.registryText())
 	if err != nil {
 		return 0, fmt.Errorf("schemas: register %s: %w", c.rt.name, err)
 	}

@@ -21,12 +21,14 @@
 //
 // # Wire formats
 //
-// Without a schema registry, Encode writes the Avro single-object encoding
-// (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint, body). With one
-// ([NewRegistry], [WithRegistry]) it writes the Confluent wire format (0x00, 4-byte
-// big-endian schema id, body), registering the schema under <topic>-value on first
-// use. Decode reads both formats whatever the writer setting, so a deployment can
-// move between them.
+// With a schema registry ([NewRegistry] on franz-go's sr.Client, [WithRegistry]),
+// the format of every deployment, Encode writes the Confluent wire format (0x00,
+// 4-byte big-endian schema id, body), registering the schema under <topic>-value on
+// first use, or, with [RegistryOptions].AutoRegister off, only looking it up
+// ([ErrSchemaNotRegistered] when the subject lacks it; [Codecs.Prepare] does it for
+// every codec at start). Without one (the embedded demo, tests) it writes the Avro
+// single-object encoding (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint,
+// body). Decode reads both.
 //
 // # Errors and evolution
 //
@@ -77,7 +79,7 @@
 // # Bounds
 //
 // This package does no Kafka or database I/O. Its only network use is the schema
-// registry client: two REST calls, a per-request timeout, bounded response bodies
-// and bounded caches. It does not log and keeps no metrics; callers count and log
+// registry client (franz-go's sr.Client): a per-request timeout, no redirects, and
+// bounded caches. It does not log and keeps no metrics; callers count and log
 // the errors it returns, which carry ids, codes and hashes, never message text.
 package schemas

@@ -120,8 +120,8 @@ func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
 	topics := schemas.Topics{Evidence: t.Evidence, ClosedWindow: t.WindowsClosed, Checkpoint: t.Checkpoints,
 		Workspace: t.Workspaces, DeadLetter: t.DeadLetter}
 	var opts []schemas.Option
-	if cfg.Kafka.SchemaRegistryURL != "" {
-		reg, err := schemas.NewRegistry(schemas.RegistryConfig{URL: cfg.Kafka.SchemaRegistryURL})
+	if cfg.Schemas.Registry.URL != "" {
+		reg, err := schemas.NewRegistry(registryOptions(cfg))
 		if err != nil {
 			return nil, err
 		}

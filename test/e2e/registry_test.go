@@ -17,7 +17,7 @@ import (
 )
 
 // TestRegistryConfluentPipelineWithRegistryRestart runs the whole pipeline with
-// kafka.schemaRegistryURL set to a real schema registry (Apicurio Registry), so every
+// schemas.registry.url set to a real schema registry (Apicurio Registry), so every
 // stage writes and reads the Confluent wire format. The registry is stopped after the
 // operator's setup (which registered the workspace schema) and before the first
 // event, so the webhook's first evidence cannot be encoded: it answers 5xx, Lark
@@ -29,7 +29,7 @@ func TestRegistryConfluentPipelineWithRegistryRestart(t *testing.T) {
 	t.Parallel()
 	reg := testenv.NewSchemaRegistry(t)
 	p := newPipeline(t, pipelineOptions{
-		Env:           []string{"LARKLINE_KAFKA__SCHEMAREGISTRYURL=" + reg.URL},
+		Env:           []string{"LARKLINE_SCHEMAS__REGISTRY__URL=" + reg.URL},
 		RetrySchedule: longRetries,
 	})
 	ctx := p.ctx
@@ -61,7 +61,7 @@ func TestRegistryConfluentPipelineWithRegistryRestart(t *testing.T) {
 	p.finish(4 * time.Minute)
 
 	// Every stage wrote the Confluent format with ids of its topic's subject.
-	regc, err := schemas.NewRegistry(schemas.RegistryConfig{URL: reg.URL})
+	regc, err := schemas.NewRegistry(schemas.RegistryOptions{URL: reg.URL, AutoRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}
