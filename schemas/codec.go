@@ -98,7 +98,7 @@ type recordType[T any] struct {
 	name       string
 	topic      string
 	toNative   func(*T) map[string]any
-	fromNative func(root *node, v any) (T, error)
+	fromNative func(f *fieldReader) (T, error)
 	validate   func(*T) error
 	// fast, when set, decodes a body written with the current schema (already
 	// structurally checked) without goavro; fastFits says whether it matches the
@@ -409,9 +409,6 @@ func (c *Codec[T]) writerByID(ctx context.Context, id uint32) (*writer, error) {
 
 func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	var zero T
-	if err := checkBinary(s.root, body); err != nil {
-		return zero, fmt.Errorf("%w: body does not match the writer schema: %w", ErrMalformed, err)
-	}
 	if c.fast && s.Fingerprint == c.reader.Fingerprint {
 		return c.rt.fast(c.reader, body)
 	}
@@ -424,7 +421,7 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 			return zero, fmt.Errorf("%w: record says %s %d, this reader knows up to %d", ErrNewerSchema, VersionField, v, c.reader.Version)
 		}
 	}
-	rec, err := c.rt.fromNative(c.reader.root, native)
+	rec, err := c.rt.fromNative(newFieldReader(c.reader, c.reader.Name, native))
 	if err != nil {
 		return zero, err
 	}
@@ -434,8 +431,9 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	return rec, nil
 }
 
-// nativeFromBinary runs goavro on a body checkBinary accepted. The recover is a
-// last line of defence for untrusted input: a goavro panic becomes ErrMalformed.
+// nativeFromBinary runs goavro on an untrusted body (its block counts bounded by
+// maxGoavroBlockCount). The recover is a last line of defence: a goavro panic
+// becomes ErrMalformed.
 func nativeFromBinary(s *Schema, body []byte) (native any, err error) {
 	defer func() {
 		if r := recover(); r != nil {

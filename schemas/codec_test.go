@@ -377,7 +377,7 @@ func TestCodecOptions(t *testing.T) {
 		{"bad topic", []Option{WithTopic("a/b")}, "characters outside", 0, ""},
 		{"empty topic", []Option{WithTopic("")}, "topic must be", 0, ""},
 		{"negative cache", []Option{WithMaxCachedSchemas(-1)}, "negative", 0, ""},
-		{"writer schema of another type", []Option{WithWriterSchemas(mustSchemaText(t, "window_closed.v1.avsc"))}, "another record type", 0, ""},
+		{"writer schema of another type", []Option{WithWriterSchemas(mustSchemaText(t, "workspace.v1.avsc"))}, "another record type", 0, ""},
 		{"newer writer schema", []Option{WithWriterSchemas(mustSchemaText(t, "testdata/evidence.v2.avsc"))}, "newer", 0, ""},
 		{"writer schema not avro", []Option{WithWriterSchemas(`{"type":"record"}`)}, "parse avro schema", 0, ""},
 	}
