@@ -170,6 +170,7 @@ const (
 	SASLPlain       SASLMechanism = "plain"
 	SASLScramSHA256 SASLMechanism = "scram-sha-256"
 	SASLScramSHA512 SASLMechanism = "scram-sha-512"
+	SASLOAuthBearer SASLMechanism = "oauthbearer"
 )
 
 // Kafka configures the brokers, topics and clients (franz-go and Goka/sarama).
@@ -276,6 +277,9 @@ type TLS struct {
 	CAFile   string `yaml:"caFile"`
 	CertFile string `yaml:"certFile"`
 	KeyFile  string `yaml:"keyFile"`
+	// ServerName is the name the brokers' certificates are checked against, when
+	// it is not the host the client connects to (a private endpoint, an IP).
+	ServerName string `yaml:"serverName"`
 }
 
 // SASL configures SASL authentication to the brokers.
@@ -284,6 +288,19 @@ type SASL struct {
 	Username     string        `yaml:"username"`
 	Password     Secret        `yaml:"password"`
 	PasswordFile string        `yaml:"passwordFile"`
+	// OAuth is the token source of the oauthbearer mechanism.
+	OAuth OAuth `yaml:"oauth"`
+}
+
+// OAuth says where an OAUTHBEARER token comes from: a file, or a client-credentials
+// grant at a token endpoint.
+type OAuth struct {
+	TokenFile        string `yaml:"tokenFile"`
+	TokenURL         string `yaml:"tokenURL"`
+	ClientID         string `yaml:"clientID"`
+	ClientSecret     Secret `yaml:"clientSecret"`
+	ClientSecretFile string `yaml:"clientSecretFile"`
+	Scope            string `yaml:"scope"`
 }
 
 // Postgres configures the database pool.
