@@ -58,40 +58,18 @@ func WireSchemaRef(b []byte) (string, bool) {
 type Option func(*options)
 
 type options struct {
-	registry      *Registry
-	format        WireFormat
-	topic         string
-	topicSet      bool
-	writerSchemas []string
-	maxCache      int
+	registry *Registry
+	topic    string
 }
 
-// WithRegistry makes the codec resolve Confluent schema ids through r and, unless
-// WithWireFormat says otherwise, write the Confluent wire format.
+// WithRegistry makes the codec write the Confluent wire format and resolve
+// Confluent schema ids through r; without it the codec writes the single-object
+// encoding (the embedded demo, tests).
 func WithRegistry(r *Registry) Option { return func(o *options) { o.registry = r } }
-
-// WithWireFormat chooses the format Encode writes. The default is Confluent when a
-// registry is configured, SingleObject otherwise. Decode reads both regardless,
-// which is what lets a deployment move from one to the other: first configure the
-// registry on every reader, then switch the writers.
-func WithWireFormat(f WireFormat) Option { return func(o *options) { o.format = f } }
 
 // WithTopic sets the topic whose value subject (<topic>-value) the schema is
 // registered under; the default is the record type's default topic.
-func WithTopic(topic string) Option {
-	return func(o *options) { o.topic, o.topicSet = topic, true }
-}
-
-// WithWriterSchemas adds writer schemas, beyond the embedded versions, that Decode
-// accepts in the single-object encoding: older or foreign schemas of the same record
-// type whose data is resolved into the current schema.
-func WithWriterSchemas(schemaJSON ...string) Option {
-	return func(o *options) { o.writerSchemas = append(o.writerSchemas, schemaJSON...) }
-}
-
-// WithMaxCachedSchemas bounds how many registry ids the codec remembers (default
-// DefaultRegistryMaxCachedSchemas).
-func WithMaxCachedSchemas(n int) Option { return func(o *options) { o.maxCache = n } }
+func WithTopic(topic string) Option { return func(o *options) { o.topic = topic } }
 
 // recordType describes one record type to the generic codec.
 type recordType[T any] struct {
@@ -130,7 +108,6 @@ type Codec[T any] struct {
 	format   WireFormat
 	registry *Registry
 	subject  string
-	maxCache int
 	// byFP holds every writer schema the single-object encoding may name; it is
 	// filled by the constructor and only read afterwards.
 	byFP map[uint64]*writer
@@ -162,52 +139,23 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 	if err := checkTopic(o.topic); err != nil {
 		return nil, fmt.Errorf("schemas: %s codec: %w", rt.name, err)
 	}
-	if o.maxCache < 0 {
-		return nil, fmt.Errorf("schemas: %s codec: negative schema cache size", rt.name)
-	}
-	if o.maxCache == 0 {
-		o.maxCache = DefaultRegistryMaxCachedSchemas
-	}
-	switch o.format {
-	case 0:
-		o.format = SingleObject
-		if o.registry != nil {
-			o.format = Confluent
-		}
-	case SingleObject:
-	case Confluent:
-		if o.registry == nil {
-			return nil, fmt.Errorf("schemas: %s codec: the Confluent wire format needs a schema registry", rt.name)
-		}
-	default:
-		return nil, fmt.Errorf("schemas: %s codec: unknown wire format %d", rt.name, int(o.format))
+	format := SingleObject
+	if o.registry != nil {
+		format = Confluent
 	}
 	c := &Codec[T]{
 		rt:       rt,
 		reader:   cur,
-		format:   o.format,
+		format:   format,
 		registry: o.registry,
 		subject:  o.topic + "-value",
-		maxCache: o.maxCache,
 		byFP:     map[uint64]*writer{},
 		byID:     map[uint32]*writer{},
 	}
 	c.fast = rt.fast != nil && rt.fastFits != nil && rt.fastFits(cur)
-	// Every embedded schema: older versions of this type are read, other types are
-	// recognised as such.
+	// Every embedded schema: other record types are recognised as such.
 	for _, s := range cat.all {
 		c.byFP[s.Fingerprint] = c.classify(s)
-	}
-	for i, text := range o.writerSchemas {
-		s, err := ParseSchema(text)
-		if err != nil {
-			return nil, fmt.Errorf("schemas: %s codec: writer schema %d: %w", rt.name, i, err)
-		}
-		w := c.classify(s)
-		if w.err != nil {
-			return nil, fmt.Errorf("schemas: %s codec: writer schema %d: %w", rt.name, i, w.err)
-		}
-		c.byFP[s.Fingerprint] = w
 	}
 	return c, nil
 }
@@ -280,7 +228,7 @@ func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	}
 	c.mu.Lock()
 	c.id, c.haveID = id, true
-	putBounded(c.byID, id, &writer{schema: c.reader}, c.maxCache)
+	putBounded(c.byID, id, &writer{schema: c.reader}, DefaultRegistryMaxCachedSchemas)
 	c.mu.Unlock()
 	return id, nil
 }
@@ -319,7 +267,7 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 // decoder (tests compare the two).
 func (c *Codec[T]) slow() *Codec[T] {
 	d := &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
-		maxCache: c.maxCache, byFP: c.byFP, byID: map[uint32]*writer{}}
+		byFP: c.byFP, byID: map[uint32]*writer{}}
 	return d
 }
 
@@ -402,7 +350,7 @@ func (c *Codec[T]) writerByID(ctx context.Context, id uint32) (*writer, error) {
 		}
 	}
 	c.mu.Lock()
-	putBounded(c.byID, id, w, c.maxCache)
+	putBounded(c.byID, id, w, DefaultRegistryMaxCachedSchemas)
 	c.mu.Unlock()
 	return w, nil
 }

@@ -40,9 +40,9 @@
 // [ErrTombstone]. Such records are parked in the dead-letter topic
 // ([NewDeadLetter]), never dropped; only registry failures are retried
 // ([IsRetryable]). Data written with an older schema version of the record type
-// (met by its registry id, or given by [WithWriterSchemas]) is decoded with that
-// writer schema and resolved into the current struct: fields the writer lacked take
-// the current schema's defaults (goavro does not resolve; native.go does). goavro's
+// (met by its registry id) is decoded with that writer schema and resolved into
+// the current struct: fields the writer lacked take the current schema's defaults
+// (goavro does not resolve; native.go does). goavro's
 // block counts are bounded process-wide (maxGoavroBlockCount), so no count in
 // corrupted bytes can make it allocate without bound.
 //

@@ -41,19 +41,6 @@ func TestDecodeOlderSchema(t *testing.T) {
 	want := sampleEvidenceNulls()
 	want.IneligibleReason = "" // the v0 writer could not say why; the default is null
 
-	t.Run("single-object with the writer schema given", func(t *testing.T) {
-		c, err := NewEvidenceCodec(WithWriterSchemas(v0Text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c.Decode(ctx, soe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got  %+v\nwant %+v", got, want)
-		}
-	})
 	t.Run("single-object without the writer schema", func(t *testing.T) {
 		c, err := NewEvidenceCodec()
 		if err != nil {

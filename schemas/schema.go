@@ -40,7 +40,7 @@ var fileNamePattern = regexp.MustCompile(`^([a-z][a-z0-9_]*)\.v([0-9]+)\.avsc$`)
 // Schema is one parsed Avro record schema.
 type Schema struct {
 	// File is the embedded file name (e.g. evidence.v1.avsc); empty for a schema
-	// that came from a registry or from WithWriterSchemas.
+	// that came from a registry.
 	File string
 	// Name is the full Avro name of the record (e.g. io.larkline.EvidenceRecord).
 	Name string
