@@ -144,22 +144,28 @@ func TestOAuthBearerOnTheRealBroker(t *testing.T) {
 		if err := os.WriteFile(expired, []byte(testenv.UnsecuredJWT(subject, -time.Minute)), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		opts, err := NewClientOptions(oauthOptions(s, provision.OAuthServerName, OAuthOptions{TokenFile: expired}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		defer cancel()
-		err = cl.Ping(pctx)
+		err := pingOnce(t, oauthOptions(s, provision.OAuthServerName, OAuthOptions{TokenFile: expired}))
 		if err == nil || !strings.Contains(strings.ToLower(err.Error()), "sasl") {
 			t.Fatalf("ping with an expired token: %v, want a SASL authentication failure", err)
 		}
 	})
+}
+
+// pingOnce builds a franz-go client of o and pings the brokers once, without retries.
+func pingOnce(t *testing.T, o Options) error {
+	t.Helper()
+	opts, err := NewClientOptions(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	return cl.Ping(ctx)
 }
 
 // TestTLSServerName: the OAUTHBEARER listener's certificate names
@@ -180,18 +186,7 @@ func TestTLSServerName(t *testing.T) {
 		{"wrong server name", "other.larkline.test", "certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts, err := NewClientOptions(oauthOptions(s, tc.serverName, OAuthOptions{TokenFile: tokenFile}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			cl, err := kgo.NewClient(append(opts, kgo.RequestRetries(0))...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Close()
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			err = cl.Ping(ctx)
+			err := pingOnce(t, oauthOptions(s, tc.serverName, OAuthOptions{TokenFile: tokenFile}))
 			switch {
 			case tc.wantErr == "" && err != nil:
 				t.Fatalf("ping: %v", err)
