@@ -64,7 +64,7 @@ type options struct {
 
 // WithRegistry makes the codec write the Confluent wire format and resolve
 // Confluent schema ids through r; without it the codec writes the single-object
-// encoding (the embedded demo, tests).
+// encoding (tests).
 func WithRegistry(r *Registry) Option { return func(o *options) { o.registry = r } }
 
 // WithTopic sets the topic whose value subject (<topic>-value) the schema is

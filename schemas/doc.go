@@ -27,7 +27,7 @@
 // 4-byte big-endian schema id, body), registering the schema under <topic>-value on
 // first use, or, with [RegistryOptions].AutoRegister off, only looking it up
 // ([ErrSchemaNotRegistered] when the subject lacks it; [Codecs.Prepare] does it for
-// every codec at start). Without one (the embedded demo, tests) it writes the Avro
+// every codec at start). Without one (tests) it writes the Avro
 // single-object encoding (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint,
 // body). Decode reads both.
 //

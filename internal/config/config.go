@@ -200,7 +200,7 @@ type Kafka struct {
 type Schemas struct {
 	// Registry is the Confluent-compatible schema registry. With its URL set every
 	// record value is written in the Confluent wire format; without, in the Avro
-	// single-object encoding (the embedded demo and tests).
+	// single-object encoding (tests; the demo runs an in-memory registry).
 	Registry SchemaRegistry `yaml:"registry"`
 	// AutoRegister registers each schema under its subject on first use. false:
 	// the schemas must be registered beforehand (`larkline schemas register`), and a
