@@ -6,10 +6,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,35 +20,10 @@ import (
 	"github.com/larkline/larkline/internal/testenv"
 )
 
-// registryGateway puts authentication in front of the real registry. Apicurio
-// Registry 2.4.2 authenticates only through an OIDC server (its basic auth is
-// OAuth client credentials exchanged at a Keycloak token endpoint), which the
-// test environment does not have; a managed registry is reached the same way,
-// through a gateway that checks basic auth or a bearer token. Requests without
-// either are refused with 401 and counted; accepted ones reach the registry
-// without the Authorization header.
+// registryGateway: the shared registry behind testenv.RegistryGateway.
 func registryGateway(t *testing.T, user, pass, token string) (string, *atomic.Int64) {
 	t.Helper()
-	target, err := url.Parse(testenv.SchemaRegistryURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	refused := new(atomic.Int64)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, basic := r.BasicAuth()
-		if !(basic && u == user && p == pass) && r.Header.Get("Authorization") != "Bearer "+token {
-			refused.Add(1)
-			w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
-			w.WriteHeader(http.StatusUnauthorized)
-			_, _ = w.Write([]byte(`{"error_code":401,"message":"Unauthorized"}`))
-			return
-		}
-		r.Header.Del("Authorization")
-		proxy.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv.URL, refused
+	return testenv.RegistryGateway(t, testenv.SchemaRegistryURL(t), user, pass, token)
 }
 
 // schemasConfig writes a configuration file on the harness's broker with private
