@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 func TestRegistryOptionsCheck(t *testing.T) {
@@ -275,5 +277,46 @@ func TestCodecRegistryOutage(t *testing.T) {
 	fake2.add("x-value", fake.schema(1))
 	if _, err := reader.Decode(ctx, b); err != nil {
 		t.Fatalf("decode after the outage: %v", err)
+	}
+}
+
+// TestRegistryMutualTLS: an https registry whose certificate names only
+// registry.internal and that requires a client certificate. With the CA, the client
+// certificate and the server name larkline registers; without the server name it
+// refuses the certificate; without a client certificate the server refuses it.
+func TestRegistryMutualTLS(t *testing.T) {
+	pki := testenv.NewPKI(t, "registry.internal")
+	fake := newFakeRegistry()
+	srv := httptest.NewUnstartedServer(fake)
+	srv.TLS = pki.ServerTLS(t, true)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	full := RegistryOptions{URL: srv.URL, CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile,
+		ServerName: "registry.internal", AutoRegister: true}
+	noName, noCert := full, full
+	noName.ServerName = ""
+	noCert.CertFile, noCert.KeyFile = "", ""
+	for _, tc := range []struct {
+		name string
+		o    RegistryOptions
+		want string
+	}{
+		{"mutual TLS with the server name", full, ""},
+		{"no server name", noName, "doesn't contain any IP SANs"},
+		{"no client certificate", noCert, "certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, err := NewRegistry(tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = reg.Register(context.Background(), "tls-value", mustSchemaText(t, "workspace.v1.avsc"))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }
