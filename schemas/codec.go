@@ -78,9 +78,9 @@ type recordType[T any] struct {
 	toNative   func(*T) map[string]any
 	fromNative func(f *fieldReader) (T, error)
 	validate   func(*T) error
-	// fast, when set, decodes a body written with the current schema (already
-	// structurally checked) without goavro; fastFits says whether it matches the
-	// current schema's layout (a mismatch disables it rather than misread data).
+	// fast, when set, decodes an untrusted body written with the current schema
+	// without goavro; fastFits says whether it matches the current schema's layout
+	// (a mismatch disables it rather than misread data).
 	fast     func(reader *Schema, body []byte) (T, error)
 	fastFits func(*Schema) bool
 }
@@ -94,8 +94,8 @@ type writer struct {
 // Codec encodes and decodes one record type. It is safe for concurrent use; create
 // one per record type and process and share it.
 //
-// Encode validates the record and writes the current (newest embedded) schema
-// version. Decode accepts both wire formats, resolves an older writer schema into
+// Encode validates the record and writes the current (embedded) schema. Decode
+// accepts both wire formats, resolves an older writer schema into
 // the current one (missing fields take their defaults), validates the result and
 // returns a *DecodeError for anything it cannot read. It never panics on any input.
 //
@@ -185,7 +185,7 @@ func (c *Codec[T]) classify(s *Schema) *writer {
 	}
 }
 
-// Schema returns (a copy of) the schema Encode writes: the newest embedded version.
+// Schema returns (a copy of) the schema Encode writes: the embedded one.
 func (c *Codec[T]) Schema() Schema { return *c.reader }
 
 // WireFormat returns the format Encode writes.

@@ -166,9 +166,6 @@ func registryTLS(o RegistryOptions) (*tls.Config, error) {
 	return tc, nil
 }
 
-// Client returns the underlying franz-go client.
-func (r *Registry) Client() *sr.Client { return r.cl }
-
 // AutoRegister reports whether codecs register their schema on first use.
 func (r *Registry) AutoRegister() bool { return r.autoRegister }
 
