@@ -46,3 +46,36 @@ func BenchmarkEvidence(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkEvidenceDecodePaths: the evidence codec's own decoder (fastevidence.go)
+// against goavro's generic decode of the same Confluent value, side by side; the
+// window processor and the evidence sink decode every evidence record this way.
+func BenchmarkEvidenceDecodePaths(b *testing.B) {
+	ctx := context.Background()
+	_, reg := inProcessRegistry(b)
+	c, err := NewEvidenceCodec(WithRegistry(reg))
+	if err != nil {
+		b.Fatal(err)
+	}
+	encoded, err := c.Encode(ctx, sampleEvidence())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range []struct {
+		name  string
+		codec *Codec[EvidenceRecord]
+	}{{"fast", c}, {"goavro", c.slow()}} {
+		if _, err := p.codec.Decode(ctx, encoded); err != nil { // resolve the id once
+			b.Fatal(err)
+		}
+		b.Run(p.name, func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(encoded)))
+			for b.Loop() {
+				if _, err := p.codec.Decode(ctx, encoded); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -32,8 +32,8 @@ type CollectionCheckpoint struct {
 	// convention, so a consumer of both topics holds all of that evidence once it has
 	// processed the evidence partition up to here or its group committed at least
 	// this offset there: the read-your-writes barrier of coverage gating. 0 means no
-	// barrier (the reconciler produced nothing for the chat since it started, or the
-	// record predates schema version 2). Never negative.
+	// barrier (the reconciler produced nothing for the chat since it started). Never
+	// negative.
 	EvidenceEndOffset int64
 }
 
@@ -81,8 +81,7 @@ var checkpointType = &recordType[CollectionCheckpoint]{
 			"evidence_end_offset":   p.EvidenceEndOffset,
 		}
 	},
-	fromNative: func(root *node, v any) (CollectionCheckpoint, error) {
-		f := newFieldReader(root, v)
+	fromNative: func(f *fieldReader) (CollectionCheckpoint, error) {
 		p := CollectionCheckpoint{
 			WorkspaceID:        ids.WorkspaceID(f.str("workspace_id")),
 			ChatID:             ids.ChatID(f.str("chat_id")),

@@ -58,51 +58,29 @@ func WireSchemaRef(b []byte) (string, bool) {
 type Option func(*options)
 
 type options struct {
-	registry      *Registry
-	format        WireFormat
-	topic         string
-	topicSet      bool
-	writerSchemas []string
-	maxCache      int
+	registry *Registry
+	topic    string
 }
 
-// WithRegistry makes the codec resolve Confluent schema ids through r and, unless
-// WithWireFormat says otherwise, write the Confluent wire format.
+// WithRegistry makes the codec write the Confluent wire format and resolve
+// Confluent schema ids through r; without it the codec writes the single-object
+// encoding (tests).
 func WithRegistry(r *Registry) Option { return func(o *options) { o.registry = r } }
-
-// WithWireFormat chooses the format Encode writes. The default is Confluent when a
-// registry is configured, SingleObject otherwise. Decode reads both regardless,
-// which is what lets a deployment move from one to the other: first configure the
-// registry on every reader, then switch the writers.
-func WithWireFormat(f WireFormat) Option { return func(o *options) { o.format = f } }
 
 // WithTopic sets the topic whose value subject (<topic>-value) the schema is
 // registered under; the default is the record type's default topic.
-func WithTopic(topic string) Option {
-	return func(o *options) { o.topic, o.topicSet = topic, true }
-}
-
-// WithWriterSchemas adds writer schemas, beyond the embedded versions, that Decode
-// accepts in the single-object encoding: older or foreign schemas of the same record
-// type whose data is resolved into the current schema.
-func WithWriterSchemas(schemaJSON ...string) Option {
-	return func(o *options) { o.writerSchemas = append(o.writerSchemas, schemaJSON...) }
-}
-
-// WithMaxCachedSchemas bounds how many registry ids the codec remembers (default
-// DefaultRegistryMaxCachedSchemas).
-func WithMaxCachedSchemas(n int) Option { return func(o *options) { o.maxCache = n } }
+func WithTopic(topic string) Option { return func(o *options) { o.topic = topic } }
 
 // recordType describes one record type to the generic codec.
 type recordType[T any] struct {
 	name       string
 	topic      string
 	toNative   func(*T) map[string]any
-	fromNative func(root *node, v any) (T, error)
+	fromNative func(f *fieldReader) (T, error)
 	validate   func(*T) error
-	// fast, when set, decodes a body written with the current schema (already
-	// structurally checked) without goavro; fastFits says whether it matches the
-	// current schema's layout (a mismatch disables it rather than misread data).
+	// fast, when set, decodes an untrusted body written with the current schema
+	// without goavro; fastFits says whether it matches the current schema's layout
+	// (a mismatch disables it rather than misread data).
 	fast     func(reader *Schema, body []byte) (T, error)
 	fastFits func(*Schema) bool
 }
@@ -116,8 +94,8 @@ type writer struct {
 // Codec encodes and decodes one record type. It is safe for concurrent use; create
 // one per record type and process and share it.
 //
-// Encode validates the record and writes the current (newest embedded) schema
-// version. Decode accepts both wire formats, resolves an older writer schema into
+// Encode validates the record and writes the current (embedded) schema. Decode
+// accepts both wire formats, resolves an older writer schema into
 // the current one (missing fields take their defaults), validates the result and
 // returns a *DecodeError for anything it cannot read. It never panics on any input.
 //
@@ -130,7 +108,6 @@ type Codec[T any] struct {
 	format   WireFormat
 	registry *Registry
 	subject  string
-	maxCache int
 	// byFP holds every writer schema the single-object encoding may name; it is
 	// filled by the constructor and only read afterwards.
 	byFP map[uint64]*writer
@@ -162,52 +139,23 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 	if err := checkTopic(o.topic); err != nil {
 		return nil, fmt.Errorf("schemas: %s codec: %w", rt.name, err)
 	}
-	if o.maxCache < 0 {
-		return nil, fmt.Errorf("schemas: %s codec: negative schema cache size", rt.name)
-	}
-	if o.maxCache == 0 {
-		o.maxCache = DefaultRegistryMaxCachedSchemas
-	}
-	switch o.format {
-	case 0:
-		o.format = SingleObject
-		if o.registry != nil {
-			o.format = Confluent
-		}
-	case SingleObject:
-	case Confluent:
-		if o.registry == nil {
-			return nil, fmt.Errorf("schemas: %s codec: the Confluent wire format needs a schema registry", rt.name)
-		}
-	default:
-		return nil, fmt.Errorf("schemas: %s codec: unknown wire format %d", rt.name, int(o.format))
+	format := SingleObject
+	if o.registry != nil {
+		format = Confluent
 	}
 	c := &Codec[T]{
 		rt:       rt,
 		reader:   cur,
-		format:   o.format,
+		format:   format,
 		registry: o.registry,
 		subject:  o.topic + "-value",
-		maxCache: o.maxCache,
 		byFP:     map[uint64]*writer{},
 		byID:     map[uint32]*writer{},
 	}
 	c.fast = rt.fast != nil && rt.fastFits != nil && rt.fastFits(cur)
-	// Every embedded schema: older versions of this type are read, other types are
-	// recognised as such.
+	// Every embedded schema: other record types are recognised as such.
 	for _, s := range cat.all {
 		c.byFP[s.Fingerprint] = c.classify(s)
-	}
-	for i, text := range o.writerSchemas {
-		s, err := ParseSchema(text)
-		if err != nil {
-			return nil, fmt.Errorf("schemas: %s codec: writer schema %d: %w", rt.name, i, err)
-		}
-		w := c.classify(s)
-		if w.err != nil {
-			return nil, fmt.Errorf("schemas: %s codec: writer schema %d: %w", rt.name, i, w.err)
-		}
-		c.byFP[s.Fingerprint] = w
 	}
 	return c, nil
 }
@@ -237,7 +185,7 @@ func (c *Codec[T]) classify(s *Schema) *writer {
 	}
 }
 
-// Schema returns (a copy of) the schema Encode writes: the newest embedded version.
+// Schema returns (a copy of) the schema Encode writes: the embedded one.
 func (c *Codec[T]) Schema() Schema { return *c.reader }
 
 // WireFormat returns the format Encode writes.
@@ -246,9 +194,20 @@ func (c *Codec[T]) WireFormat() WireFormat { return c.format }
 // Subject returns the schema registry subject, <topic>-value.
 func (c *Codec[T]) Subject() string { return c.subject }
 
+// registryText is the schema as registered: the embedded file's JSON, compacted.
+func (c *Codec[T]) registryText() string {
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, []byte(c.reader.JSON)); err != nil {
+		return c.reader.JSON // parsed at load, so never: keep the text as written
+	}
+	return compact.String()
+}
+
 // Register registers the current schema under the codec's subject and returns its
-// id; Encode does it on first use in the Confluent format. Call it at startup to
-// fail early when the registry is unreachable or rejects the schema.
+// id; Encode does it on first use in the Confluent format. With the registry's
+// AutoRegister off it only looks the schema up (ErrSchemaNotRegistered when the
+// subject lacks it). Call it at startup to fail early when the registry is
+// unreachable, rejects the schema or lacks it.
 func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	if c.registry == nil {
 		return 0, fmt.Errorf("schemas: register %s: no schema registry configured", c.rt.name)
@@ -259,17 +218,17 @@ func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	if ok {
 		return id, nil
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, []byte(c.reader.JSON)); err != nil {
-		return 0, fmt.Errorf("schemas: register %s: %w", c.rt.name, err)
+	register := c.registry.Register
+	if !c.registry.AutoRegister() {
+		register = c.registry.Lookup
 	}
-	id, err := c.registry.Register(ctx, c.subject, compact.String())
+	id, err := register(ctx, c.subject, c.registryText())
 	if err != nil {
 		return 0, fmt.Errorf("schemas: register %s: %w", c.rt.name, err)
 	}
 	c.mu.Lock()
 	c.id, c.haveID = id, true
-	putBounded(c.byID, id, &writer{schema: c.reader}, c.maxCache)
+	putBounded(c.byID, id, &writer{schema: c.reader}, DefaultRegistryMaxCachedSchemas)
 	c.mu.Unlock()
 	return id, nil
 }
@@ -308,7 +267,7 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 // decoder (tests compare the two).
 func (c *Codec[T]) slow() *Codec[T] {
 	d := &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
-		maxCache: c.maxCache, byFP: c.byFP, byID: map[uint32]*writer{}}
+		byFP: c.byFP, byID: map[uint32]*writer{}}
 	return d
 }
 
@@ -391,16 +350,13 @@ func (c *Codec[T]) writerByID(ctx context.Context, id uint32) (*writer, error) {
 		}
 	}
 	c.mu.Lock()
-	putBounded(c.byID, id, w, c.maxCache)
+	putBounded(c.byID, id, w, DefaultRegistryMaxCachedSchemas)
 	c.mu.Unlock()
 	return w, nil
 }
 
 func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	var zero T
-	if err := checkBinary(s.root, body); err != nil {
-		return zero, fmt.Errorf("%w: body does not match the writer schema: %w", ErrMalformed, err)
-	}
 	if c.fast && s.Fingerprint == c.reader.Fingerprint {
 		return c.rt.fast(c.reader, body)
 	}
@@ -413,7 +369,7 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 			return zero, fmt.Errorf("%w: record says %s %d, this reader knows up to %d", ErrNewerSchema, VersionField, v, c.reader.Version)
 		}
 	}
-	rec, err := c.rt.fromNative(c.reader.root, native)
+	rec, err := c.rt.fromNative(newFieldReader(c.reader, c.reader.Name, native))
 	if err != nil {
 		return zero, err
 	}
@@ -423,8 +379,9 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	return rec, nil
 }
 
-// nativeFromBinary runs goavro on a body checkBinary accepted. The recover is a
-// last line of defence for untrusted input: a goavro panic becomes ErrMalformed.
+// nativeFromBinary runs goavro on an untrusted body (its block counts bounded by
+// maxGoavroBlockCount). The recover is a last line of defence: a goavro panic
+// becomes ErrMalformed.
 func nativeFromBinary(s *Schema, body []byte) (native any, err error) {
 	defer func() {
 		if r := recover(); r != nil {

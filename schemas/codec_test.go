@@ -118,8 +118,8 @@ func TestTimesAreMillisecondsInUTC(t *testing.T) {
 	}
 }
 
-// TestReadsBothFormats: whatever a codec writes, it reads both formats, so writers
-// can move between them while readers keep running.
+// TestReadsBothFormats: a codec with a registry reads both formats; one without
+// reads only the single-object encoding.
 func TestReadsBothFormats(t *testing.T) {
 	ctx := context.Background()
 	_, reg := startRegistry(t)
@@ -146,10 +146,6 @@ func TestReadsBothFormats(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	soeReaderWithRegistry, err := NewEvidenceCodec(WithRegistry(reg), WithWireFormat(SingleObject))
-	if err != nil {
-		t.Fatal(err)
-	}
 	soeReader, err := NewEvidenceCodec()
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +158,6 @@ func TestReadsBothFormats(t *testing.T) {
 	}{
 		{"confluent reader, single-object value", confluentReader, soeBytes, nil},
 		{"confluent reader, confluent value", confluentReader, confluentBytes, nil},
-		{"single-object writer with registry, confluent value", soeReaderWithRegistry, confluentBytes, nil},
 		{"single-object reader, single-object value", soeReader, soeBytes, nil},
 		{"no registry, confluent value", soeReader, confluentBytes, ErrUnknownSchema},
 	}
@@ -370,16 +365,9 @@ func TestCodecOptions(t *testing.T) {
 	}{
 		{"default", nil, "", SingleObject, "larkline.evidence.v1-value"},
 		{"registry", []Option{WithRegistry(reg)}, "", Confluent, "larkline.evidence.v1-value"},
-		{"registry but single-object", []Option{WithRegistry(reg), WithWireFormat(SingleObject)}, "", SingleObject, "larkline.evidence.v1-value"},
 		{"topic", []Option{WithTopic("staging.evidence")}, "", SingleObject, "staging.evidence-value"},
-		{"confluent without registry", []Option{WithWireFormat(Confluent)}, "needs a schema registry", 0, ""},
-		{"unknown format", []Option{WithWireFormat(9)}, "unknown wire format", 0, ""},
 		{"bad topic", []Option{WithTopic("a/b")}, "characters outside", 0, ""},
 		{"empty topic", []Option{WithTopic("")}, "topic must be", 0, ""},
-		{"negative cache", []Option{WithMaxCachedSchemas(-1)}, "negative", 0, ""},
-		{"writer schema of another type", []Option{WithWriterSchemas(mustSchemaText(t, "window_closed.v1.avsc"))}, "another record type", 0, ""},
-		{"newer writer schema", []Option{WithWriterSchemas(mustSchemaText(t, "testdata/evidence.v2.avsc"))}, "newer", 0, ""},
-		{"writer schema not avro", []Option{WithWriterSchemas(`{"type":"record"}`)}, "parse avro schema", 0, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

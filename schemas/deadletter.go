@@ -144,8 +144,7 @@ var deadLetterType = &recordType[DeadLetter]{
 			"original_schema": nullableString(d.OriginalSchema),
 		}
 	},
-	fromNative: func(root *node, v any) (DeadLetter, error) {
-		f := newFieldReader(root, v)
+	fromNative: func(f *fieldReader) (DeadLetter, error) {
 		d := DeadLetter{
 			Stage:          f.str("stage"),
 			Reason:         f.str("reason"),

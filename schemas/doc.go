@@ -10,8 +10,9 @@
 //	DeadLetter            larkline.deadletter.v1      envelope of a parked record
 //
 // Every schema starts with an int field schema_version whose default is the version
-// in its file name. A released file is never edited: a change adds the next version
-// beside it, and the older file stays so that its records remain readable. Keys are
+// in its file name; there is one file per record type, its current version (no
+// earlier version was ever shipped: decisions D24). A change makes the file the next
+// version; readers meet the older one through the registry and resolve it. Keys are
 // built by schemas/ids, not here.
 //
 // Each record type has a Go struct with typed ids, a Validate method, and a
@@ -21,12 +22,14 @@
 //
 // # Wire formats
 //
-// Without a schema registry, Encode writes the Avro single-object encoding
-// (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint, body). With one
-// ([NewRegistry], [WithRegistry]) it writes the Confluent wire format (0x00, 4-byte
-// big-endian schema id, body), registering the schema under <topic>-value on first
-// use. Decode reads both formats whatever the writer setting, so a deployment can
-// move between them.
+// With a schema registry ([NewRegistry] on franz-go's sr.Client, [WithRegistry]),
+// the format of every deployment, Encode writes the Confluent wire format (0x00,
+// 4-byte big-endian schema id, body), registering the schema under <topic>-value on
+// first use, or, with [RegistryOptions].AutoRegister off, only looking it up
+// ([ErrSchemaNotRegistered] when the subject lacks it; [Codecs.Prepare] does it for
+// every codec at start). Without one (tests) it writes the Avro
+// single-object encoding (0xC3 0x01, 8-byte little-endian CRC-64-AVRO fingerprint,
+// body). Decode reads both.
 //
 // # Errors and evolution
 //
@@ -36,26 +39,22 @@
 // [ErrWrongRecordType], [ErrIncompatibleSchema], [ErrInvalidRecord],
 // [ErrTombstone]. Such records are parked in the dead-letter topic
 // ([NewDeadLetter]), never dropped; only registry failures are retried
-// ([IsRetryable]). Data written with an older schema version (embedded, from the
-// registry, or given by [WithWriterSchemas]) is decoded with that writer schema and
-// resolved into the current struct: fields the writer lacked take the current
-// schema's defaults. goavro does not resolve schemas itself; this package does, and
-// before goavro sees a body it checks its structure against the writer schema so
-// that no length or count in corrupted bytes can make it allocate without bound.
+// ([IsRetryable]). Data written with an older schema version of the record type
+// (met by its registry id) is decoded with that writer schema and resolved into
+// the current struct: fields the writer lacked take the current schema's defaults
+// (goavro does not resolve; native.go does). goavro's
+// block counts are bounded process-wide (maxGoavroBlockCount), so no count in
+// corrupted bytes can make it allocate without bound.
 //
 // A reader refuses records of a version newer than it knows (ErrNewerSchema), so a
-// new version rolls out readers first: version 2 of CollectionCheckpoint
-// (evidence_end_offset, the window processor's read-your-writes barrier) needs the
-// window processors deployed before the reconcilers, and version 2 of ClosedWindow
-// (each evidence version's source_updated_at and deleted flag, its [EvidenceRank])
-// needs the synthesis workers deployed before the window processors. So does version
-// 3 of ClosedWindow (the evidence as an offset range of the chat's evidence
-// partition, [ClosedWindow.Ranged], written by the third-generation window
-// processor): synthesis workers that read it (and wait for the evidence sink's
-// committed offset) roll out first; they keep reading versions 1 and 2.
+// new version rolls out readers first. The current ClosedWindow (version 3) names
+// its evidence as an offset range of the chat's evidence partition
+// ([ClosedWindow.Ranged]); synthesis waits for the evidence sink's committed offset
+// to pass its end. Its evidence list and aggregate hash stay in the schema for
+// records that list their evidence.
 //
 // The evidence codec decodes bodies of its current schema with a decoder of its
-// own (fastevidence.go: the same structural check and validation, no goavro maps);
+// own (fastevidence.go: the same validation, no goavro maps);
 // a test and a fuzz target hold it to goavro's result on every input.
 //
 // # The evidence metadata contract
@@ -77,7 +76,7 @@
 // # Bounds
 //
 // This package does no Kafka or database I/O. Its only network use is the schema
-// registry client: two REST calls, a per-request timeout, bounded response bodies
-// and bounded caches. It does not log and keeps no metrics; callers count and log
+// registry client (franz-go's sr.Client): a per-request timeout, no redirects, and
+// bounded caches. It does not log and keeps no metrics; callers count and log
 // the errors it returns, which carry ids, codes and hashes, never message text.
 package schemas

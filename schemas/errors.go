@@ -42,6 +42,13 @@ var (
 	// wraps ErrRegistry and is not retryable: nothing is produced until the schema or
 	// the subject's compatibility setting is changed.
 	ErrSchemaRejected = errors.New("schema registry refused the schema")
+	// ErrSchemaNotRegistered: automatic registration is off and the registry's
+	// subject does not hold the codec's schema. Register it (`larkline schemas
+	// register`) before starting; nothing is produced until then.
+	ErrSchemaNotRegistered = errors.New("schema not registered")
+	// ErrIncompatibleChange: the registry's compatibility check says the schema may
+	// not be the subject's next version (`larkline schemas check`).
+	ErrIncompatibleChange = errors.New("schema is incompatible with the subject's registered versions")
 )
 
 // DecodeError is returned by Decode for bytes it cannot turn into a record. It says

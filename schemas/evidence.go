@@ -196,8 +196,7 @@ var evidenceType = &recordType[EvidenceRecord]{
 			"ingest_path":        string(r.IngestPath),
 		}
 	},
-	fromNative: func(root *node, v any) (EvidenceRecord, error) {
-		f := newFieldReader(root, v)
+	fromNative: func(f *fieldReader) (EvidenceRecord, error) {
 		r := EvidenceRecord{
 			WorkspaceID:       ids.WorkspaceID(f.str("workspace_id")),
 			ChatID:            ids.ChatID(f.str("chat_id")),

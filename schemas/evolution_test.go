@@ -6,7 +6,6 @@ import (
 	"errors"
 	"reflect"
 	"testing"
-	"time"
 )
 
 // v0Native is sampleEvidenceNulls as a writer of testdata/evidence.v0.avsc (which has
@@ -42,19 +41,6 @@ func TestDecodeOlderSchema(t *testing.T) {
 	want := sampleEvidenceNulls()
 	want.IneligibleReason = "" // the v0 writer could not say why; the default is null
 
-	t.Run("single-object with the writer schema given", func(t *testing.T) {
-		c, err := NewEvidenceCodec(WithWriterSchemas(v0Text))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c.Decode(ctx, soe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got  %+v\nwant %+v", got, want)
-		}
-	})
 	t.Run("single-object without the writer schema", func(t *testing.T) {
 		c, err := NewEvidenceCodec()
 		if err != nil {
@@ -130,7 +116,7 @@ func TestDecodeIncompatibleOrNewerSchema(t *testing.T) {
 	}
 
 	// A closed window registered under the evidence subject by mistake.
-	windowID := fake.add(DefaultEvidenceTopic+"-value", mustSchemaText(t, "window_closed.v1.avsc"))
+	windowID := fake.add(DefaultEvidenceTopic+"-value", mustSchemaText(t, "workspace.v1.avsc"))
 	wc, _ := NewClosedWindowCodec()
 	wb, err := wc.Encode(ctx, sampleWindow())
 	if err != nil {
@@ -171,97 +157,4 @@ func TestDecodeIncompatibleOrNewerSchema(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestDecodeVersion1Records: checkpoints and closed windows written with version 1 of
-// their schemas (before the evidence barrier and the version ranks) still decode,
-// with the new fields at their defaults: no barrier, rank unknown.
-func TestDecodeVersion1Records(t *testing.T) {
-	ctx := context.Background()
-	encodeV1 := func(t *testing.T, file string, native map[string]any) []byte {
-		t.Helper()
-		s, err := ParseSchema(mustSchemaText(t, file))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.Version != 1 {
-			t.Fatalf("%s is version %d", file, s.Version)
-		}
-		native[VersionField] = int32(1)
-		b, err := s.codec.SingleFromNative(nil, native)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	t.Run("checkpoint", func(t *testing.T) {
-		want := sampleCheckpoint()
-		n := checkpointType.toNative(&want)
-		delete(n, "evidence_end_offset")
-		c, err := NewCheckpointCodec()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c.Decode(ctx, encodeV1(t, "checkpoint.v1.avsc", n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		want.EvidenceEndOffset = 0 // a version 1 writer set no barrier
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got  %+v\nwant %+v", got, want)
-		}
-	})
-	t.Run("closed window", func(t *testing.T) {
-		want := sampleWindow()
-		n := closedWindowType.toNative(&want)
-		for _, e := range n["evidence"].([]any) {
-			delete(e.(map[string]any), "source_updated_at")
-			delete(e.(map[string]any), "deleted")
-		}
-		c, err := NewClosedWindowCodec()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := c.Decode(ctx, encodeV1(t, "window_closed.v1.avsc", n))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range want.Evidence {
-			want.Evidence[i].SourceUpdatedAt, want.Evidence[i].Deleted = time.Time{}, false
-			if _, known := got.Evidence[i].Rank(); known {
-				t.Fatalf("evidence[%d] of a version 1 record has a known rank", i)
-			}
-		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("got  %+v\nwant %+v", got, want)
-		}
-	})
-	t.Run("current records carry the new fields", func(t *testing.T) {
-		cs, err := NewCodecs(Topics{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if v := cs.Checkpoint.Schema().Version; v != 2 {
-			t.Fatalf("checkpoint codec writes version %d", v)
-		}
-		if v := cs.ClosedWindow.Schema().Version; v != 3 {
-			t.Fatalf("closed-window codec writes version %d", v)
-		}
-		w := sampleWindow()
-		b, err := cs.ClosedWindow.Encode(ctx, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := cs.ClosedWindow.Decode(ctx, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, e := range got.Evidence {
-			rank, known := e.Rank()
-			want, wantKnown := w.Evidence[i].Rank()
-			if known != wantKnown || rank.Compare(want) != 0 || rank.Deleted != want.Deleted {
-				t.Fatalf("evidence[%d] rank %+v %v, want %+v %v", i, rank, known, want, wantKnown)
-			}
-		}
-	})
 }

@@ -45,15 +45,17 @@ func FuzzDecode(f *testing.F) {
 	ctx := context.Background()
 	fake, reg := inProcessRegistry(f)
 	v0 := mustSchemaText(f, "testdata/evidence.v0.avsc")
-	opts := []Option{WithRegistry(reg), WithWireFormat(SingleObject), WithWriterSchemas(v0)}
-	evidence, err := NewEvidenceCodec(opts...)
+	// Decoders with the registry (they read both formats); the seeds are written in
+	// the single-object encoding by codecs without one.
+	c, err := NewCodecs(Topics{}, WithRegistry(reg))
 	if err != nil {
 		f.Fatal(err)
 	}
-	windows, _ := NewClosedWindowCodec(opts[:2]...)
-	checkpoints, _ := NewCheckpointCodec(opts[:2]...)
-	workspaces, _ := NewWorkspaceCodec(opts[:2]...)
-	deadLetters, _ := NewDeadLetterCodec(opts[:2]...)
+	w, err := NewCodecs(Topics{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	evidence, windows, checkpoints, workspaces, deadLetters := c.Evidence, c.ClosedWindow, c.Checkpoint, c.Workspace, c.DeadLetter
 	v0ID := fake.add(DefaultEvidenceTopic+"-value", v0)
 
 	add := func(b []byte, err error) {
@@ -73,14 +75,14 @@ func FuzzDecode(f *testing.F) {
 			f.Add(b[:len(b)/2])
 		}
 	}
-	add(evidence.Encode(ctx, sampleEvidence()))
-	add(evidence.Encode(ctx, sampleEvidenceNulls()))
-	add(evidence.Encode(ctx, sampleEvidenceDeleted()))
-	add(windows.Encode(ctx, sampleWindow()))
-	add(checkpoints.Encode(ctx, sampleCheckpoint()))
-	add(checkpoints.Encode(ctx, sampleCheckpointEmpty()))
-	add(workspaces.Encode(ctx, sampleWorkspace()))
-	add(deadLetters.Encode(ctx, sampleDeadLetter()))
+	add(w.Evidence.Encode(ctx, sampleEvidence()))
+	add(w.Evidence.Encode(ctx, sampleEvidenceNulls()))
+	add(w.Evidence.Encode(ctx, sampleEvidenceDeleted()))
+	add(w.ClosedWindow.Encode(ctx, sampleWindow()))
+	add(w.Checkpoint.Encode(ctx, sampleCheckpoint()))
+	add(w.Checkpoint.Encode(ctx, sampleCheckpointEmpty()))
+	add(w.Workspace.Encode(ctx, sampleWorkspace()))
+	add(w.DeadLetter.Encode(ctx, sampleDeadLetter()))
 	v0Schema, err := ParseSchema(v0)
 	if err != nil {
 		f.Fatal(err)

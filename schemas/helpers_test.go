@@ -155,7 +155,7 @@ func sampleDeadLetter() DeadLetter {
 // ---- a schema registry that behaves like Confluent's, for the parts we use
 
 type fakeRegistry struct {
-	username, password string
+	username, password, token string
 
 	mu       sync.Mutex
 	schemas  []string          // id = index + 1
@@ -245,7 +245,8 @@ func (f *fakeRegistry) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests[kind]++
 	f.lastCT[kind] = r.Header.Get("Content-Type")
 	if f.username != "" {
-		if u, p, ok := r.BasicAuth(); !ok || u != f.username || p != f.password {
+		u, p, ok := r.BasicAuth()
+		if !(ok && u == f.username && p == f.password) && r.Header.Get("Authorization") != "Bearer "+f.token {
 			registryError(w, http.StatusUnauthorized, 401, "Unauthorized")
 			return
 		}
@@ -288,7 +289,7 @@ func startRegistry(t testing.TB) (*fakeRegistry, *Registry) {
 	fake := newFakeRegistry()
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
-	reg, err := NewRegistry(RegistryConfig{URL: srv.URL})
+	reg, err := NewRegistry(RegistryOptions{URL: srv.URL, AutoRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +308,7 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func inProcessRegistry(t testing.TB) (*fakeRegistry, *Registry) {
 	t.Helper()
 	fake := newFakeRegistry()
-	reg, err := NewRegistry(RegistryConfig{URL: "http://registry.invalid", Transport: handlerTransport{fake}})
+	reg, err := NewRegistry(RegistryOptions{URL: "http://registry.invalid", Transport: handlerTransport{fake}, AutoRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,8 +12,9 @@ import (
 
 // This file converts between goavro's native form (map[string]any with goavro's
 // union, logical-type and numeric conventions) and Go values, explicitly, field by
-// field. Reading is done against the reader schema: a field the writer schema did
-// not have takes the reader schema's default, and the usual Avro promotions apply
+// field. goavro decodes with the writer schema and does not resolve; reading here
+// does the part of Avro schema resolution larkline needs: a field the writer schema
+// did not have takes the reader schema's default, and the usual promotions apply
 // (int to long, a plain value to a nullable union and back, a long without logical
 // type to a timestamp). Anything else is ErrIncompatibleSchema.
 
@@ -48,19 +49,21 @@ func nullableBytes(b []byte) any {
 
 // ---- reading
 
-// fieldReader reads one record's native map against the reader schema's record node.
-// The first problem is kept in err; later calls return zero values.
+// fieldReader reads one record's native map: a field the writer lacked takes the
+// reader schema's default. The first problem is kept in err; later calls return
+// zero values.
 type fieldReader struct {
-	rec *node
-	m   map[string]any
-	err error
+	s    *Schema // the reader schema
+	name string  // the record's full name in s
+	m    map[string]any
+	err  error
 }
 
-func newFieldReader(rec *node, v any) *fieldReader {
-	r := &fieldReader{rec: rec}
+func newFieldReader(s *Schema, name string, v any) *fieldReader {
+	r := &fieldReader{s: s, name: name}
 	m, ok := v.(map[string]any)
 	if !ok {
-		r.err = fmt.Errorf("%w: %s is a %T, want a record", ErrIncompatibleSchema, rec.name, v)
+		r.err = fmt.Errorf("%w: %s is a %T, want a record", ErrIncompatibleSchema, name, v)
 		return r
 	}
 	r.m = m
@@ -69,7 +72,7 @@ func newFieldReader(rec *node, v any) *fieldReader {
 
 func (r *fieldReader) fail(name, format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s.%s: %s", ErrIncompatibleSchema, r.rec.name, name, fmt.Sprintf(format, args...))
+		r.err = fmt.Errorf("%w: %s.%s: %s", ErrIncompatibleSchema, r.name, name, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -82,8 +85,8 @@ func (r *fieldReader) get(name string) (any, bool) {
 	if v, ok := r.m[name]; ok {
 		return v, true
 	}
-	if f := r.rec.field(name); f != nil && f.hasDef {
-		return f.def, true
+	if def, ok := r.s.records[r.name].defaults[name]; ok {
+		return def, true
 	}
 	r.fail(name, "missing in the writer schema and has no default")
 	return nil, false
@@ -224,22 +227,33 @@ func (r *fieldReader) optBytes(name string) []byte {
 	return nil
 }
 
-// array reads an array and the record node of its items when they are records.
-func (r *fieldReader) array(name string) ([]any, *node) {
+// list reads an array.
+func (r *fieldReader) list(name string) []any {
 	v, ok := r.get(name)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	a, ok := v.([]any)
 	if !ok {
 		r.fail(name, "want an array, have %T", v)
-		return nil, nil
 	}
-	f := r.rec.field(name)
-	if f == nil || f.typ.kind != kindArray {
-		return a, nil
+	return a
+}
+
+// records reads an array of records: a field reader per item.
+func (r *fieldReader) records(name string) []*fieldReader {
+	a, item := r.list(name), r.s.records[r.name].items[name]
+	if item == "" && r.err == nil {
+		r.fail(name, "the reader schema's items are not records")
 	}
-	return a, f.typ.items
+	if r.err != nil {
+		return nil
+	}
+	out := make([]*fieldReader, len(a))
+	for i, x := range a {
+		out[i] = newFieldReader(r.s, item, x)
+	}
+	return out
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a rune.

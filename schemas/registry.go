@@ -1,171 +1,245 @@
 package schemas
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"math"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	opts "github.com/larkline/larkline/internal/options"
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // Registry defaults.
 const (
 	DefaultRegistryTimeout          = 10 * time.Second
-	DefaultRegistryMaxResponseBytes = 4 << 20
 	DefaultRegistryMaxCachedSchemas = 1024
-	registryContentType             = "application/vnd.schemaregistry.v1+json"
-	registryAccept                  = "application/vnd.schemaregistry.v1+json, application/vnd.schemaregistry+json, application/json"
 	maxRegistryMessage              = 256
 	maxSubjectLen                   = 255
-	errorCodeSchemaNotFound         = 40403
 )
 
-// RegistryConfig configures a Confluent-compatible schema registry client.
-type RegistryConfig struct {
-	// URL is the registry base URL, e.g. http://registry:8081 (a path prefix is
-	// kept). Credentials in the URL are moved to Username and Password.
+// ErrInvalidRegistryOptions: RegistryOptions.Check refused the options.
+var ErrInvalidRegistryOptions = errors.New("invalid schema registry options")
+
+// RegistryOptions configures the schema registry client (franz-go's sr.Client, which
+// speaks the Confluent REST API).
+type RegistryOptions struct {
+	// URL is the registry base URL, e.g. https://registry:8081 (a path prefix is
+	// kept). Required; no credentials, query or fragment.
 	URL string
-	// Username and Password enable HTTP basic auth when Username is set.
+	// Username and Password: HTTP basic auth, when Username is set.
 	Username string
 	Password string
+	// BearerToken: an "Authorization: Bearer" token; exclusive with Username.
+	BearerToken string
+	// CAFile (PEM) verifies the registry's certificate instead of the system roots;
+	// CertFile and KeyFile (PEM, together) are the client certificate of mTLS;
+	// ServerName overrides the name the certificate is checked against. https only.
+	CAFile, CertFile, KeyFile, ServerName string
 	// Timeout bounds each request; 0 means DefaultRegistryTimeout.
 	Timeout time.Duration
-	// Transport carries the requests; nil means http.DefaultTransport.
+	// AutoRegister registers a codec's schema under its subject on first use. When
+	// false the schema must already be registered (`larkline schemas register`):
+	// the codec only looks it up, and a missing schema is ErrSchemaNotRegistered.
+	AutoRegister bool
+	// Transport carries the requests (tests); nil means a clone of
+	// http.DefaultTransport with the TLS settings above.
 	Transport http.RoundTripper
-	// MaxResponseBytes bounds a response body; 0 means DefaultRegistryMaxResponseBytes.
-	MaxResponseBytes int64
-	// MaxCachedSchemas bounds each of the two caches (schemas by id, ids by subject
-	// and schema); 0 means DefaultRegistryMaxCachedSchemas. A full cache drops an
-	// arbitrary entry, which costs one more request later.
-	MaxCachedSchemas int
 }
 
-// Registry is a small client of the Confluent schema registry REST API: it
-// registers a schema under a subject and fetches a schema by id, and caches both
-// answers (a registry never changes the schema behind an id). It is safe for
-// concurrent use.
-type Registry struct {
-	base     string
-	username string
-	password string
-	timeout  time.Duration
-	maxBody  int64
-	maxCache int
-	client   *http.Client
-
-	mu         sync.Mutex
-	byID       map[uint32]string
-	registered map[registration]uint32
-}
-
-type registration struct{ subject, schema string }
-
-// NewRegistry validates cfg and returns a client. It does not contact the registry.
-func NewRegistry(cfg RegistryConfig) (*Registry, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("schema registry url: %w", err)
+// Check reports every field that breaks the client's rules, as an *options.Error
+// naming the fields, or nil. It does no I/O: the TLS files are read by NewRegistry.
+func (o RegistryOptions) Check() error {
+	bad := new(opts.Problems)
+	u, err := url.Parse(o.URL)
+	switch {
+	case o.URL == "":
+		bad.Add("URL", o.URL, "is required")
+	case err != nil:
+		bad.Add("URL", o.URL, "does not parse: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		bad.Add("URL", o.URL, "must be an http:// or https:// URL")
+	case u.Host == "":
+		bad.Add("URL", o.URL, "has no host")
+	case u.User != nil:
+		bad.Add("URL", "[REDACTED]", "must not carry credentials: set the username and password")
+	case u.RawQuery != "" || u.Fragment != "":
+		bad.Add("URL", o.URL, "must not have a query or fragment")
 	}
-	if u.Scheme != "http" && u.Scheme != "https" {
-		return nil, fmt.Errorf("schema registry url: scheme must be http or https")
+	if o.Password != "" && o.Username == "" {
+		bad.Add("Password", nil, "is set without a username")
 	}
-	if u.Host == "" {
-		return nil, fmt.Errorf("schema registry url: no host")
+	if o.BearerToken != "" && o.Username != "" {
+		bad.Add("BearerToken", nil, "is exclusive with basic auth (username)")
 	}
-	if u.RawQuery != "" || u.Fragment != "" {
-		return nil, fmt.Errorf("schema registry url: must not have a query or fragment")
+	if (o.CertFile == "") != (o.KeyFile == "") {
+		bad.Add("CertFile", o.CertFile, "and the key file must be set together")
 	}
-	if u.User != nil {
-		if cfg.Username != "" {
-			return nil, fmt.Errorf("schema registry url: credentials both in the url and in Username")
+	if err == nil && u.Scheme == "http" {
+		for _, f := range []struct{ field, v string }{{"CAFile", o.CAFile}, {"CertFile", o.CertFile}, {"KeyFile", o.KeyFile}, {"ServerName", o.ServerName}} {
+			if f.v != "" {
+				bad.Add(f.field, f.v, "is set but the registry URL is http://, not https://")
+			}
 		}
-		cfg.Username = u.User.Username()
-		cfg.Password, _ = u.User.Password()
-		u.User = nil
 	}
-	if cfg.Timeout < 0 || cfg.MaxResponseBytes < 0 || cfg.MaxCachedSchemas < 0 {
-		return nil, fmt.Errorf("schema registry: Timeout, MaxResponseBytes and MaxCachedSchemas must not be negative")
+	if o.Timeout < 0 {
+		bad.Add("Timeout", o.Timeout, "must not be negative")
 	}
-	r := &Registry{
-		base:       strings.TrimRight(u.String(), "/"),
-		username:   cfg.Username,
-		password:   cfg.Password,
-		timeout:    cfg.Timeout,
-		maxBody:    cfg.MaxResponseBytes,
-		maxCache:   cfg.MaxCachedSchemas,
-		client:     &http.Client{Transport: cfg.Transport},
-		byID:       map[uint32]string{},
-		registered: map[registration]uint32{},
+	return bad.Err(ErrInvalidRegistryOptions)
+}
+
+// Registry is the schema registry as the codecs use it: franz-go's sr.Client, plus
+// a bounded cache of schemas by id (a registry never changes the schema behind an
+// id). It is safe for concurrent use.
+type Registry struct {
+	cl           *sr.Client
+	autoRegister bool
+
+	mu   sync.Mutex
+	byID map[uint32]string
+}
+
+// NewRegistry checks o, loads its TLS files and returns a client. It does not
+// contact the registry.
+func NewRegistry(o RegistryOptions) (*Registry, error) {
+	if err := o.Check(); err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
 	}
-	if r.timeout == 0 {
-		r.timeout = DefaultRegistryTimeout
+	if o.Timeout == 0 {
+		o.Timeout = DefaultRegistryTimeout
 	}
-	if r.maxBody == 0 {
-		r.maxBody = DefaultRegistryMaxResponseBytes
-	}
-	if r.maxCache == 0 {
-		r.maxCache = DefaultRegistryMaxCachedSchemas
-	}
-	if r.client.Transport == nil {
-		r.client.Transport = http.DefaultTransport
+	tr := o.Transport
+	if tr == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		tc, err := registryTLS(o)
+		if err != nil {
+			return nil, fmt.Errorf("schema registry: %w", err)
+		}
+		t.TLSClientConfig = tc
+		tr = t
 	}
 	// A registry never redirects API calls; following one could leak credentials.
-	r.client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return r, nil
+	hc := &http.Client{Transport: tr, Timeout: o.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	copts := []sr.ClientOpt{sr.URLs(o.URL), sr.HTTPClient(hc), sr.UserAgent("larkline")}
+	if o.Username != "" {
+		copts = append(copts, sr.BasicAuth(o.Username, o.Password))
+	}
+	if o.BearerToken != "" {
+		copts = append(copts, sr.BearerToken(o.BearerToken))
+	}
+	cl, err := sr.NewClient(copts...)
+	if err != nil {
+		return nil, fmt.Errorf("schema registry: %w", err)
+	}
+	return &Registry{cl: cl, autoRegister: o.AutoRegister, byID: map[uint32]string{}}, nil
 }
 
-// Register registers schema under subject (POST /subjects/{subject}/versions) and
-// returns its id. Registering an already registered schema returns the existing id;
-// the answer is cached, so a second call makes no request.
+func registryTLS(o RegistryOptions) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: o.ServerName}
+	if o.CAFile != "" {
+		pem, err := os.ReadFile(o.CAFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: ca file: %w", ErrInvalidRegistryOptions, err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("%w: ca file %s: no PEM certificate", ErrInvalidRegistryOptions, o.CAFile)
+		}
+		tc.RootCAs = pool
+	}
+	if o.CertFile != "" {
+		cert, err := tls.LoadX509KeyPair(o.CertFile, o.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: client certificate: %w", ErrInvalidRegistryOptions, err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}
+
+// AutoRegister reports whether codecs register their schema on first use.
+func (r *Registry) AutoRegister() bool { return r.autoRegister }
+
+func avroSchema(schema string) sr.Schema { return sr.Schema{Schema: schema, Type: sr.TypeAvro} }
+
+// Register registers schema under subject and returns its id; registering an
+// already registered schema returns the existing id. A refusal (409: incompatible
+// under the subject's compatibility rule; 422: invalid) wraps ErrSchemaRejected.
 func (r *Registry) Register(ctx context.Context, subject, schema string) (uint32, error) {
 	if subject == "" || len(subject) > maxSubjectLen {
 		return 0, fmt.Errorf("schema registry: subject must be 1..%d bytes", maxSubjectLen)
 	}
-	key := registration{subject, schema}
-	r.mu.Lock()
-	id, ok := r.registered[key]
-	r.mu.Unlock()
-	if ok {
-		return id, nil
-	}
-	body, err := json.Marshal(struct {
-		Schema string `json:"schema"`
-	}{schema})
+	id, err := r.cl.RegisterSchema(ctx, subject, avroSchema(schema), -1, -1)
 	if err != nil {
-		return 0, fmt.Errorf("schema registry: encode request: %w", err)
+		return 0, toRegistryError("register subject "+subject, err, true)
 	}
-	op := "register subject " + subject
-	var resp struct {
-		ID *int64 `json:"id"`
-	}
-	if _, err := r.do(ctx, op, http.MethodPost, "/subjects/"+url.PathEscape(subject)+"/versions", body, &resp); err != nil {
-		if re := (*RegistryError)(nil); errors.As(err, &re) {
-			re.register = true // a 409 or 422 is the registry refusing the schema
-		}
-		return 0, err
-	}
-	if resp.ID == nil || *resp.ID < 0 || *resp.ID > math.MaxUint32 {
-		return 0, &RegistryError{Op: op, StatusCode: http.StatusOK, Message: "response has no valid id"}
-	}
-	id = uint32(*resp.ID)
-	r.mu.Lock()
-	putBounded(r.registered, key, id, r.maxCache)
-	putBounded(r.byID, id, schema, r.maxCache)
-	r.mu.Unlock()
-	return id, nil
+	return r.remember(id, schema)
 }
 
-// SchemaByID fetches the schema text with the given id (GET /schemas/ids/{id}). An
-// id the registry does not know yields an error wrapping ErrUnknownSchema; a schema
-// that is not Avro yields one wrapping ErrIncompatibleSchema.
+// Lookup returns the id of schema under subject without registering it; a schema
+// the subject does not hold wraps ErrSchemaNotRegistered.
+func (r *Registry) Lookup(ctx context.Context, subject, schema string) (uint32, error) {
+	ss, err := r.cl.LookupSchema(ctx, subject, avroSchema(schema))
+	if err != nil {
+		re := toRegistryError("look up schema under subject "+subject, err, false)
+		if re.StatusCode == http.StatusNotFound {
+			return 0, fmt.Errorf("%w: subject %s does not hold this schema (register it with `larkline schemas register`, or set schemas.autoRegister): %w",
+				ErrSchemaNotRegistered, subject, re)
+		}
+		return 0, re
+	}
+	return r.remember(ss.ID, schema)
+}
+
+// Compatible asks the registry whether schema may be registered as the next
+// version of subject under the subject's compatibility rule. It returns nil when
+// it may (or the subject is new), else an error wrapping ErrIncompatibleChange
+// with the registry's reasons.
+func (r *Registry) Compatible(ctx context.Context, subject, schema string) error {
+	res, err := r.cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), subject, -1, avroSchema(schema))
+	if err != nil {
+		re := toRegistryError("check compatibility under subject "+subject, err, false)
+		if re.StatusCode == http.StatusNotFound {
+			return nil // no version yet: anything is compatible
+		}
+		return re
+	}
+	if !res.Is {
+		why := strings.Join(res.Messages, "; ")
+		if why == "" {
+			why = "the registry gave no reason"
+		}
+		level := "its"
+		if cr := r.cl.Compatibility(sr.WithParams(ctx, sr.DefaultToGlobal), subject); len(cr) == 1 && cr[0].Err == nil {
+			level = "its " + cr[0].Level.String()
+		}
+		return fmt.Errorf("%w: subject %s under %s compatibility rule: %.512s", ErrIncompatibleChange, subject, level, why)
+	}
+	return nil
+}
+
+func (r *Registry) remember(id int, schema string) (uint32, error) {
+	if id < 0 || int64(id) > int64(^uint32(0)) {
+		return 0, &RegistryError{Op: "register", StatusCode: http.StatusOK, Message: "response has no valid id"}
+	}
+	r.mu.Lock()
+	putBounded(r.byID, uint32(id), schema, DefaultRegistryMaxCachedSchemas)
+	r.mu.Unlock()
+	return uint32(id), nil
+}
+
+// SchemaByID fetches the schema text with the given id. An id the registry does
+// not know wraps ErrUnknownSchema; a schema that is not Avro wraps
+// ErrIncompatibleSchema.
 func (r *Registry) SchemaByID(ctx context.Context, id uint32) (string, error) {
 	r.mu.Lock()
 	s, ok := r.byID[id]
@@ -173,84 +247,40 @@ func (r *Registry) SchemaByID(ctx context.Context, id uint32) (string, error) {
 	if ok {
 		return s, nil
 	}
-	op := "fetch schema id " + strconv.FormatUint(uint64(id), 10)
-	var resp struct {
-		Schema     *string `json:"schema"`
-		SchemaType string  `json:"schemaType"`
-	}
-	status, err := r.do(ctx, op, http.MethodGet, "/schemas/ids/"+strconv.FormatUint(uint64(id), 10), nil, &resp)
-	if re := (*RegistryError)(nil); errors.As(err, &re) && re.StatusCode == http.StatusNotFound && re.Code == errorCodeSchemaNotFound {
-		// Only the registry's own "schema not found" answer means the id is unknown;
-		// a bare 404 (a wrong base path, a proxy) stays a registry error.
-		return "", fmt.Errorf("%w: schema registry has no schema with id %d", ErrUnknownSchema, id)
-	}
+	got, err := r.cl.SchemaByID(ctx, int(id))
 	if err != nil {
-		return "", err
+		re := toRegistryError("fetch schema id "+strconv.FormatUint(uint64(id), 10), err, false)
+		// Only the registry's own "schema not found" means the id is unknown; a bare
+		// 404 (a wrong base path, a proxy) stays a registry error.
+		if re.StatusCode == http.StatusNotFound && re.Code == sr.ErrSchemaNotFound.Code {
+			return "", fmt.Errorf("%w: schema registry has no schema with id %d", ErrUnknownSchema, id)
+		}
+		return "", re
 	}
-	if resp.Schema == nil {
-		return "", &RegistryError{Op: op, StatusCode: status, Message: "response has no schema"}
-	}
-	if resp.SchemaType != "" && resp.SchemaType != "AVRO" {
-		return "", fmt.Errorf("%w: schema id %d is a %.32s schema, not AVRO", ErrIncompatibleSchema, id, resp.SchemaType)
+	if got.Type != sr.TypeAvro {
+		return "", fmt.Errorf("%w: schema id %d is a %s schema, not AVRO", ErrIncompatibleSchema, id, got.Type)
 	}
 	r.mu.Lock()
-	putBounded(r.byID, id, *resp.Schema, r.maxCache)
+	putBounded(r.byID, id, got.Schema, DefaultRegistryMaxCachedSchemas)
 	r.mu.Unlock()
-	return *resp.Schema, nil
+	return got.Schema, nil
 }
 
-// do sends one request and decodes a 2xx JSON answer into out. It returns the HTTP
-// status (0 when no response arrived).
-func (r *Registry) do(ctx context.Context, op, method, path string, body []byte, out any) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, r.timeout)
-	defer cancel()
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+// toRegistryError turns an error of sr.Client into a *RegistryError.
+func toRegistryError(op string, err error, register bool) *RegistryError {
+	re := &RegistryError{Op: op, register: register}
+	var se *sr.ResponseError
+	if errors.As(err, &se) {
+		re.StatusCode, re.Code = se.StatusCode, se.ErrorCode
+		re.Message = truncateUTF8(se.Message, maxRegistryMessage)
+		return re
 	}
-	req, err := http.NewRequestWithContext(ctx, method, r.base+path, rd)
-	if err != nil {
-		return 0, &RegistryError{Op: op, Err: err}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err // the URL adds nothing to op and may be long
 	}
-	req.Header.Set("Accept", registryAccept)
-	if body != nil {
-		req.Header.Set("Content-Type", registryContentType)
-	}
-	if r.username != "" {
-		req.SetBasicAuth(r.username, r.password)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL adds nothing to op and may be long
-		}
-		return 0, &RegistryError{Op: op, Err: err}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, r.maxBody+1))
-	if err != nil {
-		return resp.StatusCode, &RegistryError{Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("read response: %w", err)}
-	}
-	if int64(len(data)) > r.maxBody {
-		return resp.StatusCode, &RegistryError{Op: op, StatusCode: resp.StatusCode, Message: fmt.Sprintf("response longer than %d bytes", r.maxBody)}
-	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		re := &RegistryError{Op: op, StatusCode: resp.StatusCode}
-		var eb struct {
-			Code    int    `json:"error_code"`
-			Message string `json:"message"`
-		}
-		if json.Unmarshal(data, &eb) == nil {
-			re.Code = eb.Code
-			re.Message = truncateUTF8(eb.Message, maxRegistryMessage)
-		}
-		return resp.StatusCode, re
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return resp.StatusCode, &RegistryError{Op: op, StatusCode: resp.StatusCode, Err: fmt.Errorf("decode response: %w", err)}
-	}
-	return resp.StatusCode, nil
+	re.Err = err
+	return re
 }
 
 // putBounded stores k→v, first dropping an arbitrary entry when m holds max entries.

@@ -73,7 +73,7 @@ func registryJSON(t *testing.T, method, base, path string, body, out any) {
 
 func newRealCodecs(t *testing.T, topics Topics, base string) *Codecs {
 	t.Helper()
-	reg, err := NewRegistry(RegistryConfig{URL: base})
+	reg, err := NewRegistry(RegistryOptions{URL: base, AutoRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}

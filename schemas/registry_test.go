@@ -3,57 +3,65 @@ package schemas
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
-func TestNewRegistryConfig(t *testing.T) {
+func TestRegistryOptionsCheck(t *testing.T) {
 	cases := []struct {
 		name    string
-		cfg     RegistryConfig
+		o       RegistryOptions
 		wantErr string
 	}{
-		{"http", RegistryConfig{URL: "http://registry:8081"}, ""},
-		{"https with prefix", RegistryConfig{URL: "https://registry.example/sr/"}, ""},
-		{"credentials in url", RegistryConfig{URL: "https://key:secret@registry.example"}, ""},
-		{"credentials twice", RegistryConfig{URL: "https://key:secret@registry.example", Username: "key"}, "both"},
-		{"no scheme", RegistryConfig{URL: "registry:8081"}, "scheme"},
-		{"ftp", RegistryConfig{URL: "ftp://registry"}, "scheme"},
-		{"no host", RegistryConfig{URL: "http:///x"}, "no host"},
-		{"query", RegistryConfig{URL: "http://registry?x=1"}, "query"},
-		{"negative timeout", RegistryConfig{URL: "http://registry", Timeout: -time.Second}, "negative"},
-		{"unparsable", RegistryConfig{URL: "http://[::1"}, "url"},
+		{"http", RegistryOptions{URL: "http://registry:8081"}, ""},
+		{"https with prefix and mTLS", RegistryOptions{URL: "https://registry.example/sr/", CAFile: "ca.pem", CertFile: "c.pem", KeyFile: "k.pem", ServerName: "sr"}, ""},
+		{"basic auth", RegistryOptions{URL: "https://registry", Username: "u", Password: "p"}, ""},
+		{"bearer", RegistryOptions{URL: "https://registry", BearerToken: "t"}, ""},
+		{"missing", RegistryOptions{}, "is required"},
+		{"credentials in url", RegistryOptions{URL: "https://key:secret@registry.example"}, "must not carry credentials"},
+		{"no scheme", RegistryOptions{URL: "registry:8081"}, "http:// or https://"},
+		{"ftp", RegistryOptions{URL: "ftp://registry"}, "http:// or https://"},
+		{"no host", RegistryOptions{URL: "http:///x"}, "no host"},
+		{"query", RegistryOptions{URL: "http://registry?x=1"}, "query"},
+		{"negative timeout", RegistryOptions{URL: "http://registry", Timeout: -time.Second}, "Timeout"},
+		{"unparsable", RegistryOptions{URL: "http://[::1"}, "does not parse"},
+		{"password alone", RegistryOptions{URL: "http://r", Password: "p"}, "Password"},
+		{"bearer and basic", RegistryOptions{URL: "http://r", Username: "u", BearerToken: "t"}, "exclusive"},
+		{"cert without key", RegistryOptions{URL: "https://r", CertFile: "c.pem"}, "together"},
+		{"tls files on http", RegistryOptions{URL: "http://r", CAFile: "ca.pem"}, "not https"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := NewRegistry(tc.cfg)
+			err := tc.o.Check()
 			if tc.wantErr == "" && err != nil {
 				t.Fatalf("unexpected error %v", err)
 			}
-			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr) || !errors.Is(err, ErrInvalidRegistryOptions)) {
+				t.Fatalf("error %v, want ErrInvalidRegistryOptions containing %q", err, tc.wantErr)
+			}
+			if strings.Contains(fmt.Sprint(err), "secret") {
+				t.Fatalf("error carries the password: %v", err)
+			}
+			if _, nerr := NewRegistry(tc.o); (nerr == nil) != (err == nil) && tc.o.CAFile == "" {
+				t.Fatalf("NewRegistry error %v, Check error %v", nerr, err)
 			}
 		})
 	}
 }
 
-func TestRegistryRegisterAndFetchAreCached(t *testing.T) {
+func TestRegistryFetchOfRegisteredIDIsCached(t *testing.T) {
 	ctx := context.Background()
 	fake, reg := startRegistry(t)
-	schema := mustSchemaText(t, "checkpoint.v1.avsc")
-	id, err := reg.Register(ctx, "larkline.checkpoints.v1-value", schema)
+	schema := mustSchemaText(t, "workspace.v1.avsc")
+	id, err := reg.Register(ctx, "larkline.workspaces.v1-value", schema)
 	if err != nil {
 		t.Fatal(err)
-	}
-	again, err := reg.Register(ctx, "larkline.checkpoints.v1-value", schema)
-	if err != nil || again != id {
-		t.Fatalf("second register: %d %v, want %d", again, err, id)
-	}
-	if n := fake.count("POST subjects"); n != 1 {
-		t.Fatalf("%d register requests, want 1", n)
 	}
 	if ct := fake.contentType("POST subjects"); ct != "application/vnd.schemaregistry.v1+json" {
 		t.Fatalf("content type %q", ct)
@@ -62,42 +70,39 @@ func TestRegistryRegisterAndFetchAreCached(t *testing.T) {
 	if err != nil || got != schema {
 		t.Fatalf("schema by registered id: %v", err)
 	}
-	if n := fake.count("GET ids"); n != 0 {
-		t.Fatalf("%d fetches of a registered id, want 0", n)
-	}
-
-	other := fake.add("elsewhere-value", mustSchemaText(t, "workspace.v1.avsc"))
+	other := fake.add("elsewhere-value", mustSchemaText(t, "deadletter.v1.avsc"))
 	for range 2 {
-		if got, err := reg.SchemaByID(ctx, other); err != nil || !strings.Contains(got, "WorkspaceRecord") {
+		if got, err := reg.SchemaByID(ctx, other); err != nil || !strings.Contains(got, "DeadLetter") {
 			t.Fatalf("schema by id: %v", err)
 		}
 	}
 	if n := fake.count("GET ids"); n != 1 {
-		t.Fatalf("%d fetches, want 1", n)
+		t.Fatalf("%d fetches, want 1 (the registered id and the second fetch come from the cache)", n)
 	}
 }
 
-func TestRegistryBasicAuthAndPrefix(t *testing.T) {
+func TestRegistryAuthAndPrefix(t *testing.T) {
 	ctx := context.Background()
 	fake := newFakeRegistry()
-	fake.username, fake.password = "key", "s3cret"
+	fake.username, fake.password, fake.token = "key", "s3cret", "t0ken"
 	srv := httptest.NewServer(http.StripPrefix("/sr", fake))
 	t.Cleanup(srv.Close)
 	schema := mustSchemaText(t, "workspace.v1.avsc")
 
 	cases := []struct {
 		name   string
-		cfg    RegistryConfig
+		o      RegistryOptions
 		status int
 	}{
-		{"fields", RegistryConfig{URL: srv.URL + "/sr", Username: "key", Password: "s3cret"}, 0},
-		{"in url", RegistryConfig{URL: strings.Replace(srv.URL, "http://", "http://key:s3cret@", 1) + "/sr/"}, 0},
-		{"wrong password", RegistryConfig{URL: srv.URL + "/sr", Username: "key", Password: "nope"}, http.StatusUnauthorized},
-		{"none", RegistryConfig{URL: srv.URL + "/sr"}, http.StatusUnauthorized},
+		{"basic", RegistryOptions{URL: srv.URL + "/sr", Username: "key", Password: "s3cret"}, 0},
+		{"bearer", RegistryOptions{URL: srv.URL + "/sr/", BearerToken: "t0ken"}, 0},
+		{"wrong password", RegistryOptions{URL: srv.URL + "/sr", Username: "key", Password: "nope"}, http.StatusUnauthorized},
+		{"wrong token", RegistryOptions{URL: srv.URL + "/sr", BearerToken: "nope"}, http.StatusUnauthorized},
+		{"none", RegistryOptions{URL: srv.URL + "/sr"}, http.StatusUnauthorized},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			reg, err := NewRegistry(tc.cfg)
+			reg, err := NewRegistry(tc.o)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -172,7 +177,7 @@ func TestRegistryUnknownID(t *testing.T) {
 	// is a registry error, not an unknown schema.
 	srv := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(srv.Close)
-	wrong, err := NewRegistry(RegistryConfig{URL: srv.URL})
+	wrong, err := NewRegistry(RegistryOptions{URL: srv.URL, AutoRegister: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,35 +187,18 @@ func TestRegistryUnknownID(t *testing.T) {
 	}
 }
 
-func TestRegistryBadResponses(t *testing.T) {
-	ctx := context.Background()
-	cases := []struct {
-		name    string
-		body    string
-		maxBody int64
-		want    error
-		wantMsg string
-	}{
-		{"not json", "<html>", 0, ErrRegistry, "decode response"},
-		{"no schema", `{"id":1}`, 0, ErrRegistry, "no schema"},
-		{"protobuf", `{"schema":"syntax = \"proto3\";","schemaType":"PROTOBUF"}`, 0, ErrIncompatibleSchema, "PROTOBUF"},
-		{"too long", `{"schema":"` + strings.Repeat("x", 100) + `"}`, 64, ErrRegistry, "longer than 64 bytes"},
+func TestRegistryNotAvro(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"schema":"syntax = \"proto3\";","schemaType":"PROTOBUF"}`))
+	}))
+	t.Cleanup(srv.Close)
+	reg, err := NewRegistry(RegistryOptions{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				_, _ = w.Write([]byte(tc.body))
-			}))
-			t.Cleanup(srv.Close)
-			reg, err := NewRegistry(RegistryConfig{URL: srv.URL, MaxResponseBytes: tc.maxBody})
-			if err != nil {
-				t.Fatal(err)
-			}
-			_, err = reg.SchemaByID(ctx, 1)
-			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.wantMsg) || IsRetryable(err) {
-				t.Fatalf("error %v, want %v containing %q", err, tc.want, tc.wantMsg)
-			}
-		})
+	_, err = reg.SchemaByID(context.Background(), 1)
+	if !errors.Is(err, ErrIncompatibleSchema) || !strings.Contains(err.Error(), "PROTOBUF") || IsRetryable(err) {
+		t.Fatalf("error %v, want ErrIncompatibleSchema naming PROTOBUF", err)
 	}
 }
 
@@ -220,7 +208,7 @@ func TestRegistryTransportFailures(t *testing.T) {
 			<-r.Context().Done() // never answers
 		}))
 		t.Cleanup(srv.Close)
-		reg, err := NewRegistry(RegistryConfig{URL: srv.URL, Timeout: 20 * time.Millisecond})
+		reg, err := NewRegistry(RegistryOptions{URL: srv.URL, Timeout: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +230,7 @@ func TestRegistryTransportFailures(t *testing.T) {
 		srv := httptest.NewServer(http.NotFoundHandler())
 		url := srv.URL
 		srv.Close()
-		reg, err := NewRegistry(RegistryConfig{URL: url})
+		reg, err := NewRegistry(RegistryOptions{URL: url, AutoRegister: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -251,29 +239,6 @@ func TestRegistryTransportFailures(t *testing.T) {
 			t.Fatalf("error %v, want retryable", err)
 		}
 	})
-}
-
-func TestRegistryCacheIsBounded(t *testing.T) {
-	ctx := context.Background()
-	fake := newFakeRegistry()
-	reg, err := NewRegistry(RegistryConfig{URL: "http://registry.invalid", Transport: handlerTransport{fake}, MaxCachedSchemas: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range []string{"workspace.v1.avsc", "checkpoint.v1.avsc", "deadletter.v1.avsc", "evidence.v1.avsc"} {
-		id := fake.add("s-value", mustSchemaText(t, f))
-		if _, err := reg.SchemaByID(ctx, id); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := reg.Register(ctx, "t-value", mustSchemaText(t, f)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	reg.mu.Lock()
-	defer reg.mu.Unlock()
-	if len(reg.byID) > 2 || len(reg.registered) > 2 {
-		t.Fatalf("caches hold %d and %d entries, bound 2", len(reg.byID), len(reg.registered))
-	}
 }
 
 // TestCodecRegistryOutage: a registry outage makes Encode and Decode fail with a
@@ -312,5 +277,46 @@ func TestCodecRegistryOutage(t *testing.T) {
 	fake2.add("x-value", fake.schema(1))
 	if _, err := reader.Decode(ctx, b); err != nil {
 		t.Fatalf("decode after the outage: %v", err)
+	}
+}
+
+// TestRegistryMutualTLS: an https registry whose certificate names only
+// registry.internal and that requires a client certificate. With the CA, the client
+// certificate and the server name larkline registers; without the server name it
+// refuses the certificate; without a client certificate the server refuses it.
+func TestRegistryMutualTLS(t *testing.T) {
+	pki := testenv.NewPKI(t, "registry.internal")
+	fake := newFakeRegistry()
+	srv := httptest.NewUnstartedServer(fake)
+	srv.TLS = pki.ServerTLS(t, true)
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	full := RegistryOptions{URL: srv.URL, CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile,
+		ServerName: "registry.internal", AutoRegister: true}
+	noName, noCert := full, full
+	noName.ServerName = ""
+	noCert.CertFile, noCert.KeyFile = "", ""
+	for _, tc := range []struct {
+		name string
+		o    RegistryOptions
+		want string
+	}{
+		{"mutual TLS with the server name", full, ""},
+		{"no server name", noName, "doesn't contain any IP SANs"},
+		{"no client certificate", noCert, "certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg, err := NewRegistry(tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = reg.Register(context.Background(), "tls-value", mustSchemaText(t, "workspace.v1.avsc"))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			}
+		})
 	}
 }

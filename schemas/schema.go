@@ -40,7 +40,7 @@ var fileNamePattern = regexp.MustCompile(`^([a-z][a-z0-9_]*)\.v([0-9]+)\.avsc$`)
 // Schema is one parsed Avro record schema.
 type Schema struct {
 	// File is the embedded file name (e.g. evidence.v1.avsc); empty for a schema
-	// that came from a registry or from WithWriterSchemas.
+	// that came from a registry.
 	File string
 	// Name is the full Avro name of the record (e.g. io.larkline.EvidenceRecord).
 	Name string
@@ -55,8 +55,29 @@ type Schema struct {
 	Fingerprint uint64
 
 	codec *goavro.Codec
-	root  *node
+	// records holds, by full name, the fields of every record type the schema
+	// defines and their defaults: what a reader takes for a field its writer lacked.
+	records map[string]record
 }
+
+// record is one record type of a schema: its field defaults (a field without a
+// default is absent) and, for a field that is an array of records, the items'
+// record name.
+type record struct {
+	fields   []string
+	defaults map[string]any
+	items    map[string]string
+}
+
+// maxGoavroBlockCount bounds an array or map block goavro decodes. goavro sizes
+// an array by the count a block announces before reading its items, so corrupted
+// bytes could make it allocate up to 2^31 items; no record larkline writes has a
+// block of more than this many items (a record is bounded by the topics'
+// max.message.bytes, a few MiB). goavro's limit is process-wide; larkline is its
+// only user.
+const maxGoavroBlockCount = 1 << 20
+
+func init() { goavro.MaxBlockCount = maxGoavroBlockCount }
 
 // ParseSchema parses an Avro schema whose top-level type is a record.
 func ParseSchema(schemaJSON string) (*Schema, error) {
@@ -64,34 +85,59 @@ func ParseSchema(schemaJSON string) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse avro schema: %w", err)
 	}
-	var raw any
-	if err := json.Unmarshal([]byte(schemaJSON), &raw); err != nil {
-		return nil, fmt.Errorf("parse avro schema json: %w", err)
+	var raw map[string]any
+	if err := json.Unmarshal([]byte(schemaJSON), &raw); err != nil || raw["type"] != "record" {
+		return nil, fmt.Errorf("parse avro schema: top-level type is not a record")
 	}
-	p := &schemaParser{named: map[string]*node{}}
-	root, err := p.parse(raw, "")
-	if err != nil {
-		return nil, fmt.Errorf("parse avro schema: %w", err)
-	}
-	if root.kind != kindRecord {
-		return nil, fmt.Errorf("parse avro schema: top-level type is %s, want a record", root.kind)
-	}
-	s := &Schema{
-		Name:        root.name,
-		JSON:        schemaJSON,
-		Canonical:   codec.CanonicalSchema(),
-		Fingerprint: codec.Rabin,
-		codec:       codec,
-		root:        root,
-	}
-	if f := root.field(VersionField); f != nil {
-		v, ok := f.def.(float64)
-		if !f.hasDef || !ok || v != float64(int(v)) || v < 0 || (f.typ.kind != kindInt && f.typ.kind != kindLong) {
-			return nil, fmt.Errorf("parse avro schema %s: field %s must be an int with a non-negative integer default", s.Name, VersionField)
+	s := &Schema{JSON: schemaJSON, Canonical: codec.CanonicalSchema(), Fingerprint: codec.Rabin,
+		codec: codec, records: map[string]record{}}
+	s.Name = s.collect(raw, "")
+	if def, ok := s.records[s.Name].defaults[VersionField]; ok {
+		v, ok := def.(float64)
+		if !ok || v != float64(int(v)) || v < 0 {
+			return nil, fmt.Errorf("parse avro schema %s: field %s must have a non-negative integer default", s.Name, VersionField)
 		}
 		s.Version = int(v)
+	} else if slices.Contains(s.records[s.Name].fields, VersionField) {
+		return nil, fmt.Errorf("parse avro schema %s: field %s must have a non-negative integer default", s.Name, VersionField)
 	}
 	return s, nil
+}
+
+// collect records the record type rec (already checked by goavro) and the record
+// types nested in its fields, and returns its full name.
+func (s *Schema) collect(rec map[string]any, enclosingNS string) string {
+	name, _ := rec["name"].(string)
+	ns, _ := rec["namespace"].(string)
+	if ns == "" {
+		ns = enclosingNS
+	}
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		ns = name[:i]
+	} else if ns != "" {
+		name = ns + "." + name
+	}
+	r := record{defaults: map[string]any{}, items: map[string]string{}}
+	fields, _ := rec["fields"].([]any)
+	for _, f := range fields {
+		fm, _ := f.(map[string]any)
+		fname, _ := fm["name"].(string)
+		r.fields = append(r.fields, fname)
+		if def, ok := fm["default"]; ok {
+			r.defaults[fname] = def
+		}
+		t, _ := fm["type"].(map[string]any)
+		switch {
+		case t["type"] == "record":
+			s.collect(t, ns)
+		case t["type"] == "array":
+			if items, ok := t["items"].(map[string]any); ok && items["type"] == "record" {
+				r.items[fname] = s.collect(items, ns)
+			}
+		}
+	}
+	s.records[name] = r
+	return name
 }
 
 // FingerprintString formats a single-object fingerprint the way dead letters and
@@ -102,9 +148,10 @@ func FingerprintString(fp uint64) string { return fmt.Sprintf("avro-crc64:%016x"
 // it: confluent-id:<id>.
 func ConfluentIDString(id uint32) string { return "confluent-id:" + strconv.FormatUint(uint64(id), 10) }
 
+// catalog is the embedded schemas: one file per record type, its current version.
 type catalog struct {
-	all    []*Schema            // every embedded schema, sorted by name then version
-	byName map[string][]*Schema // ascending version
+	all    []*Schema // sorted by name
+	byName map[string]*Schema
 	byFP   map[uint64]*Schema
 }
 
@@ -115,7 +162,7 @@ func buildCatalog(fsys fs.FS) (*catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list embedded schemas: %w", err)
 	}
-	c := &catalog{byName: map[string][]*Schema{}, byFP: map[uint64]*Schema{}}
+	c := &catalog{byName: map[string]*Schema{}, byFP: map[uint64]*Schema{}}
 	for _, file := range files {
 		m := fileNamePattern.FindStringSubmatch(path.Base(file))
 		if m == nil {
@@ -131,52 +178,35 @@ func buildCatalog(fsys fs.FS) (*catalog, error) {
 			return nil, fmt.Errorf("embedded schema %s: %w", file, err)
 		}
 		s.File = file
-		if !strings.HasPrefix(s.Name, Namespace+".") {
+		switch {
+		case !strings.HasPrefix(s.Name, Namespace+"."):
 			return nil, fmt.Errorf("embedded schema %s: name %s is outside namespace %s", file, s.Name, Namespace)
-		}
-		if s.root.field(VersionField) == nil || s.root.fields[0].name != VersionField {
+		case s.records[s.Name].fields[0] != VersionField:
 			return nil, fmt.Errorf("embedded schema %s: first field must be %s", file, VersionField)
-		}
-		if s.Version != fileVersion {
+		case s.Version != fileVersion:
 			return nil, fmt.Errorf("embedded schema %s: %s default %d does not match the file name", file, VersionField, s.Version)
+		case c.byName[s.Name] != nil:
+			return nil, fmt.Errorf("embedded schemas %s and %s are both of %s: a record type has one schema", c.byName[s.Name].File, file, s.Name)
 		}
-		if prev, ok := c.byFP[s.Fingerprint]; ok {
-			return nil, fmt.Errorf("embedded schemas %s and %s have the same fingerprint", prev.File, file)
-		}
-		for _, prev := range c.byName[s.Name] {
-			if prev.Version == s.Version {
-				return nil, fmt.Errorf("embedded schemas %s and %s are both version %d of %s", prev.File, file, s.Version, s.Name)
-			}
-		}
-		c.byFP[s.Fingerprint] = s
-		c.byName[s.Name] = append(c.byName[s.Name], s)
+		c.byName[s.Name], c.byFP[s.Fingerprint] = s, s
 		c.all = append(c.all, s)
 	}
-	for _, list := range c.byName {
-		slices.SortFunc(list, func(a, b *Schema) int { return a.Version - b.Version })
-	}
-	slices.SortFunc(c.all, func(a, b *Schema) int {
-		if a.Name != b.Name {
-			return strings.Compare(a.Name, b.Name)
-		}
-		return a.Version - b.Version
-	})
+	slices.SortFunc(c.all, func(a, b *Schema) int { return strings.Compare(a.Name, b.Name) })
 	return c, nil
 }
 
-// current returns the newest embedded schema of a record type.
+// current returns the embedded schema of a record type.
 func (c *catalog) current(name string) (*Schema, error) {
-	list := c.byName[name]
-	if len(list) == 0 {
-		return nil, fmt.Errorf("no embedded schema for %s", name)
+	if s := c.byName[name]; s != nil {
+		return s, nil
 	}
-	return list[len(list)-1], nil
+	return nil, fmt.Errorf("no embedded schema for %s", name)
 }
 
 // Embedded returns (copies of) every schema file of this package, ordered by record
-// name and version. Every released version stays embedded so that records written
-// with it remain readable in the single-object encoding; a schema is never edited
-// once released, a new version is added next to it.
+// name: one per record type, its current version. A schema change adds the next
+// version in place of the file (and bumps schema_version); a reader resolves data of
+// an older writer schema it meets through the registry into the current one.
 func Embedded() ([]Schema, error) {
 	c, err := loadCatalog()
 	if err != nil {
@@ -187,181 +217,4 @@ func Embedded() ([]Schema, error) {
 		out[i] = *s
 	}
 	return out, nil
-}
-
-// ---- a small Avro schema model: enough to validate binary data without allocating
-// and to resolve reader defaults. goavro does the actual encoding and decoding.
-
-type kind int
-
-const (
-	kindNull kind = iota
-	kindBoolean
-	kindInt
-	kindLong
-	kindFloat
-	kindDouble
-	kindBytes
-	kindString
-	kindRecord
-	kindEnum
-	kindArray
-	kindMap
-	kindFixed
-	kindUnion
-)
-
-var kindNames = [...]string{"null", "boolean", "int", "long", "float", "double", "bytes", "string", "record", "enum", "array", "map", "fixed", "union"}
-
-func (k kind) String() string { return kindNames[k] }
-
-type field struct {
-	name   string
-	typ    *node
-	hasDef bool
-	def    any // the JSON default as decoded by encoding/json
-}
-
-type node struct {
-	kind     kind
-	name     string   // full name of a named type
-	fields   []*field // record
-	symbols  []string // enum
-	size     int      // fixed
-	items    *node    // array items, map values
-	branches []*node  // union
-}
-
-func (n *node) field(name string) *field {
-	for _, f := range n.fields {
-		if f.name == name {
-			return f
-		}
-	}
-	return nil
-}
-
-type schemaParser struct {
-	named map[string]*node
-}
-
-var primitiveKinds = map[string]kind{
-	"null": kindNull, "boolean": kindBoolean, "int": kindInt, "long": kindLong,
-	"float": kindFloat, "double": kindDouble, "bytes": kindBytes, "string": kindString,
-}
-
-func fullName(name, namespace, enclosing string) string {
-	if strings.Contains(name, ".") {
-		return name
-	}
-	if namespace == "" {
-		namespace = enclosing
-	}
-	if namespace == "" {
-		return name
-	}
-	return namespace + "." + name
-}
-
-func namespaceOf(full string) string {
-	if i := strings.LastIndexByte(full, '.'); i >= 0 {
-		return full[:i]
-	}
-	return ""
-}
-
-// parse turns one parsed JSON schema into its node. Long on purpose: one case
-// per form of an Avro schema (name, union, record, enum, array, map, fixed, primitive).
-func (p *schemaParser) parse(raw any, ns string) (*node, error) {
-	switch v := raw.(type) {
-	case string:
-		if k, ok := primitiveKinds[v]; ok {
-			return &node{kind: k}, nil
-		}
-		if n, ok := p.named[fullName(v, "", ns)]; ok {
-			return n, nil
-		}
-		if n, ok := p.named[v]; ok {
-			return n, nil
-		}
-		return nil, fmt.Errorf("unknown type %q", v)
-	case []any:
-		n := &node{kind: kindUnion}
-		for _, b := range v {
-			bn, err := p.parse(b, ns)
-			if err != nil {
-				return nil, err
-			}
-			n.branches = append(n.branches, bn)
-		}
-		return n, nil
-	case map[string]any:
-		t, _ := v["type"].(string)
-		if t == "" {
-			// {"type": {...}} or {"type": [...]} wraps another schema.
-			if inner, ok := v["type"]; ok {
-				return p.parse(inner, ns)
-			}
-			return nil, fmt.Errorf("schema object without type")
-		}
-		if k, ok := primitiveKinds[t]; ok {
-			return &node{kind: k}, nil // logical types are annotations on primitives
-		}
-		name, _ := v["name"].(string)
-		space, _ := v["namespace"].(string)
-		switch t {
-		case "record", "error":
-			n := &node{kind: kindRecord, name: fullName(name, space, ns)}
-			p.named[n.name] = n
-			fields, _ := v["fields"].([]any)
-			for _, fr := range fields {
-				fm, ok := fr.(map[string]any)
-				if !ok {
-					return nil, fmt.Errorf("record %s: field is not an object", n.name)
-				}
-				fname, _ := fm["name"].(string)
-				ft, err := p.parse(fm["type"], namespaceOf(n.name))
-				if err != nil {
-					return nil, fmt.Errorf("record %s field %s: %w", n.name, fname, err)
-				}
-				f := &field{name: fname, typ: ft}
-				f.def, f.hasDef = fm["default"]
-				n.fields = append(n.fields, f)
-			}
-			return n, nil
-		case "enum":
-			n := &node{kind: kindEnum, name: fullName(name, space, ns)}
-			syms, _ := v["symbols"].([]any)
-			for _, s := range syms {
-				sym, _ := s.(string)
-				n.symbols = append(n.symbols, sym)
-			}
-			p.named[n.name] = n
-			return n, nil
-		case "fixed":
-			size, _ := v["size"].(float64)
-			n := &node{kind: kindFixed, name: fullName(name, space, ns), size: int(size)}
-			p.named[n.name] = n
-			return n, nil
-		case "array":
-			items, err := p.parse(v["items"], ns)
-			if err != nil {
-				return nil, err
-			}
-			return &node{kind: kindArray, items: items}, nil
-		case "map":
-			values, err := p.parse(v["values"], ns)
-			if err != nil {
-				return nil, err
-			}
-			return &node{kind: kindMap, items: values}, nil
-		default:
-			if n, ok := p.named[fullName(t, "", ns)]; ok {
-				return n, nil
-			}
-			return nil, fmt.Errorf("unknown type %q", t)
-		}
-	default:
-		return nil, fmt.Errorf("unexpected schema element %T", raw)
-	}
 }

@@ -46,7 +46,7 @@ type ClosedWindow struct {
 	// Version 3 (Ranged) names the window's evidence as a range of the chat's
 	// evidence partition instead of listing it: Evidence is empty, AggregateHash "",
 	// and EvidenceCount counts the evidence versions (records) the window took in.
-	// All six are zero in records that list their evidence (versions 1 and 2).
+	// All six are zero in records that list their evidence.
 	EvidencePartition int32
 	// EvidenceLowOffset is the lowest offset of the window's evidence;
 	// EvidenceEndOffset one past the highest. The window's evidence is in the
@@ -54,7 +54,7 @@ type ClosedWindow struct {
 	EvidenceLowOffset int64
 	EvidenceEndOffset int64
 	// FirstOccurredAt and LastOccurredAt bound the occurred_at of the window's
-	// evidence versions (zero in older records).
+	// evidence versions.
 	FirstOccurredAt time.Time
 	LastOccurredAt  time.Time
 	// Oversized: the window took in more evidence versions than the processor's
@@ -75,7 +75,7 @@ type WindowEvidence struct {
 	ContentHash string
 	// SourceUpdatedAt and Deleted rank this version among the versions of its
 	// message (EvidenceRank, the evidence table's version rule). SourceUpdatedAt is
-	// zero when the writer did not know it (schema version 1): the rank is unknown.
+	// zero when the writer did not know it: the rank is unknown.
 	SourceUpdatedAt time.Time
 	Deleted         bool
 }
@@ -235,8 +235,7 @@ var closedWindowType = &recordType[ClosedWindow]{
 			"oversized":           w.Oversized,
 		}
 	},
-	fromNative: func(root *node, v any) (ClosedWindow, error) {
-		f := newFieldReader(root, v)
+	fromNative: func(f *fieldReader) (ClosedWindow, error) {
 		w := ClosedWindow{
 			WorkspaceID:      ids.WorkspaceID(f.str("workspace_id")),
 			ChatID:           ids.ChatID(f.str("chat_id")),
@@ -255,19 +254,14 @@ var closedWindowType = &recordType[ClosedWindow]{
 			LastOccurredAt:    f.optTimestamp("last_occurred_at"),
 			Oversized:         f.boolean("oversized"),
 		}
-		items, itemNode := f.array("evidence")
+		items := f.records("evidence")
 		if f.err != nil {
-			return w, f.err
-		}
-		if itemNode == nil || itemNode.kind != kindRecord {
-			f.fail("evidence", "reader schema has no record items")
 			return w, f.err
 		}
 		if len(items) > 0 {
 			w.Evidence = make([]WindowEvidence, len(items))
 		}
-		for i, item := range items {
-			e := newFieldReader(itemNode, item)
+		for i, e := range items {
 			w.Evidence[i] = WindowEvidence{
 				Key:             e.str("key"),
 				MessageID:       ids.MessageID(e.str("message_id")),

@@ -86,8 +86,7 @@ var workspaceType = &recordType[WorkspaceRecord]{
 			"updated_at": millis(w.UpdatedAt),
 		}
 	},
-	fromNative: func(root *node, v any) (WorkspaceRecord, error) {
-		f := newFieldReader(root, v)
+	fromNative: func(f *fieldReader) (WorkspaceRecord, error) {
 		w := WorkspaceRecord{
 			ID:        ids.WorkspaceID(f.str("id")),
 			Type:      f.str("type"),
@@ -96,7 +95,7 @@ var workspaceType = &recordType[WorkspaceRecord]{
 			Version:   f.long("version"),
 			UpdatedAt: f.timestamp("updated_at"),
 		}
-		chats, _ := f.array("chats")
+		chats := f.list("chats")
 		if f.err != nil {
 			return w, f.err
 		}

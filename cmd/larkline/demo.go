@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
@@ -44,8 +45,9 @@ type demoFlags struct {
 }
 
 // runDemo runs the whole pipeline on the embedded default: an in-process Kafka
-// (kfake) with a data directory, a private PostgreSQL, and larktest replaying an
-// incident chat through the real webhook path and the history API.
+// (kfake) with a data directory, an in-memory schema registry (srfake), a private
+// PostgreSQL, and larktest replaying an incident chat through the real webhook path
+// and the history API.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseDemoFlags(args, stderr)
 	if err != nil {
@@ -130,8 +132,8 @@ func (d *demo) close() {
 }
 
 // startServices makes the data directory, shifts the scenario so that every window
-// can close now, and starts Kafka (kfake), Postgres and the local Lark, filling the
-// demo configuration in as it goes.
+// can close now, and starts Kafka (kfake), the schema registry (srfake), Postgres
+// and the local Lark, filling the demo configuration in as it goes.
 func (d *demo) startServices(ctx context.Context) error {
 	dir := d.f.dataDir
 	if dir == "" {
@@ -166,6 +168,14 @@ func (d *demo) startServices(ctx context.Context) error {
 	d.undo = append(d.undo, kf.Close)
 	d.cfg.Kafka.Brokers = kf.ListenAddrs()
 	d.say("in-process Kafka (kfake) at %s, data in %s", strings.Join(d.cfg.Kafka.Brokers, ","), filepath.Join(dir, "kafka"))
+
+	// Schema registry: franz-go's in-memory one, so that the demo writes the
+	// Confluent wire format every deployment with a registry writes, registering
+	// its schemas on first use (schemas.autoRegister's default).
+	sreg := srfake.New()
+	d.undo = append(d.undo, sreg.Close)
+	d.cfg.Schemas.Registry.URL = sreg.URL()
+	d.say("in-memory schema registry (franz-go srfake) at %s", sreg.URL())
 
 	// Postgres: a private cluster in the data directory.
 	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "postgres"), Logger: d.log})

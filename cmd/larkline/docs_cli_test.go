@@ -259,7 +259,7 @@ func TestConfigProblemsNameRealKeys(t *testing.T) {
 		}
 	}
 	for _, env := range [][]string{
-		{"LARKLINE_KAFKA__SCHEMAREGISTRYURL=https://user:pw@registry.example"},
+		{"LARKLINE_SCHEMAS__REGISTRY__URL=https://user:pw@registry.example"},
 		{"LARKLINE_LARK__OPENBASEURL=https://user:pw@open.larksuite.com"},
 	} {
 		_, err := config.Load("", env)

@@ -38,6 +38,7 @@ var commands = map[string]command{
 	"bind":        {summary: "bind add|remove|list: bind Lark chats to workspaces", run: runBind, subs: bindSubs},
 	"retention":   {summary: "retention run [--dry-run]: redact or delete evidence past the retention period", run: runRetention, subs: retentionSubs},
 	"deadletters": {summary: "deadletters list|redrive: list parked records (ids, never text) or feed them back through their stage", run: runDeadLetters, subs: deadLettersSubs},
+	"schemas":     {summary: "schemas register|check: register every record schema in the registry, or check that each is compatible with its subject", run: runSchemas, subs: schemasSubs},
 	"refresh":     {summary: "refresh --workspace W: reconcile one workspace from Lark history now, even if no longer firing", run: runRefresh},
 }
 
@@ -49,6 +50,7 @@ var (
 	bindSubs        = []string{"add", "remove", "list"}
 	retentionSubs   = []string{"run"}
 	deadLettersSubs = []string{"list", "redrive"}
+	schemasSubs     = []string{"register", "check"}
 )
 
 // errUsage marks a command-line mistake: exit code 2.

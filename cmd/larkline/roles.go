@@ -201,6 +201,14 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		_ = ops.Close()
 		return nil, err
 	}
+	if !cfg.Schemas.AutoRegister {
+		// The schemas must be registered already: a subject that lacks its schema
+		// stops the process here, named, not at its first record.
+		if err := codecs.Prepare(ctx); err != nil {
+			_ = ops.Close()
+			return nil, fmt.Errorf("schemas.autoRegister is false: %w", err)
+		}
+	}
 	rt := &runtime{cfg: cfg, log: log, reg: reg, ops: ops, codecs: codecs}
 	// Readiness reflects the broker too: a process whose roles cannot reach Kafka
 	// should not receive webhook traffic or count as up.

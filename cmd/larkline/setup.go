@@ -71,10 +71,13 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 		id += "-" + clientSuffix
 	}
 	return kafka.Options{
-		Brokers:       k.Brokers,
-		ClientID:      id,
-		TLS:           kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile},
-		SASL:          kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value()},
+		Brokers:  k.Brokers,
+		ClientID: id,
+		TLS: kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile,
+			ServerName: k.TLS.ServerName},
+		SASL: kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value(),
+			OAuth: kafka.OAuthOptions{TokenFile: k.SASL.OAuth.TokenFile, TokenURL: k.SASL.OAuth.TokenURL,
+				ClientID: k.SASL.OAuth.ClientID, ClientSecret: k.SASL.OAuth.ClientSecret.Value(), Scope: k.SASL.OAuth.Scope}},
 		AllowInsecure: cfg.AllowInsecure,
 		Producer: kafka.ProducerOptions{
 			Acks:               kafka.Acks(k.Producer.Acks),
@@ -120,8 +123,8 @@ func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
 	topics := schemas.Topics{Evidence: t.Evidence, ClosedWindow: t.WindowsClosed, Checkpoint: t.Checkpoints,
 		Workspace: t.Workspaces, DeadLetter: t.DeadLetter}
 	var opts []schemas.Option
-	if cfg.Kafka.SchemaRegistryURL != "" {
-		reg, err := schemas.NewRegistry(schemas.RegistryConfig{URL: cfg.Kafka.SchemaRegistryURL})
+	if cfg.Schemas.Registry.URL != "" {
+		reg, err := schemas.NewRegistry(registryOptions(cfg))
 		if err != nil {
 			return nil, err
 		}

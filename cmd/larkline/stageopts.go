@@ -12,6 +12,7 @@ import (
 	"github.com/larkline/larkline/processors/synthesis"
 	"github.com/larkline/larkline/processors/synthesis/openai"
 	"github.com/larkline/larkline/processors/windows"
+	"github.com/larkline/larkline/schemas"
 )
 
 // The one mapping of configuration keys onto each stage's value options. A role
@@ -51,6 +52,12 @@ var stageChecks = []config.StageCheck{
 	},
 	func(c *config.Config) []config.Problem {
 		return c.OptionProblems("webhook", webhookKeys, webhookOptions(c).Check())
+	},
+	func(c *config.Config) []config.Problem {
+		if c.Schemas.Registry.URL == "" {
+			return nil // no registry: the Avro single-object encoding
+		}
+		return c.OptionProblems("schemas", registryKeys, registryOptions(c).Check())
 	},
 	func(c *config.Config) []config.Problem {
 		if !c.Postgres.DSN.IsSet() {
@@ -106,10 +113,36 @@ var kafkaFieldKeys = config.FieldKeys{
 	"TLS.CAFile":                  "kafka.tls.caFile",
 	"TLS.CertFile":                "kafka.tls.certFile",
 	"TLS.KeyFile":                 "kafka.tls.keyFile",
+	"TLS.ServerName":              "kafka.tls.serverName",
+	"SASL.OAuth.TokenFile":        "kafka.sasl.oauth.tokenFile",
+	"SASL.OAuth.TokenURL":         "kafka.sasl.oauth.tokenURL",
+	"SASL.OAuth.ClientID":         "kafka.sasl.oauth.clientID",
 	"AllowInsecure":               "allowInsecure",
 	"Version":                     "kafka.saramaVersion",
 	"TableReplication":            "kafka.replicationFactor",
 	"StreamReplication":           "kafka.replicationFactor",
+}
+
+// registryOptions: the schema registry client of the codecs.
+func registryOptions(cfg *config.Config) schemas.RegistryOptions {
+	r := cfg.Schemas.Registry
+	return schemas.RegistryOptions{
+		URL: r.URL, Username: r.Username, Password: r.Password.Value(), BearerToken: r.BearerToken.Value(),
+		CAFile: r.TLS.CAFile, CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, ServerName: r.TLS.ServerName,
+		Timeout: r.Timeout, AutoRegister: cfg.Schemas.AutoRegister,
+	}
+}
+
+var registryKeys = config.FieldKeys{
+	"URL":         "schemas.registry.url",
+	"Username":    "schemas.registry.username",
+	"Password":    "schemas.registry.password",
+	"BearerToken": "schemas.registry.bearerToken",
+	"CAFile":      "schemas.registry.tls.caFile",
+	"CertFile":    "schemas.registry.tls.certFile",
+	"KeyFile":     "schemas.registry.tls.keyFile",
+	"ServerName":  "schemas.registry.tls.serverName",
+	"Timeout":     "schemas.registry.timeout",
 }
 
 // windowsOptions: the window processor of one version.

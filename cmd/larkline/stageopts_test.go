@@ -30,6 +30,15 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 		want   []want
 	}{
 		{name: "defaults are valid", mutate: func(*config.Config) {}},
+		{name: "registry bearer and basic auth", mutate: func(c *config.Config) {
+			c.Schemas.Registry.URL, c.Schemas.Registry.Username, c.Schemas.Registry.BearerToken = "https://sr", "u", "t"
+		}, want: []want{{"schemas.registry.bearerToken", "exclusive with basic auth"}}},
+		{name: "registry TLS on http", mutate: func(c *config.Config) {
+			c.Schemas.Registry.URL, c.Schemas.Registry.TLS.ServerName = "http://sr", "sr.internal"
+		}, want: []want{{"schemas.registry.tls.serverName", "not https"}}},
+		{name: "registry client certificate without key", mutate: func(c *config.Config) {
+			c.Schemas.Registry.URL, c.Schemas.Registry.TLS.CertFile = "https://sr", "/c.pem"
+		}, want: []want{{"schemas.registry.tls.certFile", "set together"}}},
 		{name: "synthesisWindow below 1m", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 30 * time.Second },
 			want: []want{{tl + "synthesisWindow", "at least 1m"}}},
 		{name: "synthesisWindow 7m does not divide an hour", mutate: func(c *config.Config) { timeline(c).SynthesisWindow = 7 * time.Minute },

@@ -532,7 +532,7 @@ func TestDecodeAndTheSchemaRegistry(t *testing.T) {
 				}
 			}))
 			defer srv.Close()
-			reg, err := schemas.NewRegistry(schemas.RegistryConfig{URL: srv.URL})
+			reg, err := schemas.NewRegistry(schemas.RegistryOptions{URL: srv.URL, AutoRegister: true})
 			if err != nil {
 				t.Fatal(err)
 			}

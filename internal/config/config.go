@@ -17,6 +17,7 @@ import (
 type Config struct {
 	Services  Services  `yaml:"services"`
 	Kafka     Kafka     `yaml:"kafka"`
+	Schemas   Schemas   `yaml:"schemas"`
 	Postgres  Postgres  `yaml:"postgres"`
 	Lark      Lark      `yaml:"lark"`
 	HTTP      HTTP      `yaml:"http"`
@@ -169,6 +170,7 @@ const (
 	SASLPlain       SASLMechanism = "plain"
 	SASLScramSHA256 SASLMechanism = "scram-sha-256"
 	SASLScramSHA512 SASLMechanism = "scram-sha-512"
+	SASLOAuthBearer SASLMechanism = "oauthbearer"
 )
 
 // Kafka configures the brokers, topics and clients (franz-go and Goka/sarama).
@@ -186,15 +188,44 @@ type Kafka struct {
 	Consumer          Consumer `yaml:"consumer"`
 	// SaramaVersion is the Kafka protocol version Goka's sarama client speaks.
 	SaramaVersion string `yaml:"saramaVersion"`
-	// SchemaRegistryURL selects the Confluent wire format; empty selects Avro
-	// single-object encoding.
-	SchemaRegistryURL string `yaml:"schemaRegistryURL"`
-	TLS               TLS    `yaml:"tls"`
-	SASL              SASL   `yaml:"sasl"`
+	TLS           TLS    `yaml:"tls"`
+	SASL          SASL   `yaml:"sasl"`
 	// ManageTopics lets larkline create its topics and Goka's and raise their record
 	// limit; false (topics managed by Strimzi, Terraform, …) only checks that they
 	// exist with compatible settings, so the client needs no Create or AlterConfigs.
 	ManageTopics bool `yaml:"manageTopics"`
+}
+
+// Schemas configures the schema registry of the record values.
+type Schemas struct {
+	// Registry is the Confluent-compatible schema registry. With its URL set every
+	// record value is written in the Confluent wire format; without, in the Avro
+	// single-object encoding (tests; the demo runs an in-memory registry).
+	Registry SchemaRegistry `yaml:"registry"`
+	// AutoRegister registers each schema under its subject on first use. false:
+	// the schemas must be registered beforehand (`larkline schemas register`), and a
+	// process whose subject lacks its schema refuses to start.
+	AutoRegister bool `yaml:"autoRegister"`
+}
+
+// SchemaRegistry configures the schema registry client. TLS files are PEM.
+type SchemaRegistry struct {
+	URL             string            `yaml:"url"`
+	Username        string            `yaml:"username"`
+	Password        Secret            `yaml:"password"`
+	PasswordFile    string            `yaml:"passwordFile"`
+	BearerToken     Secret            `yaml:"bearerToken"`
+	BearerTokenFile string            `yaml:"bearerTokenFile"`
+	Timeout         time.Duration     `yaml:"timeout"`
+	TLS             SchemaRegistryTLS `yaml:"tls"`
+}
+
+// SchemaRegistryTLS configures TLS to an https:// schema registry.
+type SchemaRegistryTLS struct {
+	CAFile     string `yaml:"caFile"`
+	CertFile   string `yaml:"certFile"`
+	KeyFile    string `yaml:"keyFile"`
+	ServerName string `yaml:"serverName"`
 }
 
 // Lag configures the lag role's exporter and `larkline lag`.
@@ -246,6 +277,9 @@ type TLS struct {
 	CAFile   string `yaml:"caFile"`
 	CertFile string `yaml:"certFile"`
 	KeyFile  string `yaml:"keyFile"`
+	// ServerName is the name the brokers' certificates are checked against, when
+	// it is not the host the client connects to (a private endpoint, an IP).
+	ServerName string `yaml:"serverName"`
 }
 
 // SASL configures SASL authentication to the brokers.
@@ -254,6 +288,19 @@ type SASL struct {
 	Username     string        `yaml:"username"`
 	Password     Secret        `yaml:"password"`
 	PasswordFile string        `yaml:"passwordFile"`
+	// OAuth is the token source of the oauthbearer mechanism.
+	OAuth OAuth `yaml:"oauth"`
+}
+
+// OAuth says where an OAUTHBEARER token comes from: a file, or a client-credentials
+// grant at a token endpoint.
+type OAuth struct {
+	TokenFile        string `yaml:"tokenFile"`
+	TokenURL         string `yaml:"tokenURL"`
+	ClientID         string `yaml:"clientID"`
+	ClientSecret     Secret `yaml:"clientSecret"`
+	ClientSecretFile string `yaml:"clientSecretFile"`
+	Scope            string `yaml:"scope"`
 }
 
 // Postgres configures the database pool.
@@ -507,6 +554,10 @@ func Default() *Config {
 				FetchMaxWait:     500 * time.Millisecond,
 			},
 			SaramaVersion: "3.6.0",
+		},
+		Schemas: Schemas{
+			Registry:     SchemaRegistry{Timeout: 10 * time.Second},
+			AutoRegister: true,
 		},
 		Postgres: Postgres{
 			MaxConns:       10,

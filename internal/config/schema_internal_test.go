@@ -62,7 +62,7 @@ func TestKeysCoverSecrets(t *testing.T) {
 			secrets = append(secrets, k.Path)
 		}
 	}
-	want := []string{"kafka.sasl.password", "postgres.dsn", "lark.appSecret", "lark.verificationToken", "lark.encryptKey", "http.cursorKey", "synthesis.openai.apiKey"}
+	want := []string{"kafka.sasl.password", "kafka.sasl.oauth.clientSecret", "schemas.registry.password", "schemas.registry.bearerToken", "postgres.dsn", "lark.appSecret", "lark.verificationToken", "lark.encryptKey", "http.cursorKey", "synthesis.openai.apiKey"}
 	if strings.Join(secrets, ",") != strings.Join(want, ",") {
 		t.Errorf("secret keys = %v, want %v", secrets, want)
 	}

@@ -298,8 +298,12 @@ func (c *Config) validateKafka(ch *checker) {
 	ch.positive("kafka.consumer.sessionTimeout", k.Consumer.SessionTimeout)
 	ch.positive("kafka.consumer.rebalanceTimeout", k.Consumer.RebalanceTimeout)
 	ch.positive("kafka.consumer.fetchMaxWait", k.Consumer.FetchMaxWait)
-	if k.SchemaRegistryURL != "" {
-		ch.httpURL("kafka.schemaRegistryURL", k.SchemaRegistryURL, true)
+	if u := c.Schemas.Registry.URL; strings.Contains(u, "@") {
+		if pu, err := url.Parse(u); err == nil && pu.User != nil {
+			ch.bad("schemas.registry.url", pu.Redacted(), "must not carry credentials (user:password@): set schemas.registry.username and passwordFile, or bearerTokenFile")
+		}
+	} else if u != "" {
+		ch.httpURL("schemas.registry.url", u, true)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -114,11 +115,14 @@ type TLSOptions struct {
 
 // SASLOptions configures SASL authentication.
 type SASLOptions struct {
-	// Mechanism is "", SASLPlain, SASLScramSHA256 or SASLScramSHA512 (case-insensitive).
+	// Mechanism is "", SASLPlain, SASLScramSHA256, SASLScramSHA512 or
+	// SASLOAuthBearer (case-insensitive).
 	Mechanism string
-	// Username and Password are required when Mechanism is set. They are never logged.
+	// Username and Password are required by PLAIN and SCRAM. They are never logged.
 	Username string
 	Password string
+	// OAuth is the token source of OAUTHBEARER, and set only with it.
+	OAuth OAuthOptions
 }
 
 // ProducerOptions tunes producing.
@@ -203,8 +207,9 @@ func (o Options) WithDefaults() Options {
 // validated is the result of validating Options once: defaults applied, TLS material
 // loaded, SASL mechanism normalised.
 type validated struct {
-	o   Options
-	tls *tls.Config
+	o      Options
+	tls    *tls.Config
+	tokens *tokenSource // OAUTHBEARER only
 }
 
 func invalid(format string, args ...any) error {
@@ -220,7 +225,11 @@ func validate(in Options) (validated, error) {
 	if err != nil {
 		return validated{}, err
 	}
-	return validated{o: o, tls: tc}, nil
+	v := validated{o: o, tls: tc}
+	if o.SASL.Mechanism == SASLOAuthBearer {
+		v.tokens = newTokenSource(o.SASL.OAuth)
+	}
+	return v, nil
 }
 
 // Check reports every value of o that breaks the client's rules (after the
@@ -261,6 +270,13 @@ func (o Options) problems() *options.Problems {
 	o.TLS.problems(bad)
 	if o.SASL.Mechanism == SASLPlain && !o.TLS.Enabled && !o.AllowInsecure {
 		bad.Add("SASL.Mechanism", o.SASL.Mechanism, "PLAIN without TLS sends the password in clear: enable TLS (or set allowInsecure)")
+	}
+	if o.SASL.Mechanism == SASLOAuthBearer && !o.TLS.Enabled && !o.AllowInsecure {
+		bad.Add("SASL.Mechanism", o.SASL.Mechanism, "OAUTHBEARER without TLS sends the token in clear: enable TLS (or set allowInsecure)")
+	}
+	if u, err := url.Parse(o.SASL.OAuth.TokenURL); o.SASL.OAuth.TokenURL != "" && err == nil && u.Scheme == "http" &&
+		!options.LoopbackHost(u.Hostname()) && !o.AllowInsecure {
+		bad.Add("SASL.OAuth.TokenURL", o.SASL.OAuth.TokenURL, "http:// to a host that is not loopback sends the client secret in clear: use https (or set allowInsecure)")
 	}
 	return bad
 }
@@ -331,8 +347,29 @@ func (s SASLOptions) problems(bad *options.Problems) {
 		if s.Username == "" || s.Password == "" {
 			bad.Add("SASL.Mechanism", s.Mechanism, "needs a username and a password")
 		}
+	case SASLOAuthBearer:
+		if s.Username != "" || s.Password != "" {
+			bad.Add("SASL.Username", s.Username, "is set but OAUTHBEARER takes a token, not a username and password")
+		}
+		o := s.OAuth
+		switch {
+		case (o.TokenFile == "") == (o.TokenURL == ""):
+			bad.Add("SASL.Mechanism", s.Mechanism, "needs exactly one of a token file and a token endpoint URL")
+		case o.TokenURL != "":
+			if u, err := url.Parse(o.TokenURL); err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+				bad.Add("SASL.OAuth.TokenURL", o.TokenURL, "must be an absolute http(s) URL without credentials")
+			}
+			if o.ClientID == "" || o.ClientSecret == "" {
+				bad.Add("SASL.OAuth.ClientID", o.ClientID, "and the client secret are needed with a token endpoint")
+			}
+		case o.ClientID != "" || o.ClientSecret != "" || o.Scope != "":
+			bad.Add("SASL.OAuth.ClientID", o.ClientID, "client id, secret and scope go with a token endpoint, not a token file")
+		}
 	default:
-		bad.Add("SASL.Mechanism", s.Mechanism, "must be one of %s, %s, %s", SASLPlain, SASLScramSHA256, SASLScramSHA512)
+		bad.Add("SASL.Mechanism", s.Mechanism, "must be one of %s, %s, %s, %s", SASLPlain, SASLScramSHA256, SASLScramSHA512, SASLOAuthBearer)
+	}
+	if s.Mechanism != SASLOAuthBearer && s.OAuth != (OAuthOptions{}) {
+		bad.Add("SASL.OAuth.TokenFile", s.OAuth.TokenFile, "OAuth token settings are set but the SASL mechanism is not OAUTHBEARER")
 	}
 }
 
@@ -510,7 +547,9 @@ func (v validated) kgoOpts() []kgo.Opt {
 	if v.tls != nil {
 		opts = append(opts, kgo.DialTLSConfig(v.tls.Clone()))
 	}
-	if m := o.SASL.mechanism(); m != nil {
+	if v.tokens != nil {
+		opts = append(opts, kgo.SASL(v.tokens.mechanism()))
+	} else if m := o.SASL.mechanism(); m != nil {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts

@@ -131,6 +131,21 @@ func TestNewClientOptionsRejectsInvalidOptions(t *testing.T) {
 		{"unknown sasl mechanism", func(o *Options) { o.SASL = SASLOptions{Mechanism: "GSSAPI", Username: "u", Password: "p"} }, "SASL.Mechanism"},
 		{"sasl without password", func(o *Options) { o.SASL = SASLOptions{Mechanism: "plain", Username: "u"} }, "needs a username and a password"},
 		{"sasl credentials without mechanism", func(o *Options) { o.SASL = SASLOptions{Username: "u", Password: "p"} }, "is set but the SASL mechanism is empty"},
+		{"oauthbearer without tls", func(o *Options) { o.SASL = SASLOptions{Mechanism: "oauthbearer", OAuth: OAuthOptions{TokenFile: "/t"}} }, "sends the token in clear"},
+		{"oauthbearer without a token source", func(o *Options) { o.TLS.Enabled, o.SASL = true, SASLOptions{Mechanism: "oauthbearer"} }, "exactly one of a token file and a token endpoint"},
+		{"oauthbearer with two token sources", func(o *Options) {
+			o.TLS.Enabled, o.SASL = true, SASLOptions{Mechanism: "oauthbearer", OAuth: OAuthOptions{TokenFile: "/t", TokenURL: "https://idp/token", ClientID: "c", ClientSecret: "s"}}
+		}, "exactly one of"},
+		{"oauthbearer endpoint without client", func(o *Options) {
+			o.TLS.Enabled, o.SASL = true, SASLOptions{Mechanism: "oauthbearer", OAuth: OAuthOptions{TokenURL: "https://idp/token"}}
+		}, "client secret are needed"},
+		{"oauthbearer endpoint over http", func(o *Options) {
+			o.TLS.Enabled, o.SASL = true, SASLOptions{Mechanism: "oauthbearer", OAuth: OAuthOptions{TokenURL: "http://idp.example/token", ClientID: "c", ClientSecret: "s"}}
+		}, "use https"},
+		{"oauthbearer with a password", func(o *Options) {
+			o.TLS.Enabled, o.SASL = true, SASLOptions{Mechanism: "oauthbearer", Username: "u", OAuth: OAuthOptions{TokenFile: "/t"}}
+		}, "takes a token"},
+		{"oauth settings without oauthbearer", func(o *Options) { o.SASL = SASLOptions{OAuth: OAuthOptions{TokenFile: "/t"}} }, "not OAUTHBEARER"},
 		{"tls files while disabled", func(o *Options) { o.TLS = TLSOptions{CAFile: pki.caFile} }, "not enabled"},
 		{"tls missing ca file", func(o *Options) { o.TLS = TLSOptions{Enabled: true, CAFile: "/nonexistent/ca.pem"} }, "ca file"},
 		{"tls ca file without certificates", func(o *Options) { o.TLS = TLSOptions{Enabled: true, CAFile: notPEM} }, "no PEM certificate"},

@@ -102,7 +102,7 @@ const DefaultStreamRetention = 24 * time.Hour
 //     Consumer.Group.Rebalance.Timeout from o.Consumer;
 //   - Metadata.AllowAutoTopicCreation = false (sarama's default is true): topics are
 //     created by EnsureTopics or, for group tables, by Goka's topic manager;
-//   - ClientID, and TLS and SASL (PLAIN, SCRAM-SHA-256/512) from o.
+//   - ClientID, and TLS and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER through an AccessTokenProvider) from o.
 //
 // Producer.Partitioner is set by Goka itself from the hasher (use ProcessorOptions and
 // friends, which pass Hasher). The returned config is a template: the option helpers
@@ -200,6 +200,9 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 		cfg.Net.SASL.User = s.Username
 		cfg.Net.SASL.Password = s.Password
 		switch s.Mechanism {
+		case SASLOAuthBearer:
+			cfg.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+			cfg.Net.SASL.TokenProvider = saramaTokens{v.tokens}
 		case SASLPlain:
 			cfg.Net.SASL.Mechanism = sarama.SASLTypePlaintext
 		case SASLScramSHA256:

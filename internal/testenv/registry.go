@@ -2,6 +2,11 @@ package testenv
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync/atomic"
 	"testing"
 
 	"github.com/larkline/larkline/internal/testenv/provision"
@@ -72,4 +77,36 @@ func (r *SchemaRegistry) Start(t testing.TB) {
 	if err := r.p.Start(ctx); err != nil {
 		t.Fatalf("testenv: starting the schema registry again: %v", err)
 	}
+}
+
+// RegistryGateway puts authentication in front of the registry at target and
+// returns the gateway's URL and a count of the requests it refused. Apicurio
+// Registry 2.4.2 authenticates only through an OIDC provider (its basic auth is
+// OAuth client credentials exchanged at a Keycloak token endpoint), which the test
+// environment does not have; a managed registry is reached the same way, through a
+// gateway. A request with neither the basic-auth credentials nor the bearer token
+// gets 401 in the registry's error format; an accepted one reaches the registry
+// without its Authorization header. The gateway closes at cleanup.
+func RegistryGateway(t testing.TB, target, user, pass, token string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatalf("testenv: registry gateway: %v", err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	refused := new(atomic.Int64)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ru, rp, basic := r.BasicAuth()
+		if !(basic && ru == user && rp == pass) && r.Header.Get("Authorization") != "Bearer "+token {
+			refused.Add(1)
+			w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = w.Write([]byte(`{"error_code":401,"message":"Unauthorized"}`))
+			return
+		}
+		r.Header.Del("Authorization")
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL, refused
 }

@@ -3,10 +3,12 @@ package testenv
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -170,4 +172,14 @@ func secretHex(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// UnsecuredJWT returns an unsigned JWT ("alg":"none") whose sub claim is subject,
+// valid for ttl: what the OAUTHBEARER listener's unsecured validator accepts, the
+// principal being User:<subject>. It is a test token; it proves nothing.
+func UnsecuredJWT(subject string, ttl time.Duration) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	now := time.Now()
+	claims := fmt.Sprintf(`{"sub":%q,"iat":%d,"exp":%d}`, subject, now.Unix(), now.Add(ttl).Unix())
+	return enc([]byte(`{"alg":"none"}`)) + "." + enc([]byte(claims)) + "."
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/provision"
 )
 
 // The secured broker (testenv.SecuredKafka): SASL_SSL with SCRAM-SHA-512, mTLS, the
@@ -126,6 +127,19 @@ func newSecuredUser(t testing.TB, s *testenv.Secured, mode string) securedUser {
 			"LARKLINE_KAFKA__SASL__MECHANISM=scram-sha-512", "LARKLINE_KAFKA__SASL__USERNAME=" + user,
 			"LARKLINE_KAFKA__SASL__PASSWORD=" + pass,
 		}}
+	case "oauthbearer":
+		// Kafka's unsecured JWT validator: the token's sub is the principal. The
+		// listener's certificate names only provision.OAuthServerName.
+		user := "larkline-oauth-" + randHex(4)
+		tokenFile := filepath.Join(t.TempDir(), "token")
+		if err := os.WriteFile(tokenFile, []byte(testenv.UnsecuredJWT(user, 2*time.Hour)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return securedUser{principal: "User:" + user, brokers: s.OAuthBrokers, env: []string{
+			"LARKLINE_KAFKA__TLS__ENABLED=true", "LARKLINE_KAFKA__TLS__CAFILE=" + s.CAFile,
+			"LARKLINE_KAFKA__TLS__SERVERNAME=" + provision.OAuthServerName,
+			"LARKLINE_KAFKA__SASL__MECHANISM=oauthbearer", "LARKLINE_KAFKA__SASL__OAUTH__TOKENFILE=" + tokenFile,
+		}}
 	case "mtls":
 		user, cert, key := s.NewCertUser(t, "larkline")
 		return securedUser{principal: "User:" + user, brokers: s.MTLSBrokers, env: []string{
@@ -148,13 +162,15 @@ func securedAdminOpts(t testing.TB, s *testenv.Secured) []kgo.Opt {
 
 // TestSecuredPipeline runs the whole deployment (every role: franz-go stages and the
 // Goka/sarama window processor) on the secured broker as a principal holding exactly
-// the documented ACLs, over SASL_SSL (SCRAM-SHA-512) and over mTLS: topics ensure,
+// the documented ACLs, over SASL_SSL (SCRAM-SHA-512), over mTLS, and over SASL_SSL
+// with OAUTHBEARER (a token file; kafka.tls.serverName, since that listener's
+// certificate does not name the bootstrap address): topics ensure,
 // workspaces and bindings, the scenario through the webhook to synthesized entries
 // with every invariant, then `lag` and a `replay` of a new processor version.
 func TestSecuredPipeline(t *testing.T) {
 	t.Parallel()
 	s := testenv.SecuredKafka(t)
-	for _, mode := range []string{"sasl_ssl", "mtls"} {
+	for _, mode := range []string{"sasl_ssl", "mtls", "oauthbearer"} {
 		t.Run(mode, func(t *testing.T) {
 			u := newSecuredUser(t, s, mode)
 			prefix := "e2e-" + randHex(4)

@@ -30,10 +30,17 @@ const (
 	SecuredAdminPrincipal  = "User:admin"
 )
 
+// OAuthServerName is the only name in the certificate of the OAUTHBEARER listener:
+// a client reaching it at 127.0.0.1 verifies it only with this server name.
+const OAuthServerName = "kafka.larkline.test"
+
 // SecuredKafka is a real single-node KRaft broker run by kafka-jvm.sh with
 //
 //   - a SASL_SSL listener (SCRAM-SHA-512; TLS without client certificates),
 //   - an SSL listener that requires a client certificate (mTLS, no SASL),
+//   - a SASL_SSL listener with OAUTHBEARER and Kafka's unsecured JWT validator (an
+//     unsigned token's sub claim is the principal), whose certificate names only
+//     OAuthServerName, not the address clients connect to,
 //   - the standard authorizer (org.apache.kafka.metadata.authorizer.StandardAuthorizer)
 //     with allow.everyone.if.no.acl.found=false: a principal may do only what an ACL
 //     grants it;
@@ -44,9 +51,11 @@ const (
 // The CA and every certificate are generated at start, in Go, under Dir; nothing is
 // read from or written to the repository.
 type SecuredKafka struct {
-	// SASLBrokers and MTLSBrokers are the bootstrap addresses of the two listeners.
-	SASLBrokers []string
-	MTLSBrokers []string
+	// SASLBrokers, MTLSBrokers and OAuthBrokers are the bootstrap addresses of the
+	// three client listeners.
+	SASLBrokers  []string
+	MTLSBrokers  []string
+	OAuthBrokers []string
 	// Dir holds the broker's data and the generated PEM files.
 	Dir string
 	// CAFile is the PEM CA that signs the broker's and every client's certificate.
@@ -68,7 +77,7 @@ func StartSecuredKafka(ctx context.Context, o Options) (*SecuredKafka, error) {
 	if err != nil {
 		return nil, err
 	}
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -77,9 +86,10 @@ func StartSecuredKafka(ctx context.Context, o Options) (*SecuredKafka, error) {
 		return nil, fmt.Errorf("creating the broker directory: %w", err)
 	}
 	s := &SecuredKafka{
-		SASLBrokers: []string{"127.0.0.1:" + strconv.Itoa(ports[0])},
-		MTLSBrokers: []string{"127.0.0.1:" + strconv.Itoa(ports[1])},
-		Dir:         dir,
+		SASLBrokers:  []string{"127.0.0.1:" + strconv.Itoa(ports[0])},
+		MTLSBrokers:  []string{"127.0.0.1:" + strconv.Itoa(ports[1])},
+		OAuthBrokers: []string{"127.0.0.1:" + strconv.Itoa(ports[3])},
+		Dir:          dir,
 	}
 	if err := s.writeMaterial(ports); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
@@ -211,7 +221,7 @@ func (s *SecuredKafka) NewClientCert(cn string) (certFile, keyFile string, err e
 }
 
 // writeMaterial generates the CA, the broker's and the admin's certificates, and
-// secured.properties for kafka-jvm.sh (ports: SASL_SSL, SSL, CONTROLLER).
+// secured.properties for kafka-jvm.sh (ports: SASL_SSL, SSL, CONTROLLER, OAUTH).
 func (s *SecuredKafka) writeMaterial(ports []int) error {
 	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -252,10 +262,24 @@ func (s *SecuredKafka) writeMaterial(ports []int) error {
 	if s.AdminCertFile, s.AdminKeyFile, err = s.NewClientCert("admin"); err != nil {
 		return err
 	}
-	props := fmt.Sprintf(`# Written by internal/testenv/provision/secured.go: SASL_SSL (SCRAM-SHA-512), mTLS, ACLs.
-listeners=SASL_SSL://127.0.0.1:%[1]d,SSL://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d
-advertised.listeners=SASL_SSL://127.0.0.1:%[1]d,SSL://127.0.0.1:%[2]d
-listener.security.protocol.map=SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SSL
+	// The OAUTHBEARER listener's certificate names only OAuthServerName.
+	ocert, okey, err := s.sign(pkix.Name{CommonName: OAuthServerName, Organization: []string{"larkline-test"}},
+		x509.ExtKeyUsageServerAuth, nil)
+	if err != nil {
+		return err
+	}
+	oauthKeystore := filepath.Join(s.Dir, "oauth-keystore.pem")
+	if err := os.WriteFile(oauthKeystore, append(okey, ocert...), 0o600); err != nil {
+		return err
+	}
+	props := fmt.Sprintf(`# Written by internal/testenv/provision/secured.go: SASL_SSL (SCRAM-SHA-512), mTLS, OAUTHBEARER, ACLs.
+listeners=SASL_SSL://127.0.0.1:%[1]d,SSL://127.0.0.1:%[2]d,CONTROLLER://127.0.0.1:%[3]d,OAUTH://127.0.0.1:%[8]d
+advertised.listeners=SASL_SSL://127.0.0.1:%[1]d,SSL://127.0.0.1:%[2]d,OAUTH://127.0.0.1:%[8]d
+listener.security.protocol.map=SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SSL,OAUTH:SASL_SSL
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+listener.name.oauth.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required unsecuredLoginStringClaim_sub="broker";
+listener.name.oauth.ssl.keystore.type=PEM
+listener.name.oauth.ssl.keystore.location=%[9]s
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=SSL
 sasl.enabled.mechanisms=SCRAM-SHA-512
@@ -271,7 +295,7 @@ ssl.principal.mapping.rules=RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=%[6]s;%[7]s
-`, ports[0], ports[1], ports[2], keystore, s.CAFile, SecuredBrokerPrincipal, SecuredAdminPrincipal)
+`, ports[0], ports[1], ports[2], keystore, s.CAFile, SecuredBrokerPrincipal, SecuredAdminPrincipal, ports[3], oauthKeystore)
 	return os.WriteFile(filepath.Join(s.Dir, "secured.properties"), []byte(props), 0o600)
 }
 
@@ -295,8 +319,11 @@ func (s *SecuredKafka) sign(name pkix.Name, usage x509.ExtKeyUsage, ips []net.IP
 		ExtKeyUsage:  append([]x509.ExtKeyUsage{usage}, more...),
 		IPAddresses:  ips,
 	}
-	if ips != nil {
+	switch {
+	case ips != nil:
 		tmpl.DNSNames = []string{"localhost"}
+	case usage == x509.ExtKeyUsageServerAuth:
+		tmpl.DNSNames = []string{name.CommonName} // a server named only by DNS (OAuthServerName)
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, s.ca, &key.PublicKey, s.caKey)
 	if err != nil {
