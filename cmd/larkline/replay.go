@@ -8,7 +8,7 @@ import (
 )
 
 // runReplay is the deprecated `larkline replay --processor-version V`: it points at
-// `larkline versions start V` and runs it (decisions D2x).
+// `larkline versions start V` and runs it (decisions D24).
 func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, path := newFlags("replay", stderr)
 	version := fs.String("processor-version", "", "the new processor version (deprecated: larkline versions start VERSION)")

@@ -23,10 +23,10 @@ import (
 	"github.com/larkline/larkline/schemas/ids"
 )
 
-// versionsSubs are the subcommands of `larkline versions`.
+// versionsSubs are the subcommands of the versions noun.
 var versionsSubs = []string{"list", "start", "diff", "promote", "retire"}
 
-// runVersions is `larkline versions list|start|diff|promote|retire` (decisions D2x):
+// runVersions is the versions noun, list, start, diff, promote and retire (decisions D24):
 // processor versions side by side, compared, promoted and cleaned up. Every command
 // run twice changes nothing the second time.
 func runVersions(ctx context.Context, args []string, stdout, stderr io.Writer) error {

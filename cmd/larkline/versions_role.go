@@ -26,7 +26,7 @@ import (
 var versionsPollInterval = 5 * time.Second
 
 // versionsRole is the windows role: one window processor per version of the registry
-// that is serving or a candidate (decisions D2x), each with the geometry it recorded,
+// that is serving or a candidate (decisions D24), each with the geometry it recorded,
 // its metrics on the process's one ops listener labelled version. It follows the
 // registry: a new candidate starts, a retired version stops and its local state
 // directory goes. Without Postgres it runs windows.processorVersion alone.

@@ -60,7 +60,7 @@ type Entry struct {
 	Fingerprint string
 	// ProcessorVersion is the processor version whose synthesis wrote the entry; "" for
 	// the workspace's own entries (human-made, or human-edited: a human edit moves an
-	// entry out of its version), visible whatever version serves (decisions D2x).
+	// entry out of its version), visible whatever version serves (decisions D24).
 	ProcessorVersion string
 	// AIMetadata records processor and prompt version, evidence ids with their input
 	// content hashes, chat/thread/root ids and the synthesis batch id (design §12.4).
@@ -302,7 +302,7 @@ func insertBindings(ctx context.Context, q querier, ws ids.WorkspaceID, entryID 
 //     (HumanOwned), but new evidence is attached.
 //
 // A retired version writes nothing (EntryDiscarded). A candidate's writes never touch
-// what the serving version shows (decisions D2x). Every evidence id must belong to the
+// what the serving version shows (decisions D24). Every evidence id must belong to the
 // workspace (ErrInvalid otherwise, and nothing is written).
 func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult, error) {
 	if err := validWorkspace(d.Workspace); err != nil {
@@ -534,7 +534,7 @@ type EntryPatch struct {
 // never changes its text again. The edit is the review a recall asked for: it clears
 // WithdrawnAt and NeedsReviewAt. The entry must be one users see (the workspace's own
 // or the serving version's); the edit moves it to the workspace (ProcessorVersion ""),
-// so it stays visible whatever version serves later (decisions D2x). An empty patch is
+// so it stays visible whatever version serves later (decisions D24). An empty patch is
 // ErrInvalid; a missing or invisible entry ErrNotFound.
 func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64, p EntryPatch) (Entry, error) {
 	if err := validWorkspace(ws); err != nil {

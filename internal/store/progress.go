@@ -21,7 +21,7 @@ type Progress struct {
 	// Exhausted is the part of Failed whose attempts reached maxAttempts (terminal).
 	Completed, Ignored, Failed, Exhausted, NeedsAttention int
 	// AIEntries counts entries written by synthesis; VisibleEntries every entry not
-	// hidden; both of the version and the workspace's own (decisions D2x).
+	// hidden; both of the version and the workspace's own (decisions D24).
 	AIEntries, VisibleEntries int
 }
 

@@ -99,7 +99,7 @@ func (s *Store) PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, 
 // PutAISummary stores a processor version's AI summary unless the workspace has a
 // human summary, in one statement. written is false when a human summary was kept or
 // the version is retired. A candidate's summary is its own row: it never replaces
-// what users see (decisions D2x).
+// what users see (decisions D24).
 func (s *Store) PutAISummary(ctx context.Context, ws ids.WorkspaceID, version, text string, meta json.RawMessage) (written bool, err error) {
 	if err := validWorkspace(ws); err != nil {
 		return false, err

@@ -12,7 +12,7 @@ import (
 	"github.com/larkline/larkline/schemas/ids"
 )
 
-// VersionState is a processor version's place in the registry (decisions D2x).
+// VersionState is a processor version's place in the registry (decisions D24).
 type VersionState string
 
 // Version states. Exactly one version is serving: the API, the page and the summary

@@ -370,3 +370,83 @@ func TestRetireIsIdempotent(t *testing.T) {
 		t.Errorf("retire unknown: %v", err)
 	}
 }
+
+// TestDiffVersionsNamesExactlyTheDifferences: entries by fingerprint only in A, only
+// in B, with changed text; a changed summary; windows one version closed and the other
+// did not; the workspace's own entries never; a workspace where both agree is absent.
+func TestDiffVersionsNamesExactlyTheDifferences(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws, same ids.WorkspaceID = "ws-diff", "ws-same"
+	ev := mustUpsert(t, s, larkEvidence(ws, "oc_a", "om_1", t0, "m"))[0].ID
+	evSame := mustUpsert(t, s, larkEvidence(same, "oc_a", "om_1", t0, "m"))[0].ID
+	register(t, s, "v2")
+	for _, d := range []EntryDraft{
+		versionDraft(ws, "v1", "fp-same", "Same", ev), versionDraft(ws, "v2", "fp-same", "Same", ev),
+		versionDraft(ws, "v1", "fp-changed", "Old text", ev), versionDraft(ws, "v2", "fp-changed", "New text", ev),
+		versionDraft(ws, "v1", "fp-only-a", "Only in v1", ev),
+		versionDraft(ws, "v2", "fp-only-b", "Only in v2", ev),
+		versionDraft(same, "v1", "fp-x", "X", evSame), versionDraft(same, "v2", "fp-x", "X", evSame),
+	} {
+		if _, err := s.UpsertDraftEntry(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.CreateHumanEntry(ctx, HumanEntry{Workspace: ws, OccurredAt: t0, Kind: "note", Title: "human"}); err != nil {
+		t.Fatal(err)
+	}
+	for v, text := range map[string]string{"v1": "summary one", "v2": "summary two"} {
+		if _, err := s.PutAISummary(ctx, ws, v, text, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opts := ClaimOptions{WindowLength: 5 * time.Minute, MaxAttempts: 3, StaleAfter: time.Minute}
+	start := t0.Truncate(5 * time.Minute)
+	for _, k := range []WindowKey{
+		{Workspace: ws, Chat: "oc_a", ProcessorVersion: "v1", Start: start},
+		{Workspace: ws, Chat: "oc_a", ProcessorVersion: "v2", Start: start},
+		{Workspace: same, Chat: "oc_a", ProcessorVersion: "v2", Start: start},
+	} {
+		if _, _, err := s.CreateWindowIfAbsent(ctx, k, opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	diffs, err := s.DiffVersions(ctx, "v1", "v2", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range diffs {
+		line := fmt.Sprintf("%s: summary %v", d.Workspace, d.SummaryChanged)
+		for _, e := range d.OnlyA {
+			line += " onlyA=" + e.Title
+		}
+		for _, e := range d.OnlyB {
+			line += " onlyB=" + e.Title
+		}
+		for _, p := range d.Changed {
+			line += " changed=" + p[0].Title + "->" + p[1].Title
+		}
+		line += fmt.Sprintf(" windowsA=%v windowsB=%v", nilEmpty(d.WindowsOnlyA), nilEmpty(d.WindowsOnlyB))
+		got = append(got, line)
+	}
+	want := []string{
+		"ws-diff: summary true onlyA=Only in v1 onlyB=Only in v2 changed=Old text->New text windowsA=[] windowsB=[]",
+		"ws-same: summary false windowsA=[] windowsB=[chat/oc_a/window/" + start.Format(time.RFC3339) + "]",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("diff v1 v2:\n got  %s\n want %s", strings.Join(got, "\n      "), strings.Join(want, "\n      "))
+	}
+	one, err := s.DiffVersions(ctx, "v1", "v2", same)
+	if err != nil || len(one) != 1 || one[0].Workspace != same {
+		t.Errorf("diff of one workspace: %+v %v", one, err)
+	}
+}
+
+func nilEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

@@ -125,7 +125,7 @@ type Store interface {
 	UpsertDraftEntry(ctx context.Context, d store.EntryDraft) (store.EntryResult, error)
 	ListEntries(ctx context.Context, ws ids.WorkspaceID, q store.EntryQuery) (store.EntryPage, error)
 	// The reads and writes below are in the window's processor version's view: a
-	// candidate's summary and entries are its own (decisions D2x).
+	// candidate's summary and entries are its own (decisions D24).
 	VersionVisibleEntries(ctx context.Context, ws ids.WorkspaceID, version string) ([]store.Entry, error)
 
 	VersionSummary(ctx context.Context, ws ids.WorkspaceID, version string) (store.Summary, error)

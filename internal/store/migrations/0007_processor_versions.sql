@@ -1,4 +1,4 @@
--- Issue #31, decisions D2x: processor versions side by side. Every version of the
+-- Issue #31, decisions D24: processor versions side by side. Every version of the
 -- window processor that ever ran is a row of processor_versions; exactly one is
 -- serving (the API, the page and the summary show its output), others are candidates
 -- (running next to it, invisible to users) or retired (their outputs deleted).
