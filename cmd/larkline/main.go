@@ -31,6 +31,7 @@ var commands = map[string]command{
 	"migrate":     {summary: "apply the Postgres schema migrations (idempotent; the only command that changes the schema)", run: runMigrate},
 	"topics":      {summary: "topics ensure [--dry-run] | print --format kafka-topics|strimzi|terraform: create or check every topic, or print them", run: runTopics, subs: topicsSubs},
 	"replay":      {summary: "deprecated: use versions start", run: runReplay},
+	"windows":     {summary: "windows retry --workspace W --window T: hand a needs_attention or failed window of the serving version back to synthesis", run: runWindows, subs: windowsSubs},
 	"versions":    {summary: "versions list|start|diff|promote|retire: run processor versions side by side, compare, promote, clean up", run: runVersions, subs: versionsSubs},
 	"lag":         {summary: "print consumer lag per group, topic and partition (--json)", run: runLag},
 	"version":     {summary: "print the build version", run: runVersion},

@@ -424,3 +424,75 @@ func versionWritable(ctx context.Context, tx pgx.Tx, version string) (writable, 
 	}
 	return state != string(VersionRetired), state == string(VersionServing), nil
 }
+
+// RetryWindows hands the windows of one processor version that start at start in
+// workspace ws (every chat, or only chat when set) back to synthesis: a window in
+// needs_attention or failed (its attempts spent or not) becomes processing with no
+// attempt spent, its summary not attempted, and so old that the next stale sweep of a
+// synthesis worker takes it over — the takeover path, fenced by the attempt lease like
+// any other, so the retry has the same exactly-once guarantees as a first run. Chunks a
+// failed attempt committed stay committed (the takeover resumes after them). Windows
+// in another state are returned unchanged (completed and ignored ones are not rerun;
+// processing ones are running or already retried). No window at all is ErrNotFound.
+func (s *Store) RetryWindows(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID, version string, start time.Time) (retried, left []WindowState, err error) {
+	if err := validWorkspace(ws); err != nil {
+		return nil, nil, err
+	}
+	if chat != "" {
+		if err := validChat(chat); err != nil {
+			return nil, nil, err
+		}
+	}
+	version, err = versionName(version)
+	if err != nil {
+		return nil, nil, err
+	}
+	start = start.UTC()
+	pattern := "chat/" + string(chat) + "%/window/" + start.Format(time.RFC3339)
+	if chat == "" {
+		pattern = "chat/%/window/" + start.Format(time.RFC3339)
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, `SELECT `+windowColumns+` FROM workspace_timeline_sync_states
+			WHERE workspace_id = $1 AND source_type = $2 AND source_key LIKE $3 AND `+windowVersionSQL+` = $4
+			ORDER BY source_key FOR UPDATE`, string(ws), ids.SourceTypeLarkWindow, pattern, version)
+		if err != nil {
+			return err
+		}
+		ws, err := pgx.CollectRows(rows, scanWindow)
+		if err != nil {
+			return err
+		}
+		if len(ws) == 0 {
+			return ErrNotFound
+		}
+		for _, w := range ws {
+			if chat != "" && w.Key.Chat != chat {
+				continue
+			}
+			if w.Status != WindowNeedsAttention && w.Status != WindowFailed {
+				left = append(left, w)
+				continue
+			}
+			if err := applyWindowMutation(&w, WindowProcessing, func(w *WindowState) {
+				w.Attempts, w.Meta.SummaryAttempted = 0, false
+				w.Meta.Error = "retried by an operator (larkline windows retry)"
+			}); err != nil {
+				return err
+			}
+			if w, err = putWindow(ctx, tx, w, false); err != nil {
+				return err
+			}
+			// stale at once: the next sweep takes it over
+			if _, err := tx.Exec(ctx, `UPDATE workspace_timeline_sync_states SET updated_at = 'epoch' WHERE id = $1`, w.ID); err != nil {
+				return err
+			}
+			retried = append(retried, w)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("retry windows at %s of workspace %s, version %s: %w", start.Format(time.RFC3339), ws, version, err)
+	}
+	return retried, left, nil
+}

@@ -450,3 +450,72 @@ func nilEmpty(s []string) []string {
 	}
 	return s
 }
+
+// TestRetryWindows: a needs_attention and an exhausted failed window of the serving
+// version go back to processing with no attempt spent and are what the next stale
+// sweep takes over; a completed one is left; a second retry changes nothing.
+func TestRetryWindows(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-retry"
+	start := t0.Truncate(5 * time.Minute)
+	opts := ClaimOptions{WindowLength: 5 * time.Minute, MaxAttempts: 1, StaleAfter: time.Hour}
+	chats := []ids.ChatID{"oc_attention", "oc_failed", "oc_done", "oc_other"}
+	for _, c := range chats {
+		mustUpsert(t, s, larkEvidence(ws, c, "om_"+string(c), t0, "m"))
+	}
+	if _, _, err := s.MarkWindowNeedsAttention(ctx, WindowKey{Workspace: ws, Chat: "oc_attention", Start: start}, opts, "evidence never arrived"); err != nil {
+		t.Fatal(err)
+	}
+	for c, to := range map[ids.ChatID]WindowStatus{"oc_failed": WindowFailed, "oc_done": WindowCompleted} {
+		w, _, err := s.ClaimWindow(ctx, WindowKey{Workspace: ws, Chat: c, Start: start}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishWindow(ctx, w.Lease(), to, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// another version's window at the same start is not touched
+	register(t, s, "v2")
+	if _, _, err := s.MarkWindowNeedsAttention(ctx, WindowKey{Workspace: ws, Chat: "oc_other", ProcessorVersion: "v2", Start: start}, opts, "x"); err != nil {
+		t.Fatal(err)
+	}
+	retried, left, err := s.RetryWindows(ctx, ws, "", "v1", start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := func(ws []WindowState) string {
+		var out []string
+		for _, w := range ws {
+			out = append(out, fmt.Sprintf("%s:%s:%d", w.Key.Chat, w.Status, w.Attempts))
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names(retried); got != "oc_attention:processing:0,oc_failed:processing:0" {
+		t.Errorf("retried %s", got)
+	}
+	if got := names(left); got != "oc_done:completed:1" {
+		t.Errorf("left %s", got)
+	}
+	stale, err := s.StaleProcessing(ctx, time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(stale); got != "oc_attention:processing:0,oc_failed:processing:0" {
+		t.Errorf("the stale sweep finds %q", got)
+	}
+	// the sweep's takeover claims it as any takeover: attempt 1 of 1
+	w, outcome, err := s.ClaimWindow(ctx, WindowKey{Workspace: ws, Chat: "oc_attention", Start: start}, opts)
+	if err != nil || outcome != ClaimTakenOver || w.Attempts != 1 {
+		t.Errorf("takeover of a retried window: %s attempt %d %v", outcome, w.Attempts, err)
+	}
+	retried, _, err = s.RetryWindows(ctx, ws, "oc_failed", "v1", start)
+	if err != nil || len(retried) != 0 {
+		t.Errorf("a second retry changed %s (%v)", names(retried), err)
+	}
+	if _, _, err := s.RetryWindows(ctx, ws, "", "v1", start.Add(time.Hour)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("retry of no window: %v", err)
+	}
+}

@@ -190,6 +190,51 @@ func TestVersionsSideBySide(t *testing.T) {
 	if v := p.versionsList(ctx, t)["v1"]; v.State != "retired" {
 		t.Errorf("v1 after retire: %+v", v)
 	}
+
+	// windows retry: a window of the serving version that ended needs_attention (here
+	// put there by hand) is synthesized again by the running workers' stale sweep
+	var key store.WindowKey
+	var id int64
+	if err := p.pool.QueryRow(ctx, `SELECT id FROM workspace_timeline_sync_states
+		WHERE source_type = $1 AND source_key LIKE 'chat/%/processor/v2/window/%' AND status = 'completed' ORDER BY id LIMIT 1`,
+		ids.SourceTypeLarkWindow).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	var wsID, sourceKey string
+	if err := p.pool.QueryRow(ctx, `SELECT workspace_id, source_key FROM workspace_timeline_sync_states WHERE id = $1`, id).Scan(&wsID, &sourceKey); err != nil {
+		t.Fatal(err)
+	}
+	parts := strings.Split(sourceKey, "/")
+	start, err := time.Parse(time.RFC3339, parts[len(parts)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = store.WindowKey{Workspace: ids.WorkspaceID(wsID), Chat: ids.ChatID(parts[1]), ProcessorVersion: "v2", Start: start}
+	if _, err := p.store.TransitionWindow(ctx, key, []store.WindowStatus{store.WindowCompleted}, store.WindowNeedsAttention, nil); err != nil {
+		t.Fatal(err)
+	}
+	out = p.cli(ctx, "windows", "retry", "--workspace", wsID, "--window", parts[len(parts)-1], "--chat", parts[1])
+	if !strings.Contains(out, "retried   "+sourceKey) {
+		t.Errorf("windows retry printed:\n%s", out)
+	}
+	var st store.WindowState
+	if err := waitFor(ctx, time.Minute, func() bool {
+		st, err = p.store.GetWindow(ctx, key)
+		return err == nil && st.Status == store.WindowCompleted
+	}, func() string {
+		return fmt.Sprintf("the retried window is %s at attempt %d (%v)", st.Status, st.Attempts, err)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st.Attempts != 1 {
+		t.Errorf("the retried window completed at attempt %d, want 1", st.Attempts)
+	}
+	if out := p.cli(ctx, "windows", "retry", "--workspace", wsID, "--window", parts[len(parts)-1]); !strings.Contains(out, "unchanged") || strings.Contains(out, "retried   ") {
+		t.Errorf("a second windows retry printed:\n%s", out)
+	}
+	if after := p.usersView(ctx, t); after != served {
+		t.Errorf("rerunning a window whose drafts exist changed what users see")
+	}
 }
 
 // versionRow is one row of `versions list --json`.
