@@ -45,6 +45,7 @@ func runVersions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		v.grace = fs.Duration("grace", -1, "the version's close grace (default: the configured synthesisWindowCloseGrace)")
 		v.wait = fs.Bool("wait", true, "print progress until the version has caught up with the evidence topic")
 		v.every = fs.Duration("progress", 10*time.Second, "how often to print progress")
+		v.synthesisOnly = fs.Bool("synthesis-only", false, "run no window processor: synthesize the serving version's closed windows again, under the synthesis configured now (a prompt or model change)")
 	case "diff":
 		v.workspace = fs.String("workspace", "", "compare one workspace (default: every workspace)")
 		v.details = fs.Bool("details", false, "list the differing entries and windows, not only their counts")
@@ -126,9 +127,9 @@ func parseVersionArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 }
 
 type versionsFlags struct {
-	fromBeginning, wait, details, dryRun *bool
-	fromTime, workspace                  *string
-	window, grace, every, timeout        *time.Duration
+	fromBeginning, wait, details, dryRun, synthesisOnly *bool
+	fromTime, workspace                                 *string
+	window, grace, every, timeout                       *time.Duration
 }
 
 type versionsCmd struct {
@@ -151,6 +152,7 @@ type versionJSON struct {
 	Groups        []string   `json:"groups"`
 	Topics        []string   `json:"topics"`
 	StartFrom     *time.Time `json:"start_from,omitempty"`
+	SynthesisOf   string     `json:"synthesis_of,omitempty"`
 	CreatedAt     time.Time  `json:"created_at"`
 	PromotedAt    *time.Time `json:"promoted_at,omitempty"`
 	RetiredAt     *time.Time `json:"retired_at,omitempty"`
@@ -169,7 +171,7 @@ type versionJSON struct {
 // groupsAndTopics are what a version owns in Kafka: as recorded, or (a version the
 // migration registered before it ran) as the configuration names them.
 func (c *versionsCmd) groupsAndTopics(v store.ProcessorVersion) ([]string, []string) {
-	if len(v.Groups) > 0 {
+	if len(v.Groups) > 0 || v.SynthesisOf != "" {
 		return v.Groups, v.Topics
 	}
 	s := versionSpec(c.cfg, v.Name, time.Minute, 0, nil)
@@ -231,9 +233,9 @@ func (c *versionsCmd) list(ctx context.Context) error {
 		groups, topics := c.groupsAndTopics(v)
 		j := versionJSON{Name: v.Name, State: string(v.State), WindowSeconds: int64(v.Window / time.Second),
 			GraceSeconds: int64(v.Grace / time.Second), CodeVersion: v.CodeVersion, Groups: groups, Topics: topics,
-			StartFrom: v.StartFrom, CreatedAt: v.CreatedAt, PromotedAt: v.PromotedAt, RetiredAt: v.RetiredAt,
+			StartFrom: v.StartFrom, SynthesisOf: v.SynthesisOf, CreatedAt: v.CreatedAt, PromotedAt: v.PromotedAt, RetiredAt: v.RetiredAt,
 			LagRecords: -1, LagSeconds: -1}
-		if v.State != store.VersionRetired {
+		if v.State != store.VersionRetired && v.SynthesisOf == "" {
 			if l, err := c.lag(ctx, v.Name, true); err == nil && l.committed {
 				j.LagRecords, j.LagSeconds, j.CaughtUp = l.records, l.age.Seconds(), l.records == 0
 			}
@@ -266,6 +268,10 @@ func (c *versionsCmd) list(ctx context.Context) error {
 		return err
 	}
 	for _, j := range out {
+		if j.SynthesisOf != "" {
+			fmt.Fprintf(c.out, "%s: synthesis-only, synthesizes the windows of %s; no groups or topics\n", j.Name, j.SynthesisOf)
+			continue
+		}
 		fmt.Fprintf(c.out, "%s: groups %s; topics %s\n", j.Name, strings.Join(j.Groups, ","), strings.Join(j.Topics, ","))
 	}
 	return nil
@@ -321,6 +327,12 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 			name, v.State, v.CreatedAt.Format(time.RFC3339), store.ErrVersionExists)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
+	}
+	if *f.synthesisOnly {
+		if from != nil || *f.window > 0 || *f.grace >= 0 {
+			return fmt.Errorf("%w: --synthesis-only reuses the serving version's windows: no --from-time, --window or --grace", errUsage)
+		}
+		return c.startSynthesisOnly(ctx, name)
 	}
 	spec := versionSpec(c.cfg, name, window, grace, from)
 	// A group of this name with offsets ran before the registry (an old replay): its
@@ -427,6 +439,87 @@ func (c *versionsCmd) follow(ctx context.Context, name string) error {
 			}
 			fmt.Fprintf(c.out, "caught up: %s runs live next to %s; compare with `larkline versions diff %s %s`, then `larkline versions promote %s`\n",
 				name, serving, serving, name, name)
+			return nil
+		}
+	}
+}
+
+// startSynthesisOnly registers a synthesis-only version of the serving one and follows
+// its windows until it synthesized every window the serving version had closed.
+func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error {
+	servingName, err := c.st.ServingVersion(ctx)
+	if err != nil {
+		return err
+	}
+	serving, err := c.st.GetVersion(ctx, servingName)
+	if err != nil {
+		return err
+	}
+	window, grace := serving.Window, serving.Grace
+	if window == 0 {
+		l := c.cfg.Services.Workspace.Timeline.Lark
+		window, grace = l.SynthesisWindow, l.SynthesisWindowCloseGrace
+	}
+	v, err := c.st.RegisterVersion(ctx, store.VersionSpec{Name: name, Window: window, Grace: grace,
+		CodeVersion: codeVersion(), SynthesisOf: serving.Name})
+	if err != nil {
+		return err
+	}
+	if c.json {
+		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State, "synthesis_of": serving.Name}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(c.out, "started %s as a synthesis-only candidate of %s: the windows role seeds it %s's closed windows within %s, the synthesis workers synthesize them under the synthesis configured now\n",
+			name, serving.Name, serving.Name, versionsPollInterval)
+	}
+	if !*c.f.wait {
+		return nil
+	}
+	t := time.NewTicker(*c.f.every)
+	defer t.Stop()
+	var (
+		last   int64 = -1
+		lastAt time.Time
+		rate   float64
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		wins, err := c.st.WindowsByVersion(ctx)
+		if err != nil {
+			fmt.Fprintf(c.out, "progress unavailable: %v\n", err)
+			continue
+		}
+		src, own := wins[serving.Name], wins[name]
+		now := time.Now()
+		if last >= 0 && now.After(lastAt) {
+			rate = float64(own.Synthesized-last) / now.Sub(lastAt).Seconds()
+		}
+		last, lastAt = own.Synthesized, now
+		left := src.Synthesized - own.Synthesized
+		eta := "unknown"
+		if left <= 0 {
+			eta = "0s"
+		} else if rate > 0 {
+			eta = (time.Duration(float64(left) / rate * float64(time.Second))).Round(time.Second).String()
+		}
+		if c.json {
+			_ = printJSON(c.out, map[string]any{"event": "progress", "version": name, "windows": own.Closed,
+				"synthesized": own.Synthesized, "of": src.Synthesized, "windows_per_second": rate, "eta": eta})
+		} else {
+			fmt.Fprintf(c.out, "%s %s: %d of %s's %d windows synthesized, %.1f windows/s, ETA %s\n",
+				now.UTC().Format(time.RFC3339), name, own.Synthesized, serving.Name, src.Synthesized, rate, eta)
+		}
+		if own.Closed > 0 && left <= 0 && own.Synthesized+own.Failed == own.Closed {
+			if c.json {
+				return printJSON(c.out, map[string]any{"event": "caught_up", "version": name})
+			}
+			fmt.Fprintf(c.out, "caught up: %s synthesized %s's windows; compare with `larkline versions diff %s %s`, then `larkline versions promote %s`\n",
+				name, serving.Name, serving.Name, name, name)
 			return nil
 		}
 	}
@@ -632,6 +725,9 @@ func (c *versionsCmd) kafkaLeft(ctx context.Context, groups, topics []string) ([
 		if _, ok := listed[g]; ok {
 			gs = append(gs, g)
 		}
+	}
+	if len(topics) == 0 {
+		return gs, nil, nil
 	}
 	md, err := c.adm.ListTopics(ctx, topics...)
 	if err != nil {

@@ -29,7 +29,9 @@ var versionsPollInterval = 5 * time.Second
 // that is serving or a candidate (decisions D24), each with the geometry it recorded,
 // its metrics on the process's one ops listener labelled version. It follows the
 // registry: a new candidate starts, a retired version stops and its local state
-// directory goes. Without Postgres it runs windows.processorVersion alone.
+// directory goes. A synthesis-only version runs no processor: each poll seeds it the
+// windows its source closed since (store.SeedSynthesisWindows). Without Postgres it
+// runs windows.processorVersion alone.
 type versionsRole struct {
 	rt *runtime
 	st *store.Store // nil without Postgres
@@ -132,6 +134,19 @@ func (r *versionsRole) sync(ctx context.Context) error {
 		}
 		for _, v := range vs {
 			if v.State == store.VersionRetired {
+				continue
+			}
+			if v.SynthesisOf != "" {
+				// no window processor: its windows are the source's, seeded for the
+				// synthesis workers' stale sweep as the source closes them
+				n, err := r.st.SeedSynthesisWindows(ctx, v.Name, v.SynthesisOf)
+				if err != nil {
+					return err
+				}
+				if n > 0 {
+					r.rt.log.Info("windows seeded for a synthesis-only version", "processor_version", v.Name,
+						"synthesis_of", v.SynthesisOf, "windows", n)
+				}
 				continue
 			}
 			if v.Window == 0 { // recorded before geometry was: the configured one

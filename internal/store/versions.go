@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,9 @@ var (
 	ErrVersionServing = errors.New("processor version is serving")
 	// ErrVersionRetired: the version is retired and may not serve again.
 	ErrVersionRetired = errors.New("processor version is retired")
+	// ErrVersionInUse: a synthesis-only version synthesizes the version's windows, so
+	// it may not be retired before that one.
+	ErrVersionInUse = errors.New("processor version is in use")
 )
 
 // ProcessorVersion is one row of the version registry.
@@ -50,10 +54,13 @@ type ProcessorVersion struct {
 	Groups, Topics []string
 	// StartFrom is the evidence time the version was started from (nil: the start of
 	// the evidence topic).
-	StartFrom  *time.Time
-	CreatedAt  time.Time
-	PromotedAt *time.Time
-	RetiredAt  *time.Time
+	StartFrom *time.Time
+	// SynthesisOf names the version whose closed windows a synthesis-only version
+	// synthesizes again; "" for a version with its own window processor.
+	SynthesisOf string
+	CreatedAt   time.Time
+	PromotedAt  *time.Time
+	RetiredAt   *time.Time
 }
 
 // VersionSpec is what a version records when it starts.
@@ -64,11 +71,18 @@ type VersionSpec struct {
 	Groups        []string
 	Topics        []string
 	StartFrom     *time.Time
+	// SynthesisOf makes a synthesis-only version of that one (see SeedSynthesisWindows).
+	SynthesisOf string
 }
 
 func (v *VersionSpec) validate() error {
 	if _, err := ids.ParseProcessorVersion(v.Name); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if v.SynthesisOf != "" {
+		if _, err := ids.ParseProcessorVersion(v.SynthesisOf); err != nil {
+			return fmt.Errorf("%w: synthesis of: %w", ErrInvalid, err)
+		}
 	}
 	if v.Window < time.Second || v.Grace < 0 {
 		return fmt.Errorf("%w: version %s: window %s, grace %s", ErrInvalid, v.Name, v.Window, v.Grace)
@@ -87,7 +101,7 @@ func versionName(name string) (string, error) {
 }
 
 const versionColumns = `name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from,
-	created_at, promoted_at, retired_at`
+	coalesce(synthesis_of, ''), created_at, promoted_at, retired_at`
 
 func scanVersion(row pgx.CollectableRow) (ProcessorVersion, error) {
 	var (
@@ -96,7 +110,7 @@ func scanVersion(row pgx.CollectableRow) (ProcessorVersion, error) {
 		window, grace *int64
 	)
 	err := row.Scan(&v.Name, &state, &window, &grace, &v.CodeVersion, &v.Groups, &v.Topics, &v.StartFrom,
-		&v.CreatedAt, &v.PromotedAt, &v.RetiredAt)
+		&v.SynthesisOf, &v.CreatedAt, &v.PromotedAt, &v.RetiredAt)
 	v.State = VersionState(state)
 	if window != nil {
 		v.Window = time.Duration(*window) * time.Second
@@ -120,11 +134,15 @@ func (s *Store) RegisterVersion(ctx context.Context, spec VersionSpec) (Processo
 	if err := spec.validate(); err != nil {
 		return ProcessorVersion{}, err
 	}
+	var of *string
+	if spec.SynthesisOf != "" {
+		of = &spec.SynthesisOf
+	}
 	rows, err := s.pool.Query(ctx, `INSERT INTO processor_versions
-			(name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from)
-		VALUES ($1, 'candidate', $2, $3, $4, $5, $6, $7) RETURNING `+versionColumns,
+			(name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from, synthesis_of)
+		VALUES ($1, 'candidate', $2, $3, $4, $5, $6, $7, $8) RETURNING `+versionColumns,
 		spec.Name, int64(spec.Window/time.Second), int64(spec.Grace/time.Second), spec.CodeVersion,
-		nonNil(spec.Groups), nonNil(spec.Topics), spec.StartFrom)
+		nonNil(spec.Groups), nonNil(spec.Topics), spec.StartFrom, of)
 	if err != nil {
 		return ProcessorVersion{}, fmt.Errorf("register processor version %s: %w", spec.Name, err)
 	}
@@ -331,6 +349,15 @@ func (s *Store) RetireVersion(ctx context.Context, name string, dryRun bool) (Re
 		case VersionRetired:
 			r.AlreadyRetired = true
 		}
+		var user string
+		err = tx.QueryRow(ctx, `SELECT name FROM processor_versions WHERE synthesis_of = $1 AND state <> 'retired' ORDER BY name LIMIT 1`,
+			name).Scan(&user)
+		if err == nil {
+			return fmt.Errorf("%w: synthesis-only version %s synthesizes its windows; retire %s first", ErrVersionInUse, user, user)
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `DELETE FROM workspace_timeline_entries WHERE processor_version = $1`, name)
 		if err != nil {
 			return err
@@ -495,4 +522,48 @@ func (s *Store) RetryWindows(ctx context.Context, ws ids.WorkspaceID, chat ids.C
 		return nil, nil, fmt.Errorf("retry windows at %s of workspace %s, version %s: %w", start.Format(time.RFC3339), ws, version, err)
 	}
 	return retried, left, nil
+}
+
+// SeedSynthesisWindows gives synthesis-only version the windows version of closed and
+// synthesized (completed or ignored) that it does not have yet: each a processing state
+// in its own namespace, with the closed window's bounds and evidence offset, no attempt
+// spent and an updated_at so old that the next stale sweep of a synthesis worker takes
+// it over and synthesizes it under the synthesis configured now. Idempotent: a window
+// version has is never seeded again. A retired version gets none. Returns how many it
+// seeded.
+func (s *Store) SeedSynthesisWindows(ctx context.Context, version, of string) (int64, error) {
+	version, err := versionName(version)
+	if err != nil {
+		return 0, err
+	}
+	if of, err = versionName(of); err != nil {
+		return 0, err
+	}
+	if version == ids.DefaultProcessorVersion || version == of {
+		return 0, fmt.Errorf("%w: version %s cannot synthesize the windows of %s", ErrInvalid, version, of)
+	}
+	tag, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_sync_states
+			(workspace_id, source, source_type, source_key, status, attempts, metadata_json, updated_at)
+		SELECT src.workspace_id, src.source, src.source_type,
+			'chat/' || split_part(src.source_key, '/', 2) || '/processor/' || $1 || '/window/' || split_part(src.source_key, '/window/', 2),
+			'processing', 0,
+			jsonb_build_object('window_start', src.metadata_json->'window_start', 'window_end', src.metadata_json->'window_end',
+				'evidence_count', 0, 'chunk_count', 0, 'summary_attempted', false, 'status', 'processing', 'attempts', 0,
+				'error', 'seeded for synthesis-only version ' || $1)
+			|| CASE WHEN src.metadata_json ? 'below_offset' THEN jsonb_build_object('below_offset', src.metadata_json->'below_offset')
+			        ELSE '{}'::jsonb END,
+			'epoch'
+		FROM workspace_timeline_sync_states src
+		WHERE src.source_type = $3 AND src.status IN ('completed', 'ignored') AND `+windowVersionOfSQL("src")+` = $2
+		  AND EXISTS (SELECT 1 FROM processor_versions pv WHERE pv.name = $1 AND pv.state <> 'retired')
+		ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING`, version, of, ids.SourceTypeLarkWindow)
+	if err != nil {
+		return 0, fmt.Errorf("seed the windows of %s for synthesis-only version %s: %w", of, version, err)
+	}
+	return tag.RowsAffected(), nil
+}
+
+// windowVersionOfSQL is windowVersionSQL on a table alias.
+func windowVersionOfSQL(alias string) string {
+	return strings.ReplaceAll(windowVersionSQL, "source_key", alias+".source_key")
 }

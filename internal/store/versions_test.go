@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -517,5 +518,63 @@ func TestRetryWindows(t *testing.T) {
 	}
 	if _, _, err := s.RetryWindows(ctx, ws, "", "v1", start.Add(time.Hour)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("retry of no window: %v", err)
+	}
+}
+
+// TestSeedSynthesisWindows: a synthesis-only version gets, once, every completed or
+// ignored window of its source as a stale processing window of its own, which the
+// stale sweep finds; the source cannot be retired under it; once retired it gets none.
+func TestSeedSynthesisWindows(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-seed"
+	start := t0.Truncate(5 * time.Minute)
+	opts := ClaimOptions{WindowLength: 5 * time.Minute, MaxAttempts: 3, StaleAfter: time.Hour, BelowOffset: 42}
+	for c, to := range map[ids.ChatID]WindowStatus{"oc_done": WindowCompleted, "oc_ignored": WindowIgnored, "oc_failed": WindowFailed} {
+		mustUpsert(t, s, larkEvidence(ws, c, "om_"+string(c), t0, "m"))
+		w, _, err := s.ClaimWindow(ctx, WindowKey{Workspace: ws, Chat: c, Start: start}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.FinishWindow(ctx, w.Lease(), to, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.RegisterVersion(ctx, VersionSpec{Name: "s2", Window: 5 * time.Minute, SynthesisOf: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []int64{2, 0} {
+		if n, err := s.SeedSynthesisWindows(ctx, "s2", "v1"); err != nil || n != want {
+			t.Fatalf("seed #%d: %d %v, want %d", i+1, n, err, want)
+		}
+	}
+	stale, err := s.StaleProcessing(ctx, time.Hour, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, w := range stale {
+		got = append(got, fmt.Sprintf("%s/%s/%s/%d/below %d/end %s", w.Key.Chat, w.Key.ProcessorVersion, w.Status, w.Attempts,
+			w.Meta.BelowOffset, w.Meta.WindowEnd.Sub(w.Key.Start)))
+	}
+	slices.Sort(got)
+	if want := "oc_done/s2/processing/0/below 42/end 5m0s,oc_ignored/s2/processing/0/below 42/end 5m0s"; strings.Join(got, ",") != want {
+		t.Errorf("the stale sweep finds %v, want %s", got, want)
+	}
+	if _, err := s.PromoteVersion(ctx, "s2", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RetireVersion(ctx, "v1", false); !errors.Is(err, ErrVersionInUse) {
+		t.Errorf("retire the source of a synthesis-only version: %v, want ErrVersionInUse", err)
+	}
+	if _, err := s.PromoteVersion(ctx, "v1", false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RetireVersion(ctx, "s2", false); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := s.SeedSynthesisWindows(ctx, "s2", "v1"); err != nil || n != 0 {
+		t.Errorf("seeding a retired version: %d %v", n, err)
 	}
 }

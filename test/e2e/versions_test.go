@@ -110,27 +110,7 @@ func TestVersionsSideBySide(t *testing.T) {
 	}
 
 	// diff: exactly what the two namespaces hold differently, counted independently
-	want := p.expectedDiff(ctx, t)
-	var got []struct {
-		Workspace    string `json:"workspace"`
-		OnlyA        int    `json:"only_a"`
-		OnlyB        int    `json:"only_b"`
-		Changed      int    `json:"changed"`
-		WindowsOnlyA int    `json:"windows_only_a"`
-		WindowsOnlyB int    `json:"windows_only_b"`
-	}
-	if err := json.Unmarshal([]byte(p.cli(ctx, "versions", "diff", "v1", "v2", "--json")), &got); err != nil {
-		t.Fatal(err)
-	}
-	gotCounts := map[string]string{}
-	for _, d := range got {
-		gotCounts[d.Workspace] = fmt.Sprintf("only v1 %d, only v2 %d, changed %d, windows only v1 %d, only v2 %d",
-			d.OnlyA, d.OnlyB, d.Changed, d.WindowsOnlyA, d.WindowsOnlyB)
-	}
-	if fmt.Sprint(gotCounts) != fmt.Sprint(want) {
-		t.Errorf("versions diff v1 v2:\n got  %v\n want %v", gotCounts, want)
-	}
-	t.Logf("versions diff v1 v2: %v", gotCounts)
+	p.checkDiff(ctx, t, "v1", "v2")
 	if text := p.cli(ctx, "versions", "diff", "v1", "v2", "--details"); !strings.Contains(text, "WORKSPACE") {
 		t.Errorf("versions diff --details printed:\n%s", text)
 	}
@@ -235,6 +215,71 @@ func TestVersionsSideBySide(t *testing.T) {
 	if after := p.usersView(ctx, t); after != served {
 		t.Errorf("rerunning a window whose drafts exist changed what users see")
 	}
+
+	// --synthesis-only: v4 synthesizes v2's closed windows again, with no window
+	// processor of its own; users keep seeing v2 until v4 is promoted
+	out = p.cli(ctx, "versions", "start", "v4", "--synthesis-only", "--progress", "1s")
+	t.Logf("versions start v4 --synthesis-only:\n%s", out)
+	if !strings.Contains(out, "windows/s, ETA") || !strings.Contains(out, "caught up: v4") {
+		t.Fatalf("versions start v4 --synthesis-only printed no progress or never caught up:\n%s", out)
+	}
+	if again := p.cliFails(ctx, t, "versions", "start", "v4", "--synthesis-only"); !strings.Contains(again, "exists") {
+		t.Errorf("a second start of v4 was not refused:\n%s", again)
+	}
+	listed = p.versionsList(ctx, t)
+	if v2, v4 := listed["v2"], listed["v4"]; v4.WindowsSynthesized != v2.WindowsSynthesized || v4.WindowsClosed != v2.WindowsClosed {
+		t.Errorf("v4 synthesized %d of %d windows, v2 %d of %d", v4.WindowsSynthesized, v4.WindowsClosed, v2.WindowsSynthesized, v2.WindowsClosed)
+	}
+	if after := p.usersView(ctx, t); after != served {
+		t.Errorf("a synthesis-only candidate changed what users see")
+	}
+	p.checkDiff(ctx, t, "v2", "v4")
+	if msg := p.cliFails(ctx, t, "versions", "retire", "v2"); !strings.Contains(msg, "serving") {
+		t.Errorf("retiring v2 was not refused:\n%s", msg)
+	}
+	p.cli(ctx, "versions", "promote", "v4")
+	for _, w := range p.eligibleWorkspaces() {
+		v4, err := p.store.VersionVisibleEntries(ctx, w, "v4")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wantIDs []int64
+		for _, e := range v4 {
+			wantIDs = append(wantIDs, e.ID)
+		}
+		if api := p.apiEntries(ctx, t, w); fmt.Sprint(api) != fmt.Sprint(wantIDs) {
+			t.Errorf("workspace %s: the API serves %v after promoting v4, v4's view is %v", w, api, wantIDs)
+		}
+	}
+	if msg := p.cliFails(ctx, t, "versions", "retire", "v2"); !strings.Contains(msg, "in use") {
+		t.Errorf("retiring v2, whose windows v4 synthesizes, was not refused:\n%s", msg)
+	}
+}
+
+// checkDiff runs `versions diff a b --json` and compares its counts with the tables'.
+func (p *pipeline) checkDiff(ctx context.Context, t *testing.T, a, b string) {
+	t.Helper()
+	want := p.expectedDiff(ctx, t, a, b)
+	var got []struct {
+		Workspace    string `json:"workspace"`
+		OnlyA        int    `json:"only_a"`
+		OnlyB        int    `json:"only_b"`
+		Changed      int    `json:"changed"`
+		WindowsOnlyA int    `json:"windows_only_a"`
+		WindowsOnlyB int    `json:"windows_only_b"`
+	}
+	if err := json.Unmarshal([]byte(p.cli(ctx, "versions", "diff", a, b, "--json")), &got); err != nil {
+		t.Fatal(err)
+	}
+	gotCounts := map[string]string{}
+	for _, d := range got {
+		gotCounts[d.Workspace] = fmt.Sprintf("only a %d, only b %d, changed %d, windows only a %d, only b %d",
+			d.OnlyA, d.OnlyB, d.Changed, d.WindowsOnlyA, d.WindowsOnlyB)
+	}
+	if fmt.Sprint(gotCounts) != fmt.Sprint(want) {
+		t.Errorf("versions diff %s %s:\n got  %v\n want %v", a, b, gotCounts, want)
+	}
+	t.Logf("versions diff %s %s: %v", a, b, gotCounts)
 }
 
 // versionRow is one row of `versions list --json`.
@@ -326,12 +371,12 @@ func (p *pipeline) apiEntries(ctx context.Context, t *testing.T, w ids.Workspace
 // expectedDiff counts, per workspace, from the tables: entries by fingerprint only in
 // v1, only in v2, in both with another text; windows by chat and start only one
 // version closed.
-func (p *pipeline) expectedDiff(ctx context.Context, t *testing.T) map[string]string {
+func (p *pipeline) expectedDiff(ctx context.Context, t *testing.T, a, b string) map[string]string {
 	t.Helper()
 	entries := map[string]map[string]map[string]string{} // workspace → version → fingerprint → text
 	rows, err := p.pool.Query(ctx, `SELECT workspace_id, processor_version, fingerprint,
 		kind || '|' || occurred_at::text || '|' || status || '|' || title || '|' || body
-		FROM workspace_timeline_entries WHERE processor_version IN ('v1', 'v2')`)
+		FROM workspace_timeline_entries WHERE processor_version IN ($1, $2)`, a, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +386,7 @@ func (p *pipeline) expectedDiff(ctx context.Context, t *testing.T) map[string]st
 			t.Fatal(err)
 		}
 		if entries[w] == nil {
-			entries[w] = map[string]map[string]string{"v1": {}, "v2": {}}
+			entries[w] = map[string]map[string]string{a: {}, b: {}}
 		}
 		entries[w][v][fp] = text
 	}
@@ -360,8 +405,11 @@ func (p *pipeline) expectedDiff(ctx context.Context, t *testing.T) map[string]st
 		if parts[2] == "processor" {
 			v = parts[3]
 		}
+		if v != a && v != b {
+			continue
+		}
 		if windows[w] == nil {
-			windows[w] = map[string]map[string]bool{"v1": {}, "v2": {}}
+			windows[w] = map[string]map[string]bool{a: {}, b: {}}
 		}
 		windows[w][v][win] = true
 	}
@@ -376,33 +424,33 @@ func (p *pipeline) expectedDiff(ctx context.Context, t *testing.T) map[string]st
 	for w := range ws {
 		var onlyA, onlyB, changed, winA, winB int
 		if e := entries[w]; e != nil {
-			for fp, text := range e["v1"] {
-				if other, ok := e["v2"][fp]; !ok {
+			for fp, text := range e[a] {
+				if other, ok := e[b][fp]; !ok {
 					onlyA++
 				} else if other != text {
 					changed++
 				}
 			}
-			for fp := range e["v2"] {
-				if _, ok := e["v1"][fp]; !ok {
+			for fp := range e[b] {
+				if _, ok := e[a][fp]; !ok {
 					onlyB++
 				}
 			}
 		}
 		if win := windows[w]; win != nil {
-			for k := range win["v1"] {
-				if !win["v2"][k] {
+			for k := range win[a] {
+				if !win[b][k] {
 					winA++
 				}
 			}
-			for k := range win["v2"] {
-				if !win["v1"][k] {
+			for k := range win[b] {
+				if !win[a][k] {
 					winB++
 				}
 			}
 		}
 		if onlyA+onlyB+changed+winA+winB > 0 {
-			out[w] = fmt.Sprintf("only v1 %d, only v2 %d, changed %d, windows only v1 %d, only v2 %d", onlyA, onlyB, changed, winA, winB)
+			out[w] = fmt.Sprintf("only a %d, only b %d, changed %d, windows only a %d, only b %d", onlyA, onlyB, changed, winA, winB)
 		}
 	}
 	return out

@@ -13,6 +13,9 @@ CREATE TABLE processor_versions (
     groups          text[]      NOT NULL DEFAULT '{}',
     topics          text[]      NOT NULL DEFAULT '{}',
     start_from      timestamptz,
+    -- A synthesis-only version runs no window processor: it synthesizes the windows
+    -- this version closed, again, under the synthesis configured now.
+    synthesis_of    text        CHECK (synthesis_of <> ''),
     created_at      timestamptz NOT NULL DEFAULT now(),
     promoted_at     timestamptz,
     retired_at      timestamptz
