@@ -68,22 +68,11 @@ func runVersions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 	}
-	cfg, err := loadConfig(*path, "postgres.dsn")
+	cfg, st, closeStore, err := openStoreCommand(ctx, *path)
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := store.CheckSchema(ctx, pool); err != nil {
-		return err
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	c := &versionsCmd{cfg: cfg, st: st, out: stdout, json: *asJSON, f: v}
 	if sub != "diff" {
 		cl, err := newKafkaClient(cfg, "versions")
@@ -390,11 +379,7 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 func (c *versionsCmd) follow(ctx context.Context, name string) error {
 	t := time.NewTicker(*c.f.every)
 	defer t.Stop()
-	var (
-		lastConsumed int64 = -1
-		lastAt       time.Time
-		rate         float64
-	)
+	var m progressMeter
 	for {
 		select {
 		case <-ctx.Done():
@@ -415,16 +400,7 @@ func (c *versionsCmd) follow(ctx context.Context, name string) error {
 			}
 			continue
 		}
-		if lastConsumed >= 0 && now.After(lastAt) {
-			rate = float64(l.consumed-lastConsumed) / now.Sub(lastAt).Seconds()
-		}
-		lastConsumed, lastAt = l.consumed, now
-		eta := "unknown"
-		if l.records == 0 {
-			eta = "0s"
-		} else if rate > 0 {
-			eta = (time.Duration(float64(l.records) / rate * float64(time.Second))).Round(time.Second).String()
-		}
+		rate, eta := m.observe(now, l.consumed, l.records)
 		if c.json {
 			_ = printJSON(c.out, map[string]any{"event": "progress", "version": name, "behind": l.records,
 				"consumed": l.consumed, "records_per_second": rate, "eta": eta})
@@ -478,11 +454,7 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error
 	}
 	t := time.NewTicker(*c.f.every)
 	defer t.Stop()
-	var (
-		last   int64 = -1
-		lastAt time.Time
-		rate   float64
-	)
+	var m progressMeter
 	for {
 		select {
 		case <-ctx.Done():
@@ -496,17 +468,8 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error
 		}
 		src, own := wins[serving.Name], wins[name]
 		now := time.Now()
-		if last >= 0 && now.After(lastAt) {
-			rate = float64(own.Synthesized-last) / now.Sub(lastAt).Seconds()
-		}
-		last, lastAt = own.Synthesized, now
 		left := src.Synthesized - own.Synthesized
-		eta := "unknown"
-		if left <= 0 {
-			eta = "0s"
-		} else if rate > 0 {
-			eta = (time.Duration(float64(left) / rate * float64(time.Second))).Round(time.Second).String()
-		}
+		rate, eta := m.observe(now, own.Synthesized, left)
 		if c.json {
 			_ = printJSON(c.out, map[string]any{"event": "progress", "version": name, "windows": own.Closed,
 				"synthesized": own.Synthesized, "of": src.Synthesized, "windows_per_second": rate, "eta": eta})
@@ -523,6 +486,28 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error
 			return nil
 		}
 	}
+}
+
+// progressMeter turns successive done counts into a rate per second and an ETA for
+// what is left.
+type progressMeter struct {
+	last   int64
+	lastAt time.Time
+	rate   float64
+}
+
+func (m *progressMeter) observe(now time.Time, done, left int64) (float64, string) {
+	if !m.lastAt.IsZero() && now.After(m.lastAt) {
+		m.rate = float64(done-m.last) / now.Sub(m.lastAt).Seconds()
+	}
+	m.last, m.lastAt = done, now
+	switch {
+	case left <= 0:
+		return m.rate, "0s"
+	case m.rate > 0:
+		return m.rate, (time.Duration(float64(left) / m.rate * float64(time.Second))).Round(time.Second).String()
+	}
+	return m.rate, "unknown"
 }
 
 // diffJSON is one workspace in `versions diff --json`.
@@ -777,4 +762,25 @@ func (c *versionsCmd) deleteGroups(ctx context.Context, groups []string) error {
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// openStoreCommand is the store of a one-shot command: the configuration with
+// postgres.dsn, a pool and a schema check. Call closeStore when done.
+func openStoreCommand(ctx context.Context, path string) (cfg *config.Config, st *store.Store, closeStore func(), err error) {
+	if cfg, err = loadConfig(path, "postgres.dsn"); err != nil {
+		return nil, nil, nil, err
+	}
+	pool, err := openPool(ctx, cfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := store.CheckSchema(ctx, pool); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	if st, err = store.New(pool); err != nil {
+		pool.Close()
+		return nil, nil, nil, err
+	}
+	return cfg, st, pool.Close, nil
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -39,22 +38,11 @@ func runWindows(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%w: --window: %w", errUsage, err)
 	}
-	cfg, err := loadConfig(*path, "postgres.dsn")
+	_, st, closeStore, err := openStoreCommand(ctx, *path)
 	if err != nil {
 		return err
 	}
-	pool, err := openPool(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	if err := store.CheckSchema(ctx, pool); err != nil {
-		return err
-	}
-	st, err := store.New(pool)
-	if err != nil {
-		return err
-	}
+	defer closeStore()
 	serving, err := st.ServingVersion(ctx)
 	if err != nil {
 		return err

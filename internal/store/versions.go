@@ -264,8 +264,7 @@ func (s *Store) PromoteVersion(ctx context.Context, name string, dryRun bool) (P
 		return Promotion{}, err
 	}
 	var p Promotion
-	errDry := errors.New("dry run")
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.beginDry(ctx, dryRun, func(tx pgx.Tx) error {
 		// Locking every row in name order serialises promotions and retirements.
 		rows, err := tx.Query(ctx, `SELECT `+versionColumns+` FROM processor_versions ORDER BY name FOR UPDATE`)
 		if err != nil {
@@ -297,21 +296,34 @@ func (s *Store) PromoteVersion(ctx context.Context, name string, dryRun bool) (P
 		if _, err := tx.Exec(ctx, `UPDATE processor_versions SET state = 'candidate' WHERE state = 'serving'`); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE processor_versions SET state = 'serving', promoted_at = now() WHERE name = $1`, name); err != nil {
-			return err
-		}
-		if dryRun {
-			return errDry
-		}
-		return nil
+		_, err = tx.Exec(ctx, `UPDATE processor_versions SET state = 'serving', promoted_at = now() WHERE name = $1`, name)
+		return err
 	})
-	if errors.Is(err, errDry) {
-		err = nil
-	}
 	if err != nil {
 		return Promotion{}, fmt.Errorf("promote processor version %s: %w", name, err)
 	}
 	return p, nil
+}
+
+// errDryRun rolls back the transaction of beginDry.
+var errDryRun = errors.New("dry run")
+
+// beginDry runs fn in one transaction, and rolls it back when dryRun: what fn
+// reported is what the change would do.
+func (s *Store) beginDry(ctx context.Context, dryRun bool, fn func(pgx.Tx) error) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		if dryRun {
+			return errDryRun
+		}
+		return nil
+	})
+	if errors.Is(err, errDryRun) {
+		return nil
+	}
+	return err
 }
 
 // Retirement counts what RetireVersion deleted (or, dry, would delete).
@@ -333,8 +345,7 @@ func (s *Store) RetireVersion(ctx context.Context, name string, dryRun bool) (Re
 		return Retirement{}, err
 	}
 	var r Retirement
-	errDry := errors.New("dry run")
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	err = s.beginDry(ctx, dryRun, func(tx pgx.Tx) error {
 		var state string
 		err := tx.QueryRow(ctx, `SELECT state FROM processor_versions WHERE name = $1 FOR UPDATE`, name).Scan(&state)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -373,18 +384,10 @@ func (s *Store) RetireVersion(ctx context.Context, name string, dryRun bool) (Re
 			return err
 		}
 		r.Windows = tag.RowsAffected()
-		if _, err := tx.Exec(ctx, `UPDATE processor_versions SET state = 'retired', retired_at = coalesce(retired_at, now())
-			WHERE name = $1`, name); err != nil {
-			return err
-		}
-		if dryRun {
-			return errDry
-		}
-		return nil
+		_, err = tx.Exec(ctx, `UPDATE processor_versions SET state = 'retired', retired_at = coalesce(retired_at, now())
+			WHERE name = $1`, name)
+		return err
 	})
-	if errors.Is(err, errDry) {
-		err = nil
-	}
 	if err != nil {
 		return Retirement{}, fmt.Errorf("retire processor version %s: %w", name, err)
 	}
