@@ -38,7 +38,16 @@ type versionsRole struct {
 
 	mu      sync.Mutex
 	running map[string]*versionRun
-	failed  chan error
+	// failed receives the versions whose processor stopped with an error: the serving
+	// one ends the role (the process restarts, as before versions); a candidate is
+	// logged and started again at the next poll, so a broken candidate never stops
+	// what users see.
+	failed chan versionFailure
+}
+
+type versionFailure struct {
+	version string
+	err     error
 }
 
 // versionRun is one running version's processor.
@@ -50,7 +59,7 @@ type versionRun struct {
 }
 
 func buildWindows(ctx context.Context, rt *runtime) ([]component, error) {
-	r := &versionsRole{rt: rt, running: map[string]*versionRun{}, failed: make(chan error, 1)}
+	r := &versionsRole{rt: rt, running: map[string]*versionRun{}, failed: make(chan versionFailure, 16)}
 	if rt.cfg.Postgres.DSN.IsSet() {
 		st, err := rt.store(ctx)
 		if err != nil {
@@ -83,6 +92,16 @@ func versionSpec(cfg *config.Config, version string, window, grace time.Duration
 	}
 }
 
+// serving reports whether version serves: without Postgres the one version does;
+// when the registry cannot be read, it is taken to serve (the safe answer: stop).
+func (r *versionsRole) serving(ctx context.Context, version string) bool {
+	if r.st == nil {
+		return true
+	}
+	s, err := r.st.ServingVersion(ctx)
+	return err != nil || s == version
+}
+
 // ready reports whether every running version recovered its state table.
 func (r *versionsRole) ready(context.Context) error {
 	r.mu.Lock()
@@ -110,8 +129,13 @@ func (r *versionsRole) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case err := <-r.failed:
-			return err
+		case f := <-r.failed:
+			if r.serving(ctx, f.version) {
+				return fmt.Errorf("processor version %s: %w", f.version, f.err)
+			}
+			r.rt.log.Error("a candidate processor version stopped; it starts again at the next poll",
+				"processor_version", f.version, "err", f.err)
+			r.stop(f.version)
 		case <-t.C:
 			if err := r.sync(ctx); err != nil {
 				r.rt.log.Warn("reading the processor version registry failed; running versions keep running", "err", err)
@@ -212,8 +236,8 @@ func (r *versionsRole) start(ctx context.Context, v store.ProcessorVersion) erro
 		err := p.Run(ctx)
 		if err != nil && ctx.Err() == nil {
 			select {
-			case r.failed <- fmt.Errorf("processor version %s: %w", v.Name, err):
-			default:
+			case r.failed <- versionFailure{v.Name, err}:
+			case <-ctx.Done():
 			}
 		}
 	}()

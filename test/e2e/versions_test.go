@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
@@ -100,6 +101,7 @@ func TestVersionsSideBySide(t *testing.T) {
 	}
 	p.cli(ctx, "versions", "retire", "v3")
 	p.assertNothingLeftOf(ctx, t, "v3")
+	p.brokenCandidate(ctx, t, "v5")
 
 	if again := p.cliFails(ctx, t, "versions", "start", "v2"); !strings.Contains(again, "exists") {
 		t.Errorf("a second start of v2 was not refused as existing:\n%s", again)
@@ -254,6 +256,39 @@ func TestVersionsSideBySide(t *testing.T) {
 	if msg := p.cliFails(ctx, t, "versions", "retire", "v2"); !strings.Contains(msg, "in use") {
 		t.Errorf("retiring v2, whose windows v4 synthesizes, was not refused:\n%s", msg)
 	}
+}
+
+// brokenCandidate starts a version whose processor cannot start (its geometry topic
+// holds another window length): the windows process logs it and keeps serving, with
+// no restart; retire cleans it up.
+func (p *pipeline) brokenCandidate(ctx context.Context, t *testing.T, version string) {
+	t.Helper()
+	cl := p.kafkaClient()
+	adm := kadm.NewClient(cl)
+	topic := p.group("windows-"+version) + "-geometry"
+	compact := "compact"
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"cleanup.policy": &compact}, topic); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Key: []byte("geometry"),
+		Value: []byte(`{"window_ms":60000,"grace_ms":0}`)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	p.cli(ctx, "versions", "start", version, "--wait=false")
+	if err := waitFor(ctx, time.Minute, func() bool {
+		log := p.procs[procWindows].logTail(400)
+		return strings.Contains(log, "a candidate processor version stopped") && strings.Contains(log, `"processor_version":"`+version+`"`)
+	}, func() string { return "the windows process never reported the broken candidate " + version }); err != nil {
+		t.Fatal(err)
+	}
+	if r := p.restarts(); len(r) > 0 {
+		t.Errorf("a broken candidate restarted processes: %v", r)
+	}
+	if err := p.procs[procWindows].ready(ctx); err != nil {
+		t.Errorf("the windows process is not ready with a broken candidate: %v", err)
+	}
+	p.cli(ctx, "versions", "retire", version)
+	p.assertNothingLeftOf(ctx, t, version)
 }
 
 // checkDiff runs `versions diff a b --json` and compares its counts with the tables'.
