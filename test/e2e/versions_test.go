@@ -81,6 +81,13 @@ func TestVersionsSideBySide(t *testing.T) {
 	}
 	listed := p.versionsList(ctx, t)
 	t.Logf("versions list: v1 %+v; v2 %+v", listed["v1"], listed["v2"])
+	text := p.cli(ctx, "versions", "list")
+	t.Logf("versions list:\n%s", text)
+	for _, want := range []string{"VERSION", "v1 ", "serving", "v2 ", "candidate", "(caught up)", "v2: groups " + p.group("windows-v2")} {
+		if !strings.Contains(text, want) {
+			t.Errorf("versions list lacks %q", want)
+		}
+	}
 	if v1 := listed["v1"]; v1.State != "serving" || v1.WindowSeconds != 600 || v1.WindowsClosed == 0 {
 		t.Errorf("v1 in the list: %+v", v1)
 	}
