@@ -361,6 +361,13 @@ func TestRetireIsIdempotent(t *testing.T) {
 	if _, err := s.PromoteVersion(ctx, "v2", false); !errors.Is(err, ErrVersionRetired) {
 		t.Errorf("promote retired: %v", err)
 	}
+	// its closed record read again after the retirement brings nothing back
+	if _, oc, err := s.ClaimWindow(ctx, key, ClaimOptions{WindowLength: 5 * time.Minute, MaxAttempts: 3, StaleAfter: time.Minute}); err != nil || oc != ClaimDone {
+		t.Errorf("claim of a retired version's window: %s %v, want done", oc, err)
+	}
+	if _, err := s.GetWindow(ctx, key); !errors.Is(err, ErrNotFound) {
+		t.Errorf("a retired version's window state came back: %v", err)
+	}
 	if _, err := s.RegisterVersion(ctx, VersionSpec{Name: "v2", Window: time.Minute}); !errors.Is(err, ErrVersionExists) {
 		t.Errorf("register a retired name again: %v", err)
 	}
