@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/lovoo/goka"
@@ -342,25 +343,10 @@ func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
 	return kafka.NewGoka(o)
 }
 
-func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
-	p, err := newWindowsProcessor(rt, rt.cfg.Windows.ProcessorVersion)
-	if err != nil {
-		return nil, err
-	}
-	if err := rt.ops.AddReadiness("windows", func(context.Context) error {
-		if !p.Recovered() {
-			return errors.New("window state table recovering")
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	return []component{p}, nil
-}
-
-// newWindowsProcessor builds the window processor of one version with LevelDB state
-// under windows.stateDir/<version>.
-func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error) {
+// newWindowsProcessor builds the window processor of one version, with the geometry
+// the version recorded, LevelDB state under windows.stateDir/<version> and its metrics
+// on reg.
+func newWindowsProcessor(rt *runtime, version string, window, grace time.Duration, reg *prometheus.Registry) (*windows.Processor, error) {
 	g, err := gokaFor(rt, "windows-"+version)
 	if err != nil {
 		return nil, err
@@ -371,9 +357,10 @@ func newWindowsProcessor(rt *runtime, version string) (*windows.Processor, error
 		return nil, err
 	}
 	o := windowsOptions(rt.cfg, version)
+	o.Window, o.Grace = window, grace
 	o.Client, o.Brokers = copts, rt.cfg.Kafka.Brokers
 	o.Codecs, o.Emitter = rt.codecs, g.EmitterOptions()
-	o.Logger, o.Registry = rt.log, rt.reg
+	o.Logger, o.Registry = rt.log.With("processor_version", version), reg
 	o.Goka = append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
 	return windows.New(o)
 }

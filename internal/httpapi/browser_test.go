@@ -367,3 +367,73 @@ func TestBrowserEvidenceListingDisabled(t *testing.T) {
 		t.Fatal("message text shown although evidence listing is disabled")
 	}
 }
+
+// TestBrowserCompareVersions: ?compare=v2 shows, under the serving timeline, what a
+// candidate version wrote differently (issue #31): counts first, then the entries only
+// in v2, only in the serving v1, and changed, with the old and the new title. The
+// timeline itself stays the serving version's.
+func TestBrowserCompareVersions(t *testing.T) {
+	st := newRealStore(t)
+	ctx := context.Background()
+	const ws = ids.WorkspaceID("inc-2032")
+	seedIncident(t, st, ws)
+	if _, err := st.RegisterVersion(ctx, store.VersionSpec{Name: "v2", Window: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := st.ListEvidence(ctx, ws, store.LarkMessageEvidence, nil, 10)
+	if err != nil || len(evs.Items) < 6 {
+		t.Fatalf("evidence %d %v", len(evs.Items), err)
+	}
+	for _, d := range []struct {
+		fp, kind, title string
+		at              int
+	}{
+		{"fp-finding", "finding", "Errors began with the payments-api v42 rollout at 10:00", 4}, // changed
+		{"fp-recovery", "recovery", "Error rate back to baseline", 25},                          // the same
+		{"fp-v2-only", "decision", "CANDIDATE-ONLY: freeze payments-api deploys", 6},
+	} {
+		if _, err := st.UpsertDraftEntry(ctx, store.EntryDraft{Workspace: ws, Fingerprint: d.fp, ProcessorVersion: "v2",
+			EntryContent: store.EntryContent{OccurredAt: t0.Add(time.Duration(d.at) * time.Minute), Kind: d.kind, Title: d.title,
+				EvidenceIDs: []int64{evs.Items[1].ID}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv, rec := browserServer(t, st, true)
+	dom := browse(t, srv.URL+"/workspaces/"+string(ws)+"?compare=v2#token="+browserToken, "")
+	if got := bodyState(dom); got != "ready" {
+		t.Fatalf("page state %q, want ready; DOM:\n%s", got, dom)
+	}
+	rec.check(t)
+	for _, want := range []string{
+		`<section id="compare" class="card compare">`,
+		`<span id="compare-version">v2</span>`, "serving: v1",
+		"1 entry only in v2, 0 entries only in v1, 1 changed; summary changed",
+		`data-compare="only-version"`, "Only in v2", "CANDIDATE-ONLY: freeze payments-api deploys",
+		`data-compare="changed"`, `<span class="compare-old">Errors began with payments-api deploy v42</span>`,
+		`<span class="compare-title">Errors began with the payments-api v42 rollout at 10:00</span>`,
+	} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, "Error rate back to baseline</span>") {
+		t.Error("an entry both versions wrote alike is listed as a difference")
+	}
+	// the timeline is the serving version's: the candidate's entry is only in the comparison
+	timeline := dom[:strings.Index(dom, `<section id="compare"`)]
+	if strings.Contains(timeline, "CANDIDATE-ONLY") {
+		t.Error("the candidate's entry is in the serving timeline")
+	}
+	if n := strings.Count(dom, "Errors began with payments-api deploy v42"); n != 2 {
+		t.Errorf("the serving finding appears %d times, want 2 (timeline and comparison)", n)
+	}
+
+	// an unknown version is said so, not shown as an empty comparison
+	dom = browse(t, srv.URL+"/workspaces/"+string(ws)+"?compare=v9#token="+browserToken, "")
+	if got := bodyState(dom); got != "error" || !strings.Contains(dom, "No such processor version") {
+		t.Errorf("?compare=v9: state %q; DOM:\n%s", bodyState(dom), dom)
+	}
+	if p := screenshotPath("compare"); p != "" {
+		browse(t, srv.URL+"/workspaces/"+string(ws)+"?compare=v2#token="+browserToken, p)
+	}
+}

@@ -34,11 +34,18 @@
 // automatic process changes its text again. PUT summary stores a person's summary
 // (source=human), which automatic summaries never overwrite.
 //
+// GET compare?version=B compares what the serving processor version shows of the
+// workspace with what version B wrote (decisions D26): {"serving":"v1","version":"v2",
+// "only_serving":[…],"only_version":[…],"changed":[{"serving":…,"version":…}],
+// "summary_changed":bool,"windows_only_serving":n,"windows_only_version":n}; entries as
+// {id, fingerprint, occurred_at, kind, status, title, body}. The page shows it with
+// ?compare=B.
+//
 // Errors are JSON, {"error":{"code":"…","message":"…"}}, with a stable code:
 // invalid_workspace_id, invalid_entry_id, invalid_limit, invalid_cursor, invalid_since,
-// invalid_body, invalid_field, empty_patch (400); missing_token, invalid_token (401);
+// invalid_body, invalid_field, empty_patch, invalid_version (400); missing_token, invalid_token (401);
 // api_disabled, forbidden_workspace, forbidden_scope (403); not_found, workspace_not_found,
-// entry_not_found, summary_not_found, evidence_listing_disabled (404);
+// entry_not_found, summary_not_found, evidence_listing_disabled, version_not_found (404);
 // method_not_allowed (405); body_too_large (413); unsupported_media_type (415);
 // internal (500); store_unavailable (503, with Retry-After, when store.IsRetryable).
 //

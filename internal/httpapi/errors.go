@@ -30,6 +30,7 @@ const (
 	codeInvalidBody        = "invalid_body"
 	codeInvalidField       = "invalid_field"
 	codeEmptyPatch         = "empty_patch"
+	codeInvalidVersion     = "invalid_version"
 	// 401
 	codeMissingToken = "missing_token"
 	codeInvalidToken = "invalid_token"
@@ -43,6 +44,7 @@ const (
 	codeEntryNotFound           = "entry_not_found"
 	codeSummaryNotFound         = "summary_not_found"
 	codeEvidenceListingDisabled = "evidence_listing_disabled"
+	codeVersionNotFound         = "version_not_found"
 	// 405, 413, 415
 	codeMethodNotAllowed     = "method_not_allowed"
 	codeBodyTooLarge         = "body_too_large"

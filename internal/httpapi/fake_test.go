@@ -302,3 +302,18 @@ func do(t *testing.T, h http.Handler, rq req) response {
 	h.ServeHTTP(w, r)
 	return response{status: w.Code, header: w.Header(), body: w.Body.Bytes()}
 }
+
+func (f *fakeStore) ServingVersion(context.Context) (string, error) {
+	return ids.DefaultProcessorVersion, f.record("ServingVersion")
+}
+
+func (f *fakeStore) GetVersion(_ context.Context, name string) (store.ProcessorVersion, error) {
+	if err := f.record("GetVersion"); err != nil {
+		return store.ProcessorVersion{}, err
+	}
+	return store.ProcessorVersion{}, store.ErrNotFound
+}
+
+func (f *fakeStore) DiffVersions(context.Context, string, string, ids.WorkspaceID) ([]store.WorkspaceDiff, error) {
+	return nil, f.record("DiffVersions")
+}

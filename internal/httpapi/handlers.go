@@ -445,3 +445,82 @@ func (s *Server) putSummary(w http.ResponseWriter, r *http.Request, c *call) {
 		slog.String("workspace", string(c.ws())), slog.String("token_name", c.token), slog.Int("bytes", size))
 	s.answerSummary(w, r, c)
 }
+
+// compareEntryJSON is one side of an entry difference in the compare answer.
+type compareEntryJSON struct {
+	ID          int64     `json:"id"`
+	Fingerprint string    `json:"fingerprint"`
+	OccurredAt  time.Time `json:"occurred_at"`
+	Kind        string    `json:"kind"`
+	Status      string    `json:"status"`
+	Title       string    `json:"title"`
+	Body        string    `json:"body"`
+}
+
+type comparePairJSON struct {
+	Serving compareEntryJSON `json:"serving"`
+	Version compareEntryJSON `json:"version"`
+}
+
+type compareJSON struct {
+	WorkspaceID        ids.WorkspaceID    `json:"workspace_id"`
+	Serving            string             `json:"serving"`
+	Version            string             `json:"version"`
+	OnlyServing        []compareEntryJSON `json:"only_serving"`
+	OnlyVersion        []compareEntryJSON `json:"only_version"`
+	Changed            []comparePairJSON  `json:"changed"`
+	SummaryChanged     bool               `json:"summary_changed"`
+	WindowsOnlyServing int                `json:"windows_only_serving"`
+	WindowsOnlyVersion int                `json:"windows_only_version"`
+}
+
+func toCompareEntry(e store.DiffEntry) compareEntryJSON {
+	return compareEntryJSON{ID: e.ID, Fingerprint: e.Fingerprint, OccurredAt: e.OccurredAt.UTC(), Kind: e.Kind,
+		Status: string(e.Status), Title: e.Title, Body: e.Body}
+}
+
+// getCompare answers what processor version ?version= wrote differently from the
+// serving one for the workspace (store.DiffVersions): the page's ?compare=B.
+func (s *Server) getCompare(w http.ResponseWriter, r *http.Request, c *call) {
+	version := r.URL.Query().Get("version")
+	if _, err := ids.ParseProcessorVersion(version); err != nil {
+		writeError(w, http.StatusBadRequest, codeInvalidVersion, "version must name a processor version, e.g. ?version=v2")
+		return
+	}
+	if _, err := s.store.GetVersion(c.ctx, version); errors.Is(err, store.ErrNotFound) {
+		writeError(w, http.StatusNotFound, codeVersionNotFound, "no processor version "+version)
+		return
+	} else if err != nil {
+		s.storeFailure(w, r, "get processor version", err)
+		return
+	}
+	serving, err := s.store.ServingVersion(c.ctx)
+	if err != nil {
+		s.storeFailure(w, r, "get the serving processor version", err)
+		return
+	}
+	diffs, err := s.store.DiffVersions(c.ctx, serving, version, c.ws())
+	if err != nil {
+		s.storeFailure(w, r, "diff processor versions", err, slog.String("workspace", string(c.ws())))
+		return
+	}
+	out := compareJSON{WorkspaceID: c.ws(), Serving: serving, Version: version,
+		OnlyServing: []compareEntryJSON{}, OnlyVersion: []compareEntryJSON{}, Changed: []comparePairJSON{}}
+	for _, d := range diffs {
+		if d.Workspace != c.ws() {
+			continue
+		}
+		for _, e := range d.OnlyA {
+			out.OnlyServing = append(out.OnlyServing, toCompareEntry(e))
+		}
+		for _, e := range d.OnlyB {
+			out.OnlyVersion = append(out.OnlyVersion, toCompareEntry(e))
+		}
+		for _, p := range d.Changed {
+			out.Changed = append(out.Changed, comparePairJSON{Serving: toCompareEntry(p[0]), Version: toCompareEntry(p[1])})
+		}
+		out.SummaryChanged = d.SummaryChanged
+		out.WindowsOnlyServing, out.WindowsOnlyVersion = len(d.WindowsOnlyA), len(d.WindowsOnlyB)
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -573,3 +573,23 @@ func TestRequestMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestCompareRejectsBadVersions(t *testing.T) {
+	t.Parallel()
+	f := newFakeStore(wsA)
+	s, _ := newTestServer(t, f, nil)
+	for _, tc := range []struct {
+		query  string
+		status int
+		code   string
+	}{
+		{"", 400, codeInvalidVersion},
+		{"?version=v%2F2", 400, codeInvalidVersion},
+		{"?version=v9", 404, codeVersionNotFound},
+	} {
+		res := do(t, s, req{path: "/api/v1/workspaces/ws-a/compare" + tc.query, token: tokA})
+		if res.status != tc.status || res.errorCode(t) != tc.code {
+			t.Errorf("compare%s: %d %s, want %d %s", tc.query, res.status, res.body, tc.status, tc.code)
+		}
+	}
+}

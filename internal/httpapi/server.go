@@ -24,6 +24,10 @@ type Store interface {
 	HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64, p store.EntryPatch) (store.Entry, error)
 	GetSummary(ctx context.Context, ws ids.WorkspaceID) (store.Summary, error)
 	PutHumanSummary(ctx context.Context, ws ids.WorkspaceID, text string) error
+	// The page's comparison with another processor version (decisions D26).
+	ServingVersion(ctx context.Context) (string, error)
+	GetVersion(ctx context.Context, name string) (store.ProcessorVersion, error)
+	DiffVersions(ctx context.Context, a, b string, ws ids.WorkspaceID) ([]store.WorkspaceDiff, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -135,6 +139,7 @@ const (
 	routeTimeline  = "/api/v1/workspaces/{workspace}/timeline"
 	routeEntry     = "/api/v1/workspaces/{workspace}/timeline/{entry}"
 	routeSummary   = "/api/v1/workspaces/{workspace}/summary"
+	routeCompare   = "/api/v1/workspaces/{workspace}/compare"
 	routePage      = "GET /workspaces/{workspace}"
 	routeStatic    = "GET /static/{file}"
 	webPagePrefix  = "/workspaces/"
@@ -148,11 +153,13 @@ func (s *Server) routes() {
 	s.mux.Handle("PATCH "+routeEntry, s.curate(s.patchEntry))
 	s.mux.Handle("GET "+routeSummary, s.api(s.getSummary))
 	s.mux.Handle("PUT "+routeSummary, s.curate(s.putSummary))
+	s.mux.Handle("GET "+routeCompare, s.api(s.getCompare))
 	for route, allow := range map[string]string{
 		routeEvidence: "GET, HEAD",
 		routeTimeline: "GET, HEAD",
 		routeEntry:    "PATCH",
 		routeSummary:  "GET, HEAD, PUT",
+		routeCompare:  "GET, HEAD",
 	} {
 		s.mux.HandleFunc(route, func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Allow", allow)

@@ -58,6 +58,10 @@ type Entry struct {
 	Source      EntrySource
 	Status      EntryStatus
 	Fingerprint string
+	// ProcessorVersion is the processor version whose synthesis wrote the entry; "" for
+	// the workspace's own entries (human-made, or human-edited: a human edit moves an
+	// entry out of its version), visible whatever version serves (decisions D26).
+	ProcessorVersion string
 	// AIMetadata records processor and prompt version, evidence ids with their input
 	// content hashes, chat/thread/root ids and the synthesis batch id (design §12.4).
 	AIMetadata json.RawMessage
@@ -111,10 +115,14 @@ func (c *EntryContent) validate() error {
 	return checkJSONObject("ai_metadata", c.AIMetadata, MaxAIMetadataBytes)
 }
 
-// EntryDraft is an AI draft deduplicated by its fingerprint (design §12.4).
+// EntryDraft is an AI draft deduplicated by its fingerprint (design §12.4) within its
+// processor version.
 type EntryDraft struct {
 	Workspace   ids.WorkspaceID
 	Fingerprint string
+	// ProcessorVersion is the version whose synthesis wrote the draft; "" means
+	// ids.DefaultProcessorVersion.
+	ProcessorVersion string
 	EntryContent
 }
 
@@ -132,6 +140,8 @@ const (
 	EntryEvidenceAttached
 	// EntryUnchanged: nothing visible changed.
 	EntryUnchanged
+	// EntryDiscarded: the draft's version is retired; nothing was written.
+	EntryDiscarded
 )
 
 func (o EntryOutcome) String() string {
@@ -144,6 +154,8 @@ func (o EntryOutcome) String() string {
 		return "evidence_attached"
 	case EntryUnchanged:
 		return "unchanged"
+	case EntryDiscarded:
+		return "discarded"
 	}
 	return fmt.Sprintf("EntryOutcome(%d)", uint8(o))
 }
@@ -157,7 +169,7 @@ type EntryResult struct {
 }
 
 const entryColumns = `e.id, e.workspace_id, e.occurred_at, e.kind, e.title, e.body, e.source, e.status,
-	coalesce(e.fingerprint, ''), e.ai_metadata, e.human_edited_at, e.withdrawn_at, e.needs_review_at,
+	coalesce(e.fingerprint, ''), e.processor_version, e.ai_metadata, e.human_edited_at, e.withdrawn_at, e.needs_review_at,
 	e.created_at, e.updated_at,
 	ARRAY(SELECT b.evidence_id FROM workspace_timeline_entry_evidence b WHERE b.entry_id = e.id ORDER BY b.evidence_id)`
 
@@ -167,7 +179,7 @@ func scanEntry(row pgx.CollectableRow) (Entry, error) {
 		ws, src, st string
 	)
 	err := row.Scan(&e.ID, &ws, &e.OccurredAt, &e.Kind, &e.Title, &e.Body, &src, &st, &e.Fingerprint,
-		&e.AIMetadata, &e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
+		&e.ProcessorVersion, &e.AIMetadata, &e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
 	e.Workspace, e.Source, e.Status = ids.WorkspaceID(ws), EntrySource(src), EntryStatus(st)
 	e.OccurredAt, e.CreatedAt, e.UpdatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	for _, p := range []**time.Time{&e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt} {
@@ -277,16 +289,21 @@ func insertBindings(ctx context.Context, q querier, ws ids.WorkspaceID, entryID 
 	return added, nil
 }
 
-// UpsertDraftEntry writes an AI draft, deduplicated by (workspace, fingerprint):
+// UpsertDraftEntry writes an AI draft of a processor version, deduplicated by
+// (workspace, version, fingerprint):
 //
-//   - no entry has the fingerprint → a new draft (EntryCreated);
+//   - the workspace's own entry (” version: human-made or human-edited) has the
+//     fingerprint → its text is never changed (HumanOwned); the serving version
+//     attaches the draft's evidence to it, a candidate leaves it alone;
+//   - no entry of the version has the fingerprint → a new draft (EntryCreated);
 //   - an AI draft no human edited → its text and metadata are replaced (EntryUpdated
 //     when the text changed);
-//   - a confirmed, hidden, human-created or human-edited entry → its text is never
-//     changed (HumanOwned), but new evidence is attached.
+//   - a confirmed or hidden entry of the version → its text is never changed
+//     (HumanOwned), but new evidence is attached.
 //
-// In every case the draft's evidence is bound to the entry; every evidence id must
-// belong to the workspace (ErrInvalid otherwise, and nothing is written).
+// A retired version writes nothing (EntryDiscarded). A candidate's writes never touch
+// what the serving version shows (decisions D26). Every evidence id must belong to the
+// workspace (ErrInvalid otherwise, and nothing is written).
 func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult, error) {
 	if err := validWorkspace(d.Workspace); err != nil {
 		return EntryResult{}, err
@@ -294,17 +311,43 @@ func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult
 	if err := checkText("fingerprint", d.Fingerprint, MaxFingerprintLen, true); err != nil {
 		return EntryResult{}, err
 	}
+	version, err := versionName(d.ProcessorVersion)
+	if err != nil {
+		return EntryResult{}, err
+	}
 	if err := d.validate(); err != nil {
 		return EntryResult{}, err
 	}
 	var res EntryResult
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
-				(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata)
-			VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb)
-			ON CONFLICT (workspace_id, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		writable, serving, err := versionWritable(ctx, tx, version)
+		if err != nil {
+			return err
+		}
+		if !writable {
+			res = EntryResult{Outcome: EntryDiscarded}
+			return nil
+		}
+		var own int64
+		err = tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
+			WHERE workspace_id = $1 AND processor_version = '' AND fingerprint = $2`,
+			string(d.Workspace), d.Fingerprint).Scan(&own)
+		switch {
+		case err == nil && serving:
+			res, err = updateDraft(ctx, tx, d.Workspace, own, d.EntryContent, false)
+			return err
+		case err == nil:
+			res = EntryResult{ID: own, Outcome: EntryUnchanged, HumanOwned: true}
+			return nil
+		case !errors.Is(err, pgx.ErrNoRows):
+			return err
+		}
+		err = tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+				(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata, processor_version)
+			VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb, $8)
+			ON CONFLICT (workspace_id, processor_version, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
 			RETURNING id`,
-			string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata)).Scan(&res.ID)
+			string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata), version).Scan(&res.ID)
 		if err == nil {
 			res.Outcome = EntryCreated
 			_, err = bindEvidence(ctx, tx, d.Workspace, res.ID, d.EvidenceIDs)
@@ -313,15 +356,16 @@ func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult
 		if !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries WHERE workspace_id = $1 AND fingerprint = $2`,
-			string(d.Workspace), d.Fingerprint).Scan(&res.ID); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
+			WHERE workspace_id = $1 AND processor_version = $2 AND fingerprint = $3`,
+			string(d.Workspace), version, d.Fingerprint).Scan(&res.ID); err != nil {
 			return err
 		}
 		res, err = updateDraft(ctx, tx, d.Workspace, res.ID, d.EntryContent, false)
 		return err
 	})
 	if err != nil {
-		return EntryResult{}, fmt.Errorf("upsert draft entry of workspace %s: %w", d.Workspace, err)
+		return EntryResult{}, fmt.Errorf("upsert draft entry of workspace %s, version %s: %w", d.Workspace, version, err)
 	}
 	return res, nil
 }
@@ -488,8 +532,10 @@ type EntryPatch struct {
 
 // HumanEditEntry applies a human's edit and marks the entry human-edited, so synthesis
 // never changes its text again. The edit is the review a recall asked for: it clears
-// WithdrawnAt and NeedsReviewAt. An empty patch is ErrInvalid; a missing entry
-// ErrNotFound.
+// WithdrawnAt and NeedsReviewAt. The entry must be one users see (the workspace's own
+// or the serving version's); the edit moves it to the workspace (ProcessorVersion ""),
+// so it stays visible whatever version serves later (decisions D26). An empty patch is
+// ErrInvalid; a missing or invisible entry ErrNotFound.
 func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64, p EntryPatch) (Entry, error) {
 	if err := validWorkspace(ws); err != nil {
 		return Entry{}, err
@@ -525,12 +571,13 @@ func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64
 	}
 	var e Entry
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE workspace_timeline_entries SET
+		tag, err := tx.Exec(ctx, `UPDATE workspace_timeline_entries e SET
 				status = coalesce($3, status), occurred_at = coalesce($4, occurred_at), kind = coalesce($5, kind),
 				title = coalesce($6, title), body = coalesce($7, body),
-				human_edited_at = now(), updated_at = now(), withdrawn_at = NULL, needs_review_at = NULL
-			WHERE workspace_id = $1 AND id = $2`,
-			string(ws), id, status, p.OccurredAt, p.Kind, p.Title, p.Body)
+				human_edited_at = now(), updated_at = now(), withdrawn_at = NULL, needs_review_at = NULL,
+				processor_version = ''
+			WHERE workspace_id = $1 AND id = $2 AND `+entryInViewSQL("$8"),
+			string(ws), id, status, p.OccurredAt, p.Kind, p.Title, p.Body, "")
 		if err != nil {
 			return err
 		}
@@ -548,8 +595,11 @@ func (s *Store) HumanEditEntry(ctx context.Context, ws ids.WorkspaceID, id int64
 
 // EntryQuery pages through a workspace's entries in (occurred_at, id) order.
 type EntryQuery struct {
-	IncludeHidden bool
-	After         *Cursor
+	// ProcessorVersion selects the view: the workspace's own entries and those of this
+	// version; "" is the serving version (what users see).
+	ProcessorVersion string
+	IncludeHidden    bool
+	After            *Cursor
 	// Limit is capped at MaxPageSize.
 	Limit int
 }
@@ -569,7 +619,12 @@ func (s *Store) ListEntries(ctx context.Context, ws ids.WorkspaceID, q EntryQuer
 	if err != nil {
 		return EntryPage{}, err
 	}
-	items, err := s.queryEntries(ctx, ws, q.After, q.IncludeHidden, limit+1)
+	if q.ProcessorVersion != "" {
+		if _, err := versionName(q.ProcessorVersion); err != nil {
+			return EntryPage{}, err
+		}
+	}
+	items, err := s.queryEntries(ctx, ws, q.ProcessorVersion, q.After, q.IncludeHidden, limit+1)
 	if err != nil {
 		return EntryPage{}, fmt.Errorf("list entries of workspace %s: %w", ws, err)
 	}
@@ -583,14 +638,25 @@ func (s *Store) ListEntries(ctx context.Context, ws ids.WorkspaceID, q EntryQuer
 	return p, nil
 }
 
-// ListVisibleEntries returns every entry of the workspace that is not hidden, in time
-// order, with evidence ids: the summary's input (design §13). A workspace with more than
-// MaxVisibleEntries gives ErrTooMany.
+// ListVisibleEntries returns every entry of the workspace users see (the workspace's
+// own and the serving version's) that is not hidden, in time order, with evidence ids.
+// A workspace with more than MaxVisibleEntries gives ErrTooMany.
 func (s *Store) ListVisibleEntries(ctx context.Context, ws ids.WorkspaceID) ([]Entry, error) {
+	return s.VersionVisibleEntries(ctx, ws, "")
+}
+
+// VersionVisibleEntries is ListVisibleEntries in the view of one processor version
+// ("" the serving one): the input of that version's summary (design §13).
+func (s *Store) VersionVisibleEntries(ctx context.Context, ws ids.WorkspaceID, version string) ([]Entry, error) {
 	if err := validWorkspace(ws); err != nil {
 		return nil, err
 	}
-	items, err := s.queryEntries(ctx, ws, nil, false, MaxVisibleEntries+1)
+	if version != "" {
+		if _, err := versionName(version); err != nil {
+			return nil, err
+		}
+	}
+	items, err := s.queryEntries(ctx, ws, version, nil, false, MaxVisibleEntries+1)
 	if err != nil {
 		return nil, fmt.Errorf("list visible entries of workspace %s: %w", ws, err)
 	}
@@ -600,18 +666,29 @@ func (s *Store) ListVisibleEntries(ctx context.Context, ws ids.WorkspaceID) ([]E
 	return items, nil
 }
 
-func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+// entryInViewSQL is true for an entry e in the view of the processor version named
+// by the parameter p (” the serving one): the workspace's own entries, and the
+// version's entries that no workspace entry with the same fingerprint replaces (a
+// human edit of a draft with that fingerprint, kept across promotions).
+func entryInViewSQL(p string) string {
+	return `(e.processor_version = '' OR (e.processor_version = coalesce(nullif(` + p + `::text, ''),
+		(SELECT pv.name FROM processor_versions pv WHERE pv.state = 'serving'))
+		AND (e.fingerprint IS NULL OR NOT EXISTS (SELECT 1 FROM workspace_timeline_entries h
+			WHERE h.workspace_id = e.workspace_id AND h.processor_version = '' AND h.fingerprint = e.fingerprint))))`
+}
+
+func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
 	start := Cursor{} // the zero time (year 1) precedes every entry
 	if after != nil {
 		start = *after
 	}
 	sql := `SELECT ` + entryColumns + ` FROM workspace_timeline_entries e
-		WHERE e.workspace_id = $1 AND (e.occurred_at, e.id) > ($2, $3)`
+		WHERE e.workspace_id = $1 AND (e.occurred_at, e.id) > ($2, $3) AND ` + entryInViewSQL("$5")
 	if !includeHidden {
 		sql += ` AND e.status <> 'hidden'`
 	}
 	sql += ` ORDER BY e.occurred_at, e.id LIMIT $4`
-	rows, err := s.pool.Query(ctx, sql, string(ws), start.OccurredAt, start.ID, limit)
+	rows, err := s.pool.Query(ctx, sql, string(ws), start.OccurredAt, start.ID, limit, version)
 	if err != nil {
 		return nil, err
 	}

@@ -20,7 +20,8 @@ type Progress struct {
 	// Completed, Ignored, Failed and NeedsAttention count those windows' states;
 	// Exhausted is the part of Failed whose attempts reached maxAttempts (terminal).
 	Completed, Ignored, Failed, Exhausted, NeedsAttention int
-	// AIEntries counts entries written by synthesis; VisibleEntries every entry not hidden.
+	// AIEntries counts entries written by synthesis; VisibleEntries every entry not
+	// hidden; both of the version and the workspace's own (decisions D26).
 	AIEntries, VisibleEntries int
 }
 
@@ -40,7 +41,10 @@ func (s *Store) Progress(ctx context.Context, workspaces []ids.WorkspaceID, wind
 		return Progress{}, fmt.Errorf("%w: window %s", ErrInvalid, window)
 	}
 	// chat/<chat><namespace>/window/<start>, as ids.WindowSourceKey builds it
-	namespace := ""
+	namespace, version := "", processorVersion
+	if version == "" {
+		version = ids.DefaultProcessorVersion
+	}
 	if processorVersion != "" && processorVersion != ids.DefaultProcessorVersion {
 		namespace = "/processor/" + processorVersion
 	}
@@ -60,12 +64,12 @@ func (s *Store) Progress(ctx context.Context, workspaces []ids.WorkspaceID, wind
 			count(s.id) FILTER (WHERE s.status = 'failed'),
 			count(s.id) FILTER (WHERE s.status = 'failed' AND s.attempts >= $4),
 			count(s.id) FILTER (WHERE s.status = 'needs_attention'),
-			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND source = 'ai'),
-			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND status <> 'hidden')
+			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND source = 'ai' AND processor_version IN ('', $7)),
+			(SELECT count(*) FROM workspace_timeline_entries WHERE workspace_id = ANY($1) AND status <> 'hidden' AND processor_version IN ('', $7))
 		FROM w LEFT JOIN workspace_timeline_sync_states s
 		  ON s.workspace_id = w.workspace_id AND s.source = $5 AND s.source_type = $6
 		 AND s.source_key = 'chat/' || w.chat_id || $3 || '/window/' || to_char(w.start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"')`,
-		names, window.Seconds(), namespace, maxAttempts, ids.SourceSystem, ids.SourceTypeLarkWindow).
+		names, window.Seconds(), namespace, maxAttempts, ids.SourceSystem, ids.SourceTypeLarkWindow, version).
 		Scan(&p.Evidence, &p.Windows, &p.Completed, &p.Ignored, &p.Failed, &p.Exhausted, &p.NeedsAttention, &p.AIEntries, &p.VisibleEntries)
 	if err != nil {
 		return Progress{}, fmt.Errorf("reading progress of %d workspaces: %w", len(names), err)

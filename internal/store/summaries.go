@@ -18,9 +18,12 @@ const MaxSummaryBytes = 64 << 10
 // Summary is a workspace's timeline summary (design §13).
 type Summary struct {
 	Workspace ids.WorkspaceID
-	Source    EntrySource
-	Text      string
-	UpdatedAt time.Time
+	// ProcessorVersion is the version whose synthesis wrote an AI summary; "" for a
+	// human's, which is the workspace's and shown whatever version serves.
+	ProcessorVersion string
+	Source           EntrySource
+	Text             string
+	UpdatedAt        time.Time
 	// AIMetadata records how an AI summary was made (empty object for human ones).
 	AIMetadata json.RawMessage
 	// RefreshDueAt is set when a recall withdrew an AI draft of the workspace: the AI
@@ -30,18 +33,33 @@ type Summary struct {
 	RefreshDueAt *time.Time
 }
 
-// GetSummary returns the workspace's summary, or ErrNotFound.
+// GetSummary returns the summary users see: the workspace's human summary if it has
+// one, else the serving version's AI summary; ErrNotFound when there is neither.
 func (s *Store) GetSummary(ctx context.Context, ws ids.WorkspaceID) (Summary, error) {
+	return s.VersionSummary(ctx, ws, "")
+}
+
+// VersionSummary is GetSummary in the view of one processor version ("" the serving
+// one): a human summary, else the version's own.
+func (s *Store) VersionSummary(ctx context.Context, ws ids.WorkspaceID, version string) (Summary, error) {
 	if err := validWorkspace(ws); err != nil {
 		return Summary{}, err
+	}
+	if version != "" {
+		if _, err := versionName(version); err != nil {
+			return Summary{}, err
+		}
 	}
 	var (
 		sum Summary
 		src string
 	)
-	err := s.pool.QueryRow(ctx, `SELECT source, text, updated_at, ai_metadata, refresh_due_at
-		FROM workspace_timeline_summaries WHERE workspace_id = $1`, string(ws)).
-		Scan(&src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
+	err := s.pool.QueryRow(ctx, `SELECT processor_version, source, text, updated_at, ai_metadata, refresh_due_at
+		FROM workspace_timeline_summaries
+		WHERE workspace_id = $1 AND (processor_version = '' OR processor_version = coalesce(nullif($2::text, ''),
+			(SELECT pv.name FROM processor_versions pv WHERE pv.state = 'serving')))
+		ORDER BY processor_version = '' DESC LIMIT 1`, string(ws), version).
+		Scan(&sum.ProcessorVersion, &src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = ErrNotFound
 	}
@@ -64,20 +82,30 @@ func (s *Store) PutHumanSummary(ctx context.Context, ws ids.WorkspaceID, text st
 	if err := checkText("summary", text, MaxSummaryBytes, false); err != nil {
 		return err
 	}
-	if _, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries (workspace_id, source, text, ai_metadata)
-		VALUES ($1, 'human', $2, '{}')
-		ON CONFLICT (workspace_id) DO UPDATE SET source = 'human', text = excluded.text,
+	if _, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries (workspace_id, processor_version, source, text, ai_metadata)
+		VALUES ($1, '', 'human', $2, '{}')
+		ON CONFLICT (workspace_id, processor_version) DO UPDATE SET source = 'human', text = excluded.text,
 			ai_metadata = '{}', updated_at = now(), refresh_due_at = NULL`, string(ws), text); err != nil {
 		return fmt.Errorf("put human summary of workspace %s: %w", ws, err)
 	}
 	return nil
 }
 
-// PutAISummaryIfNotHuman stores an AI summary unless the workspace's summary is
-// source=human, in one statement (no window between check and write). written is false
-// when a human summary was kept.
+// PutAISummaryIfNotHuman is PutAISummary of the default processor version.
 func (s *Store) PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, text string, meta json.RawMessage) (written bool, err error) {
+	return s.PutAISummary(ctx, ws, ids.DefaultProcessorVersion, text, meta)
+}
+
+// PutAISummary stores a processor version's AI summary unless the workspace has a
+// human summary, in one statement. written is false when a human summary was kept or
+// the version is retired. A candidate's summary is its own row: it never replaces
+// what users see (decisions D26).
+func (s *Store) PutAISummary(ctx context.Context, ws ids.WorkspaceID, version, text string, meta json.RawMessage) (written bool, err error) {
 	if err := validWorkspace(ws); err != nil {
+		return false, err
+	}
+	version, err = versionName(version)
+	if err != nil {
 		return false, err
 	}
 	if err := checkText("summary", text, MaxSummaryBytes, false); err != nil {
@@ -86,13 +114,14 @@ func (s *Store) PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, 
 	if err := checkJSONObject("ai_metadata", meta, MaxAIMetadataBytes); err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries AS sm (workspace_id, source, text, ai_metadata)
-		VALUES ($1, 'ai', $2, $3::jsonb)
-		ON CONFLICT (workspace_id) DO UPDATE SET text = excluded.text, ai_metadata = excluded.ai_metadata, updated_at = now(),
-			refresh_due_at = NULL
-		WHERE sm.source <> 'human'`, string(ws), text, jsonObject(meta))
+	tag, err := s.pool.Exec(ctx, `INSERT INTO workspace_timeline_summaries AS sm (workspace_id, processor_version, source, text, ai_metadata)
+		SELECT $1, $4, 'ai', $2, $3::jsonb
+		WHERE NOT EXISTS (SELECT 1 FROM workspace_timeline_summaries h WHERE h.workspace_id = $1 AND h.processor_version = '')
+		  AND NOT EXISTS (SELECT 1 FROM processor_versions pv WHERE pv.name = $4 AND pv.state = 'retired')
+		ON CONFLICT (workspace_id, processor_version) DO UPDATE SET text = excluded.text, ai_metadata = excluded.ai_metadata,
+			updated_at = now(), refresh_due_at = NULL`, string(ws), text, jsonObject(meta), version)
 	if err != nil {
-		return false, fmt.Errorf("put AI summary of workspace %s: %w", ws, err)
+		return false, fmt.Errorf("put AI summary of workspace %s, version %s: %w", ws, version, err)
 	}
 	return tag.RowsAffected() == 1, nil
 }

@@ -407,7 +407,8 @@ func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions
 //   - processing, not written for StaleAfter → processing, attempts+1 (takeover), or
 //     failed when it was the last attempt;
 //   - processing and fresh → ClaimBusy; completed/ignored → ClaimDone; failed with no
-//     attempts left → ClaimExhausted.
+//     attempts left → ClaimExhausted;
+//   - a window of a retired processor version → ClaimDone, and no row is written.
 //
 // A retried or taken-over window resumes at its next undone chunk: its cursor, chunk and
 // draft counters are kept (the chunks before the cursor were committed with their
@@ -430,6 +431,12 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 			created, stale bool
 			err            error
 		)
+		// A closed record of a retired version (still in the closed-window topic) is
+		// done: it never brings back a row `versions retire` deleted (decisions D26).
+		if writable, _, err := versionWritable(ctx, tx, k.ProcessorVersion); err != nil || !writable {
+			w, outcome = WindowState{Key: k}, ClaimDone
+			return err
+		}
 		w, created, err = createWindow(ctx, tx, k, opts)
 		if created {
 			outcome = ClaimCreated

@@ -425,7 +425,8 @@ func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingE
 	for pages := 0; pages < 10; pages++ {
 		var page store.EntryPage
 		err := w.withStore(ctx, "list_entries", func() (err error) {
-			page, err = w.o.Store.ListEntries(ctx, j.key.Workspace, store.EntryQuery{After: after, Limit: store.MaxPageSize})
+			page, err = w.o.Store.ListEntries(ctx, j.key.Workspace, store.EntryQuery{ProcessorVersion: j.processorVersion(),
+				After: after, Limit: store.MaxPageSize})
 			return err
 		})
 		if err != nil {
@@ -587,6 +588,7 @@ func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, 
 		var r store.EntryResult
 		err = w.withStore(ctx, "upsert_draft_entry", func() (err error) {
 			r, err = w.o.Store.UpsertDraftEntry(ctx, store.EntryDraft{Workspace: j.key.Workspace, Fingerprint: fp,
+				ProcessorVersion: j.processorVersion(),
 				EntryContent: store.EntryContent{OccurredAt: d.OccurredAt, Kind: string(d.Kind), Title: d.Title,
 					Body: d.Body, AIMetadata: raw, EvidenceIDs: evidence}})
 			return err

@@ -124,10 +124,12 @@ type Store interface {
 
 	UpsertDraftEntry(ctx context.Context, d store.EntryDraft) (store.EntryResult, error)
 	ListEntries(ctx context.Context, ws ids.WorkspaceID, q store.EntryQuery) (store.EntryPage, error)
-	ListVisibleEntries(ctx context.Context, ws ids.WorkspaceID) ([]store.Entry, error)
+	// The reads and writes below are in the window's processor version's view: a
+	// candidate's summary and entries are its own (decisions D26).
+	VersionVisibleEntries(ctx context.Context, ws ids.WorkspaceID, version string) ([]store.Entry, error)
 
-	GetSummary(ctx context.Context, ws ids.WorkspaceID) (store.Summary, error)
-	PutAISummaryIfNotHuman(ctx context.Context, ws ids.WorkspaceID, text string, meta json.RawMessage) (bool, error)
+	VersionSummary(ctx context.Context, ws ids.WorkspaceID, version string) (store.Summary, error)
+	PutAISummary(ctx context.Context, ws ids.WorkspaceID, version, text string, meta json.RawMessage) (bool, error)
 }
 
 var _ Store = (*store.Store)(nil)

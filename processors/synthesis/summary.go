@@ -83,7 +83,7 @@ func (s summaryRun) attempted(outcome string, err error) {
 func (s summaryRun) read(ctx context.Context) (store.Summary, error) {
 	var sum store.Summary
 	err := s.w.withStore(ctx, "get_summary", func() (err error) {
-		sum, err = s.w.o.Store.GetSummary(ctx, s.j.key.Workspace)
+		sum, err = s.w.o.Store.VersionSummary(ctx, s.j.key.Workspace, s.j.processorVersion())
 		return err
 	})
 	if errors.Is(err, store.ErrNotFound) {
@@ -132,7 +132,7 @@ func (s summaryRun) request(ctx context.Context, previous store.Summary) (synth.
 	ws := s.j.key.Workspace
 	var entries []store.Entry
 	err := s.w.withStore(ctx, "list_visible_entries", func() (err error) {
-		entries, err = s.w.o.Store.ListVisibleEntries(ctx, ws)
+		entries, err = s.w.o.Store.VersionVisibleEntries(ctx, ws, s.j.processorVersion())
 		return err
 	})
 	if err != nil {
@@ -187,7 +187,7 @@ func (s summaryRun) write(ctx context.Context, req synth.SummaryRequest, text st
 	}
 	var written bool
 	err = w.withStore(ctx, "put_ai_summary", func() (err error) {
-		written, err = w.o.Store.PutAISummaryIfNotHuman(ctx, j.key.Workspace, text, meta)
+		written, err = w.o.Store.PutAISummary(ctx, j.key.Workspace, j.processorVersion(), text, meta)
 		return err
 	})
 	switch {

@@ -197,20 +197,19 @@ func TestSecuredPipeline(t *testing.T) {
 				t.Errorf("larkline lag could not read a group:\n%s", lag)
 			}
 
-			p.replayCaughtUp(ctx, t, "v2")
+			p.versionCaughtUp(ctx, t, "v2")
 		})
 	}
 }
 
-// replayCaughtUp runs `larkline replay --processor-version <version>` until it says it
-// caught up with the evidence topic, then stops it.
-func (p *pipeline) replayCaughtUp(ctx context.Context, t *testing.T, version string) {
+// versionCaughtUp runs `larkline versions start <version>`, which the running windows
+// process picks up, until it says the version caught up with the evidence topic.
+func (p *pipeline) versionCaughtUp(ctx context.Context, t *testing.T, version string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, larklineBin, "replay", "--processor-version", version, "--progress", "1s")
-	cmd.Env = append(append(larklineEnv(), p.env...), "LARKLINE_WINDOWS__STATEDIR="+filepath.Join(p.dir, "state-replay"),
-		"LARKLINE_HTTP__LISTEN=127.0.0.1:0")
+	cmd := exec.CommandContext(ctx, larklineBin, "versions", "start", version, "--progress", "1s")
+	cmd.Env = append(larklineEnv(), p.env...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.StdoutPipe()
@@ -234,7 +233,7 @@ func (p *pipeline) replayCaughtUp(ctx context.Context, t *testing.T, version str
 	go func() { _, _ = bufio.NewReader(out).WriteTo(discard{}) }()
 	werr := cmd.Wait()
 	if !caught {
-		t.Fatalf("replay %s never caught up (exit %v):\n%s\n--- stderr tail ---\n%s", version, werr, strings.Join(lines, "\n"), tailLines(stderr.String(), 30))
+		t.Fatalf("versions start %s never caught up (exit %v):\n%s\n--- stderr tail ---\n%s", version, werr, strings.Join(lines, "\n"), tailLines(stderr.String(), 30))
 	}
 }
 

@@ -29,6 +29,8 @@
     summary: undefined,   // last /summary answer; null when the workspace has none
     open: new Set(),      // ids of expanded entries
     expandAll: false,
+    compare: "",          // ?compare=B: a processor version to compare with the serving one
+    comparison: null,     // last /compare answer
     evidence: new Map(),  // evidence id -> item
     missing: new Set(),   // evidence ids the listing no longer holds
     listing: "unknown",   // "enabled" | "disabled" | "unknown"
@@ -360,6 +362,42 @@
     return es.length > 0 && es.every(function (e) { return state.open.has(e.id); });
   }
 
+  // renderCompare shows what processor version state.compare wrote differently from
+  // the serving one: counts first, then each entry (text via textContent, as always).
+  function renderCompare() {
+    var c = state.comparison;
+    var sec = $("compare");
+    if (!state.compare || !c) { sec.hidden = true; return; }
+    sec.hidden = false;
+    $("compare-version").textContent = c.version;
+    $("compare-meta").textContent = "serving: " + c.serving;
+    $("compare-counts").textContent =
+      plural(c.only_version.length, "entry", "entries") + " only in " + c.version + ", " +
+      plural(c.only_serving.length, "entry", "entries") + " only in " + c.serving + ", " +
+      c.changed.length + " changed; summary " + (c.summary_changed ? "changed" : "the same") + "; " +
+      plural(c.windows_only_version, "window", "windows") + " closed only by " + c.version + ", " +
+      plural(c.windows_only_serving, "window", "windows") + " only by " + c.serving + ".";
+    var items = [];
+    function line(cls, side, e, old) {
+      var li = el("li", "compare-" + cls);
+      li.dataset.compare = cls;
+      li.appendChild(el("span", "compare-side", side));
+      li.appendChild(timeEl(e.occurred_at));
+      li.appendChild(document.createTextNode(" "));
+      li.appendChild(el("span", "kind " + kindClass(e.kind), kindLabel(e.kind)));
+      li.appendChild(document.createTextNode(" "));
+      if (old) li.appendChild(el("span", "compare-old", old.title));
+      if (old) li.appendChild(document.createTextNode(" → "));
+      li.appendChild(el("span", "compare-title", e.title));
+      items.push(li);
+    }
+    c.only_version.forEach(function (e) { line("only-version", "Only in " + c.version, e); });
+    c.only_serving.forEach(function (e) { line("only-serving", "Only in " + c.serving, e); });
+    c.changed.forEach(function (p) { line("changed", "Changed", p.version, p.serving); });
+    var list = $("compare-list");
+    list.replaceChildren.apply(list, items);
+  }
+
   function render() {
     renderHeader();
     renderFreshness();
@@ -369,6 +407,7 @@
     $("forget-token").hidden = false;
     renderSummary();
     renderEntries();
+    renderCompare();
   }
 
   function showBanner(text) {
@@ -383,7 +422,7 @@
     document.body.dataset.state = "auth";
     $("auth").hidden = false;
     $("auth-reason").textContent = reason;
-    ["summary", "timeline", "fatal"].forEach(function (id) { $(id).hidden = true; });
+    ["summary", "timeline", "fatal", "compare"].forEach(function (id) { $(id).hidden = true; });
     $("toggle-all").hidden = true;
     $("forget-token").hidden = !state.token;
     showBanner("");
@@ -396,7 +435,7 @@
     $("fatal").hidden = false;
     $("fatal-title").textContent = title;
     $("fatal-text").textContent = text;
-    ["summary", "timeline", "auth"].forEach(function (id) { $(id).hidden = true; });
+    ["summary", "timeline", "auth", "compare"].forEach(function (id) { $(id).hidden = true; });
     showBanner("");
   }
 
@@ -434,6 +473,11 @@
       case "workspace_not_found":
         showFatal("No such workspace", "The server knows no workspace " + state.ws + ".");
         return;
+      case "version_not_found":
+      case "invalid_version":
+        showFatal("No such processor version", "The server knows no processor version \u201c" + state.compare +
+          "\u201d to compare with (see larkline versions list).");
+        return;
       case "invalid_workspace_id":
         showFatal("Not a workspace id", "\u201c" + state.ws + "\u201d is not a valid workspace id.");
         return;
@@ -453,9 +497,12 @@
       if (err.code === "summary_not_found") return null;
       throw err;
     });
-    Promise.all([api("/timeline"), summary]).then(function (res) {
+    var comparison = state.compare ?
+      api("/compare?" + new URLSearchParams({ version: state.compare }).toString()) : Promise.resolve(null);
+    Promise.all([api("/timeline"), summary, comparison]).then(function (res) {
       state.timeline = res[0];
       state.summary = res[1];
+      state.comparison = res[2];
       state.lastOk = new Date();
       state.error = null;
       if (!state.timeline.evidence_listed) state.listing = "disabled";
@@ -516,6 +563,7 @@
       try { state.token = sessionStorage.getItem(TOKEN_KEY) || ""; } catch (e) { state.token = ""; }
     }
     state.expandAll = frag.get("expand") === "all";
+    state.compare = new URLSearchParams(location.search).get("compare") || "";
 
     $("auth-form").addEventListener("submit", function (ev) {
       ev.preventDefault();
