@@ -230,7 +230,7 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		_ = ops.Close()
 		return nil, err
 	}
-	comps := []component{closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, probe.Close}}
+	comps := []component{held(probe.Close)}
 	// The API and the webhook on their own listeners, unless they share one.
 	byAddr := map[string]*opsserver.Server{cfg.HTTP.Listen: ops}
 	for _, l := range []struct {
@@ -402,7 +402,7 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	if err := rt.ops.Handle(workspaces.AdminPathPrefix, h); err != nil {
 		return nil, err
 	}
-	return []component{closerFunc{feed.Run, feed.Close}}, nil
+	return []component{feed}, nil
 }
 
 // adminScopeTokens are the digests of the API tokens of scope admin.
@@ -416,14 +416,12 @@ func adminScopeTokens(cfg *config.Config) []string {
 	return out
 }
 
-// closerFunc adapts a Run function and a Close without an error result.
-type closerFunc struct {
-	run   func(context.Context) error
-	close func()
-}
+// held keeps a resource a role's components share (a Kafka client) until the role
+// stops: its Run waits for ctx, its Close releases the resource.
+type held func()
 
-func (c closerFunc) Run(ctx context.Context) error { return c.run(ctx) }
-func (c closerFunc) Close() error                  { c.close(); return nil }
+func (held) Run(ctx context.Context) error { <-ctx.Done(); return nil }
+func (h held) Close() error                { h(); return nil }
 
 // buildAPI mounts the timeline API and the web page on the ops server.
 func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
@@ -508,8 +506,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 		progress.Close()
 		return nil, err
 	}
-	keep := closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, progress.Close}
-	return []component{keep, closerFunc{w.Run, w.Close}}, nil // closed in reverse: the worker, then the client
+	return []component{held(progress.Close), w}, nil // closed in reverse: the worker, then the client
 }
 
 // buildLag exports consumer lag of larkline's groups (one instance per deployment).
@@ -536,7 +533,7 @@ func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 		exp.Close()
 		return nil, err
 	}
-	return []component{closerFunc{exp.Run, exp.Close}, closerFunc{dl.Run, dlc.Close}}, nil
+	return []component{exp, held(dlc.Close), dl}, nil // closed in reverse: the dead-letter exporter, its client, the lag exporter
 }
 
 // buildRetention runs the retention job every interval when it is enabled (the
@@ -551,7 +548,7 @@ func buildRetention(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []component{closerFunc{job.Run, job.Close}}, nil
+	return []component{job}, nil
 }
 
 func newRetentionJob(ctx context.Context, rt *runtime) (*retention.Job, error) {

@@ -67,7 +67,7 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	}
 	s := &larkStack{client: client, norm: norm, resolver: res, contacts: contacts, producer: producer, store: st}
 	rt.larkStack = s
-	comps := []component{res, contacts, closerFunc{func(ctx context.Context) error { <-ctx.Done(); return nil }, producer.Close}}
+	comps := []component{res, contacts, held(producer.Close)}
 	return s, comps, nil
 }
 

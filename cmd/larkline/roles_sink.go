@@ -20,5 +20,5 @@ func buildSink(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []component{closerFunc{s.Run, s.Close}}, nil
+	return []component{s}, nil
 }

@@ -109,4 +109,4 @@ func (e *Exporter) scan(ctx context.Context) {
 }
 
 // Close closes nothing: the client belongs to the caller.
-func (e *Exporter) Close() {}
+func (e *Exporter) Close() error { return nil }

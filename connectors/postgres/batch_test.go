@@ -272,7 +272,7 @@ func unitSink(t testing.TB, w Store, writers int) *Sink {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

@@ -150,11 +150,11 @@ func (s *Sink) Run(ctx context.Context) error {
 
 // Close stops a running Run (which drains first) and releases the Kafka client. It
 // does not close the store. Safe to call more than once and without Run.
-func (s *Sink) Close() {
+func (s *Sink) Close() error {
 	s.mu.Lock()
 	if !s.life.Close() {
 		s.mu.Unlock()
-		return
+		return nil
 	}
 	cancel, done, cl := s.cancel, s.done, s.cl
 	s.mu.Unlock()
@@ -165,6 +165,7 @@ func (s *Sink) Close() {
 	if cl != nil {
 		cl.CloseAllowingRebalance()
 	}
+	return nil
 }
 
 // retryError marks a failure that a later attempt may not have.

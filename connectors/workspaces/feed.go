@@ -225,11 +225,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 // Close leaves the group and closes the client. Offsets of records applied by a Run
 // that is still running when Close is called may not be committed; those records are
 // applied again, to the same effect, by the next owner.
-func (c *Consumer) Close() {
+func (c *Consumer) Close() error {
 	c.mu.Lock()
 	c.life.Close()
 	c.mu.Unlock()
 	c.closeOnce.Do(c.cl.CloseAllowingRebalance)
+	return nil
 }
 
 // process applies recs in order and commits the offsets of those applied.

@@ -163,11 +163,12 @@ func (p *Publisher) produce(ctx context.Context, key string, value []byte) (Publ
 
 // Close waits for Publish calls in flight and closes the client. Later calls return
 // ErrClosed.
-func (p *Publisher) Close() {
+func (p *Publisher) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.closed {
 		p.closed = true
 		p.cl.Close()
 	}
+	return nil
 }

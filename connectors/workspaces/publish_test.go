@@ -29,7 +29,7 @@ func newPublisher(t *testing.T, e *feedEnv, reg *prometheus.Registry) *Publisher
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() { _ = p.Close() })
 	return p
 }
 

@@ -61,7 +61,7 @@ func TestKafkaLagExporterSeries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(e.Close)
+			t.Cleanup(func() { _ = e.Close() })
 			e.swap(snap)
 			families := scrape(t, reg)
 			type key struct{ name, labels string }

@@ -149,11 +149,11 @@ func (e *Exporter) Run(ctx context.Context) error {
 
 // Close stops Run (waiting for it to return), unregisters the metrics and closes the
 // Kafka client. It is idempotent.
-func (e *Exporter) Close() {
+func (e *Exporter) Close() error {
 	e.mu.Lock()
 	if !e.life.Close() {
 		e.mu.Unlock()
-		return
+		return nil
 	}
 	cancel, done := e.cancel, e.done
 	e.mu.Unlock()
@@ -165,6 +165,7 @@ func (e *Exporter) Close() {
 		e.o.Registry.Unregister(e)
 	}
 	e.cl.Close()
+	return nil
 }
 
 // Snapshot returns the latest sample. Its slices are shared with later scrapes and

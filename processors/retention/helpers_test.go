@@ -94,7 +94,7 @@ func (e *env) job(t *testing.T, mode Mode, mutate func(*Options)) (*Job, *promet
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(j.Close)
+	t.Cleanup(func() { _ = j.Close() })
 	return j, reg
 }
 

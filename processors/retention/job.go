@@ -138,17 +138,18 @@ func (j *Job) Run(ctx context.Context) error {
 // Close ends a running Run or RunOnce (a batch acknowledged by Kafka still gets its
 // database change), waits for them, unregisters the metrics and closes the
 // producer. It is idempotent.
-func (j *Job) Close() {
+func (j *Job) Close() error {
 	j.mu.Lock()
 	if !j.life.Close() {
 		j.mu.Unlock()
-		return
+		return nil
 	}
 	j.mu.Unlock()
 	j.close()
 	j.inflight.Wait()
 	j.m.unregister()
 	j.cl.Close()
+	return nil
 }
 
 // RunOnce runs one retention pass. With dryRun it writes nothing (no lock, no

@@ -150,11 +150,11 @@ func (w *Worker) Run(ctx context.Context) error {
 
 // Close stops a running Run and waits for it to return. It is safe to call more than
 // once and without Run.
-func (w *Worker) Close() {
+func (w *Worker) Close() error {
 	w.mu.Lock()
 	if !w.life.Close() {
 		w.mu.Unlock()
-		return
+		return nil
 	}
 	cancel, done := w.cancel, w.done
 	w.mu.Unlock()
@@ -162,6 +162,7 @@ func (w *Worker) Close() {
 		cancel()
 		<-done
 	}
+	return nil
 }
 
 // drainContext returns a context that ends grace after parent ends (or at stop).
