@@ -26,7 +26,7 @@ type RedriverOptions struct {
 	// DeadLetterTopic is the dead-letter topic. Required.
 	DeadLetterTopic string
 	// Store writes evidence (stage evidence_sink). Required for that stage.
-	Store store.EvidenceWriter
+	Store postgres.Writer
 	// SourceTopics names, per stage, the topic its dead letters must come from (the
 	// stage's input): a dead letter naming another topic is refused, never produced
 	// there. Required for the stage re-driven.

@@ -1,7 +1,7 @@
 // Package postgres is larkline's evidence sink: a franz-go consumer-group member that
 // reads the compacted evidence topic (key <workspace>/<chat>/<message>, Avro
 // EvidenceRecord values) and writes workspace_timeline_evidence through
-// store.EvidenceWriter, at least once and idempotently.
+// Writer (*store.Store), at least once and idempotently.
 //
 // # What a record does
 //

@@ -96,9 +96,16 @@ type Options struct {
 	Registry *prometheus.Registry
 }
 
+// Writer writes evidence: the sink, and a re-drive of its dead letters (Redrive).
+// *store.Store satisfies it.
+type Writer interface {
+	UpsertEvidence(ctx context.Context, batch []store.Evidence) ([]store.UpsertOutcome, error)
+	DeleteEvidence(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) (int64, error)
+}
+
 // Store is what the sink needs of the evidence table; *store.Store satisfies it.
 type Store interface {
-	store.EvidenceWriter
+	Writer
 	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
 }
 

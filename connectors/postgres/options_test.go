@@ -15,7 +15,7 @@ import (
 	"github.com/larkline/larkline/schemas/ids"
 )
 
-// fakeWriter is a store.EvidenceWriter for unit tests: it fails as told and
+// fakeWriter is a Writer for unit tests: it fails as told and
 // otherwise records what it was asked to write.
 type fakeWriter struct {
 	upsert func(batch []store.Evidence) ([]store.UpsertOutcome, error)

@@ -23,7 +23,7 @@ var ErrStillRefused = errors.New("the sink refuses the record again")
 // (inserted, updated, redacted, unchanged, stale, deleted, delete_absent); a record
 // still refused returns ErrStillRefused and its reason; registry or database
 // failures are returned as they are.
-func Redrive(ctx context.Context, codec *schemas.Codec[schemas.EvidenceRecord], st store.EvidenceWriter, rec *kgo.Record) (string, error) {
+func Redrive(ctx context.Context, codec *schemas.Codec[schemas.EvidenceRecord], st Writer, rec *kgo.Record) (string, error) {
 	if codec == nil || st == nil || rec == nil {
 		return "", fmt.Errorf("%w: Redrive needs a codec, a store and a record", ErrInvalidOptions)
 	}

@@ -94,7 +94,9 @@ const ReconcileVersion = "reconcile-v1"
 // Store is what the reconciler reads and writes in Postgres; *store.Store
 // satisfies it.
 type Store interface {
-	store.Checkpoints
+	// GetCheckpoint and AdvanceCheckpoint keep a chat's collection checkpoint.
+	GetCheckpoint(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID) (store.Checkpoint, error)
+	AdvanceCheckpoint(ctx context.Context, ws ids.WorkspaceID, chat ids.ChatID, pos store.CheckpointPosition, meta store.CheckpointMeta) (store.Checkpoint, bool, error)
 	// ListBindings lists the bindings of firing workspaces of the lookback.
 	ListBindings(ctx context.Context, f store.BindingFilter) ([]store.WorkspaceBinding, error)
 	// GetWorkspace and ChatsOfWorkspace serve a manual Refresh.
