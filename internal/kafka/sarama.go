@@ -74,40 +74,10 @@ const DefaultGokaCompression = CompressionLZ4
 const DefaultStreamRetention = 24 * time.Hour
 
 // SaramaConfig validates o and returns the sarama configuration of larkline's Goka
-// clients. It starts from goka.DefaultConfig (which keeps Goka's copartitioning
-// rebalance strategy, returned successes and errors, and 256-message channel buffers)
-// and sets explicitly:
-//
-//   - Consumer.Group.Rebalance.GroupStrategies = Goka's copartitioning strategy;
-//   - Version from o.Version (default 3.6.0);
-//   - Producer.RequiredAcks from o.Producer.Acks (default sarama.WaitForAll);
-//   - Producer.Idempotent unless o.Producer.DisableIdempotence. Sarama's idempotent
-//     producer requires acks=all, retries and Net.MaxOpenRequests = 1; larkline sets
-//     Net.MaxOpenRequests = 1 either way, so a retried request can never overtake an
-//     earlier one and a chat's records stay in order;
-//   - Producer.Flush.Frequency = o.Producer.Linger (NoLinger: every flush trigger
-//     zero, so sarama sends at once);
-//   - Producer.Compression from o.Compression (default DefaultGokaCompression, not
-//     o.Producer.Compression);
-//   - Producer.MaxMessageBytes = MaxBatchBytes (sarama's default is 1 MiB): it bounds
-//     one record and one partition's batch before compression, and a window
-//     processor writes closed-window and loop records of up to MaxRecordBytes;
-//   - Consumer.Fetch.Default = 1 MiB and Consumer.Fetch.Max = 0 (no limit but
-//     sarama.MaxResponseSize): a fetch returns a larger first batch whole anyway
-//     (KIP-74), and sarama grows its fetch size when it sees a partial one;
-//   - Consumer.Offsets.Initial = sarama.OffsetOldest: a new group (a new processor
-//     version) reads its inputs from the start, which is what replay needs;
-//   - Consumer.IsolationLevel = ReadCommitted, Consumer.MaxWaitTime =
-//     o.Consumer.FetchMaxWait, Consumer.Group.Session.Timeout and
-//     Consumer.Group.Rebalance.Timeout from o.Consumer;
-//   - Metadata.AllowAutoTopicCreation = false (sarama's default is true): topics are
-//     created by EnsureTopics or, for group tables, by Goka's topic manager;
-//   - ClientID, and TLS and SASL (PLAIN, SCRAM-SHA-256/512, OAUTHBEARER through an AccessTokenProvider) from o.
-//
-// Producer.Partitioner is set by Goka itself from the hasher (use ProcessorOptions and
-// friends, which pass Hasher). The returned config is a template: the option helpers
-// copy it for every client Goka builds, because Goka's builders write ClientID and
-// Partitioner into the config they are given.
+// clients: goka.DefaultConfig with every setting larkline relies on set explicitly
+// (saramaConfig says why, line by line). The config is a template: Goka's builders
+// write ClientID and Partitioner (from the hasher ProcessorOptions passes) into the
+// config they are given, so the option helpers copy it for every client.
 func SaramaConfig(o GokaOptions) (*sarama.Config, error) {
 	cfg, _, err := saramaConfig(o)
 	return cfg, err
@@ -134,8 +104,9 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 
 	opts := v.o
 	cfg := goka.DefaultConfig()
-	cfg.Version = version
+	cfg.Version = version // o.Version, default 3.6.0
 	cfg.ClientID = opts.ClientID
+	// sarama's default is true: topics come from EnsureTopics or Goka's topic manager.
 	cfg.Metadata.AllowAutoTopicCreation = false
 
 	p := opts.Producer
@@ -148,6 +119,8 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 		// Goka refuses NoResponse for processors (it needs the offsets), and so do we.
 		return nil, invalid("goka producer acks %q: goka needs acknowledged writes", p.Acks)
 	}
+	// The idempotent producer needs acks=all, retries and one open request; one open
+	// request either way, so a retry never overtakes an earlier batch of a chat.
 	cfg.Producer.Idempotent = !p.DisableIdempotence
 	cfg.Net.MaxOpenRequests = 1
 	if p.Linger == NoLinger {
@@ -165,15 +138,20 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 	if gokaCompression == "" {
 		gokaCompression = DefaultGokaCompression
 	}
-	cfg.Producer.Compression = saramaCompression(gokaCompression)
+	cfg.Producer.Compression = saramaCompression(gokaCompression) // not o.Producer.Compression
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
+	// sarama's default is 1 MiB, per record and per partition batch before
+	// compression; loop and table records reach MaxRecordBytes (limits.go).
 	cfg.Producer.MaxMessageBytes = MaxBatchBytes
 
 	c := opts.Consumer
+	// A new group (a new processor version) reads its inputs from the start.
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	cfg.Consumer.IsolationLevel = sarama.ReadCommitted
 	cfg.Consumer.MaxWaitTime = c.FetchMaxWait
+	// A larger first batch comes whole anyway (KIP-74) and sarama grows its fetch
+	// size on a partial one; Max 0 is bounded by sarama.MaxResponseSize.
 	cfg.Consumer.Fetch.Default = 1 << 20
 	cfg.Consumer.Fetch.Max = 0
 	cfg.Consumer.Group.Session.Timeout = c.SessionTimeout

@@ -104,8 +104,7 @@ func DefaultTopicNames() TopicNames {
 // take the same count for simplicity. min.insync.replicas is 2 when replication is at
 // least 3 (acks=all then survives one broker loss without losing a write) and 1
 // otherwise. The closed-window and dead-letter topics take max.message.bytes =
-// MaxBatchBytes: a closed window of a busy chat is several MB, and a dead letter may
-// park one (see limits.go for the largest window that fits). See
+// MaxBatchBytes: a dead letter parks whatever record failed (limits.go). See
 // deploy/kafka/topics.yaml for the same table, in prose.
 func DefaultTopicSpecs(names TopicNames, partitions int32, replication int16) []TopicSpec {
 	minISR := "1"
