@@ -10,6 +10,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
@@ -75,6 +78,9 @@ func runLag(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err := checkAccess(ctx, cl, needs); err != nil {
 		return err
 	}
+	if *groups == "" {
+		names = versionGroups(ctx, cl, cfg, names, stderr)
+	}
 	lags, err := kafka.Lag(ctx, cl, names, kafka.LagOptions{})
 	if err != nil {
 		return err
@@ -107,6 +113,32 @@ func unreadGroups(lags []kafka.GroupLag) []string {
 		}
 	}
 	return unread
+}
+
+// versionGroupsPrefix starts the groups of every processor version (windows.GroupName,
+// windows.PublisherGroup): the lag role and `larkline lag` follow the versions
+// `larkline versions start` and `retire` add and remove with it.
+func versionGroupsPrefix(cfg *config.Config) string {
+	return string(windows.GroupName(cfg.Kafka.GroupPrefix, "")) // "<prefix>-windows-"
+}
+
+// versionGroups adds to names the cluster's groups of other processor versions
+// (versionGroupsPrefix). Listing needs Describe on them; when it fails, names stand
+// and the failure is said on stderr.
+func versionGroups(ctx context.Context, cl *kgo.Client, cfg *config.Config, names []string, stderr io.Writer) []string {
+	listed, err := kadm.NewClient(cl).ListGroups(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "larkline lag: other processor versions' groups not listed: %v\n", err)
+		return names
+	}
+	var more []string
+	for _, g := range listed.Groups() {
+		if strings.HasPrefix(g, versionGroupsPrefix(cfg)) && !slices.Contains(names, g) {
+			more = append(more, g)
+		}
+	}
+	slices.Sort(more)
+	return append(names, more...)
 }
 
 // lagGroups are the groups the lag role and `larkline lag` watch: larkline's and

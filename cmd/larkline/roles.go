@@ -513,7 +513,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 	exp, err := lagexport.New(lagexport.Options{
 		Kafka:  kafkaOptions(rt.cfg, "lag"),
-		Groups: lagGroups(rt.cfg),
+		Groups: lagGroups(rt.cfg), GroupPrefixes: []string{versionGroupsPrefix(rt.cfg)},
 		Logger: rt.log, Registry: rt.reg,
 		KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: rt.cfg.Lag.KafkaLagExporterMetrics, ClusterName: rt.cfg.Lag.ClusterName},
 	})

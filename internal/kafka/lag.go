@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -445,6 +446,16 @@ func NewEvaluator(o EvaluatorOptions) (*Evaluator, error) {
 		return nil, invalid("evaluator: window %d (>= 2), warn after %s, stall after %s (>= 0)", o.Window, o.WarnAfter, o.StallAfter)
 	}
 	return &Evaluator{o: o, hist: map[histKey][]sample{}}, nil
+}
+
+// Retain forgets the history of every group not in groups: one that was deleted, or
+// left the set being evaluated.
+func (e *Evaluator) Retain(groups []string) {
+	for k := range e.hist {
+		if !slices.Contains(groups, k.group) {
+			delete(e.hist, k)
+		}
+	}
 }
 
 // Observe records the groups' lag sampled at time at and returns their statuses, in

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -24,7 +26,8 @@ type Snapshot struct {
 	// Err is why the whole sample failed; every group is then StatusErr and carries
 	// no partitions.
 	Err error
-	// Groups are in the order of Options.Groups.
+	// Groups are in the order of Options.Groups, then the groups found by
+	// Options.GroupPrefixes in name order.
 	Groups []GroupSnapshot
 }
 
@@ -43,7 +46,9 @@ type Exporter struct {
 	o    Options
 	cl   *kgo.Client
 	eval *kafka.Evaluator // owned by the poll loop (Run) only
-	log  *slog.Logger
+	// found are the groups GroupPrefixes found at the last listing (poll loop only).
+	found []string
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	snap   Snapshot
@@ -181,17 +186,18 @@ func (e *Exporter) Snapshot() Snapshot {
 func (e *Exporter) poll(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, e.o.PollTimeout)
 	defer cancel()
-	lags, err := kafka.Lag(pctx, e.cl, e.o.Groups, e.o.Lag)
+	groups := e.groups(pctx)
+	lags, err := kafka.Lag(pctx, e.cl, groups, e.o.Lag)
 	at := e.o.Clock()
 	if err != nil {
 		if ctx.Err() != nil {
 			return // shutting down: keep the last sample rather than report ERR
 		}
 		e.failures.Inc()
-		e.log.Warn("lag sample failed; every group reports ERR", "groups", e.o.Groups,
+		e.log.Warn("lag sample failed; every group reports ERR", "groups", groups,
 			"retryable", kafka.IsRetryable(err), "error", err)
-		snap := Snapshot{At: at, Err: err, Groups: make([]GroupSnapshot, len(e.o.Groups))}
-		for i, g := range e.o.Groups {
+		snap := Snapshot{At: at, Err: err, Groups: make([]GroupSnapshot, len(groups))}
+		for i, g := range groups {
 			snap.Groups[i] = GroupSnapshot{Group: g, Status: kafka.StatusErr, Lag: kafka.GroupLag{Group: g, Err: err}}
 		}
 		e.swap(snap)
@@ -202,8 +208,8 @@ func (e *Exporter) poll(ctx context.Context) {
 	for _, g := range lags {
 		byGroup[g.Group] = g
 	}
-	ordered := make([]kafka.GroupLag, len(e.o.Groups))
-	for i, name := range e.o.Groups {
+	ordered := make([]kafka.GroupLag, len(groups))
+	for i, name := range groups {
 		g, ok := byGroup[name]
 		switch {
 		case !ok:
@@ -217,6 +223,7 @@ func (e *Exporter) poll(ctx context.Context) {
 		ordered[i] = g
 	}
 	verdicts := e.eval.Observe(at, ordered)
+	e.eval.Retain(groups) // a group gone since the last sample leaves no history behind
 	snap := Snapshot{At: at, Groups: make([]GroupSnapshot, len(ordered))}
 	for i, g := range ordered {
 		snap.Groups[i] = GroupSnapshot{Group: g.Group, Status: verdicts[i].Status, Lag: g}
@@ -226,6 +233,36 @@ func (e *Exporter) poll(ctx context.Context) {
 	}
 	e.lastSuccess.Set(float64(at.UnixNano()) / 1e9)
 	e.swap(snap)
+}
+
+// groups are the groups of one sample: Options.Groups, then those of the cluster
+// whose names start with one of Options.GroupPrefixes, in name order, up to
+// MaxGroups. When the cluster's groups cannot be listed, the groups found last time
+// stand in (and the failure is logged): a sample is never lost to the listing.
+func (e *Exporter) groups(ctx context.Context) []string {
+	if len(e.o.GroupPrefixes) == 0 {
+		return e.o.Groups
+	}
+	listed, err := kadm.NewClient(e.cl).ListGroups(ctx)
+	if err != nil {
+		e.log.Warn("listing consumer groups failed; the groups found last time are sampled", "error", err)
+		return append(slices.Clip(e.o.Groups), e.found...)
+	}
+	var found []string
+	for _, g := range listed.Groups() {
+		if slices.Contains(e.o.Groups, g) || !slices.ContainsFunc(e.o.GroupPrefixes, func(p string) bool { return strings.HasPrefix(g, p) }) {
+			continue
+		}
+		found = append(found, g)
+	}
+	slices.Sort(found)
+	if room := MaxGroups - len(e.o.Groups); len(found) > room {
+		e.log.Warn("more groups match the prefixes than can be exported; the rest are left out",
+			"found", len(found), "exported", room, "max_groups", MaxGroups)
+		found = found[:room]
+	}
+	e.found = found
+	return append(slices.Clip(e.o.Groups), found...)
 }
 
 // swap installs snap and logs status changes.

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -405,6 +406,8 @@ func TestOptionsValidation(t *testing.T) {
 		{"bad timestamp fetches", func(o *Options) { o.Lag.MaxTimestampFetches = -2 }, "timestamp fetches"},
 		{"bad evaluator", func(o *Options) { o.Evaluator.Window = 1 }, "evaluator"},
 		{"no brokers", func(o *Options) { o.Kafka.Brokers = nil }, "Brokers"},
+		{"blank group prefix", func(o *Options) { o.GroupPrefixes = []string{""} }, "prefix is blank"},
+		{"too many group prefixes", func(o *Options) { o.GroupPrefixes = many[:MaxGroupPrefixes+1] }, "group prefixes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -436,5 +439,62 @@ func TestRegisterTwice(t *testing.T) {
 	defer e.Close()
 	if _, err := New(o); err == nil {
 		t.Fatal("second exporter on one registry: no error")
+	}
+}
+
+// TestGroupPrefixesFollowGroupsThatComeAndGo (issue #31): a processor version started
+// while the exporter runs is exported from the next sample on, by its group prefix,
+// and one retired (its group deleted) is no longer exported.
+func TestGroupPrefixesFollowGroupsThatComeAndGo(t *testing.T) {
+	ctx := testContext(t, 2*time.Minute)
+	topic := testenv.NewTopic(t, 1, nil)
+	fixed := uniqueGroup(t)
+	prefix := uniqueGroup(t) + "-windows-"
+	v2, v3 := prefix+"v2", prefix+"v3"
+	adm := admin(t, fixed, v2, v3)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(testenv.KafkaBrokers(t)...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	if err := producer.ProduceSync(ctx, &kgo.Record{Value: []byte("a")}, &kgo.Record{Value: []byte("b")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, ctx, adm, fixed, topic, map[int32]int64{0: 2})
+	commit(t, ctx, adm, v2, topic, map[int32]int64{0: 1})
+
+	reg := prometheus.NewRegistry()
+	e, err := New(Options{
+		Kafka:  kafka.Options{Brokers: testenv.KafkaBrokers(t), ClientID: "larkline-lagexport-test"},
+		Groups: []string{fixed}, GroupPrefixes: []string{prefix}, Registry: reg,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	exported := func() []string {
+		var out []string
+		for _, g := range e.Snapshot().Groups {
+			out = append(out, g.Group)
+		}
+		return out
+	}
+
+	e.poll(ctx)
+	if got, want := exported(), []string{fixed, v2}; !slices.Equal(got, want) {
+		t.Fatalf("first sample exports %v, want %v", got, want)
+	}
+	wantGauge(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}, 1)
+
+	commit(t, ctx, adm, v3, topic, map[int32]int64{0: 2}) // a version started
+	if _, err := adm.DeleteGroups(ctx, v2); err != nil {  // a version retired
+		t.Fatal(err)
+	}
+	e.poll(ctx)
+	if got, want := exported(), []string{fixed, v3}; !slices.Equal(got, want) {
+		t.Fatalf("after v3 started and v2 was retired the sample exports %v, want %v", got, want)
+	}
+	if _, ok := value(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}); ok {
+		t.Fatal("the retired version's lag is still exported")
 	}
 }

@@ -25,8 +25,10 @@ const (
 	MaxInterval = time.Hour
 	// MaxPollTimeout bounds Options.PollTimeout.
 	MaxPollTimeout = 5 * time.Minute
-	// MaxGroups bounds the configured groups, and with them the label cardinality.
+	// MaxGroups bounds the exported groups, and with them the label cardinality.
 	MaxGroups = 64
+	// MaxGroupPrefixes bounds Options.GroupPrefixes.
+	MaxGroupPrefixes = 8
 )
 
 // ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -49,6 +51,12 @@ type Options struct {
 	// larkline-sink, larkline-synthesis, larkline-workspaces. 1..MaxGroups distinct,
 	// non-blank names.
 	Groups []string
+	// GroupPrefixes add, at every sample, the cluster's groups whose names start with
+	// one of them (listed with kadm; Describe on those groups is needed), so groups
+	// that come and go while the exporter runs are exported too: every processor
+	// version's windows groups, e.g. "larkline-windows-". Together with Groups at most
+	// MaxGroups; more are left out with a warning. At most MaxGroupPrefixes, non-blank.
+	GroupPrefixes []string
 	// Interval between two samples. Default DefaultInterval, within
 	// [MinInterval, MaxInterval].
 	Interval time.Duration
@@ -119,6 +127,14 @@ func (o Options) validate() error {
 			bad("group %q is listed twice", g)
 		}
 		seen[g] = true
+	}
+	if len(o.GroupPrefixes) > MaxGroupPrefixes {
+		bad("%d group prefixes, at most %d", len(o.GroupPrefixes), MaxGroupPrefixes)
+	}
+	for _, p := range o.GroupPrefixes {
+		if strings.TrimSpace(p) == "" {
+			bad("a group prefix is blank")
+		}
 	}
 	if o.Interval < MinInterval || o.Interval > MaxInterval {
 		bad("interval %s: want within [%s, %s]", o.Interval, MinInterval, MaxInterval)
