@@ -339,12 +339,9 @@ func buildWindows(_ context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := rt.ops.AddReadiness("windows", func(context.Context) error {
-		if !p.Recovered() {
-			return errors.New("window state table recovering")
-		}
-		return nil
-	}); err != nil {
+	// Not ready while the state table recovers and while the processor waits out a
+	// broker or registry outage (it restarts by itself, D24).
+	if err := rt.ops.AddReadiness("windows", func(context.Context) error { return p.Ready() }); err != nil {
 		return nil, err
 	}
 	return []component{p}, nil
