@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/IBM/sarama"
+	"github.com/lovoo/goka"
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/larkline/larkline/internal/kafka"
@@ -58,4 +59,45 @@ func TestRestartReason(t *testing.T) {
 			}
 		})
 	}
+}
+
+// failReturns is a callback context whose Fail returns, as Goka's does once the
+// partition's context is done (v1.1.14 partition_processor.go, syncFailer: "only fail
+// processor if context not already Done", else it records the error and returns).
+type failReturns struct {
+	gokaContext   // nil: a method the callback should not call panics
+	topic         string
+	failed, emits int
+}
+
+type gokaContext = goka.Context
+
+func (c *failReturns) Topic() goka.Stream { return goka.Stream(c.topic) }
+func (c *failReturns) Key() string        { return "ws-1/oc_chat1/om_bad" }
+func (c *failReturns) Partition() int32   { return 0 }
+func (c *failReturns) Offset() int64      { return 7 }
+func (c *failReturns) Fail(error)         { c.failed++ }
+func (c *failReturns) Loopback(string, any, ...goka.ContextOption) {
+	c.emits++
+}
+
+// TestFailNeverReturns: a callback that fails must not return normally even when
+// Goka's Fail does (a partition shutting down because another failed first, which an
+// outage makes likely): Goka would mark the record's offset and commit it at the
+// session's end, and the restart would skip it. Seen on the real broker: a registry
+// outage lost three of a window's four records this way.
+func TestFailNeverReturns(t *testing.T) {
+	h := newHarness(t, nil)
+	h.dead.err = errors.New("broker down") // the record cannot be parked: the callback fails
+	ctx := &failReturns{topic: h.evTopic}
+	returned := func() (ok bool) {
+		defer func() { _ = recover() }()
+		h.p.onEvidence(ctx, []byte("not avro"))
+		return true
+	}()
+	if returned || ctx.failed != 1 || ctx.emits != 0 {
+		t.Fatalf("callback returned=%v after %d Fail calls and %d produces; want it to unwind after one Fail, before any produce",
+			returned, ctx.failed, ctx.emits)
+	}
+	h.failureExpected.Store(true)
 }
