@@ -329,6 +329,7 @@ func windowHolds(p *Processor, chatKey string, start time.Time, n int) func() bo
 }
 
 func TestIntegrationRestartMidWindow(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -355,6 +356,7 @@ func TestIntegrationRestartMidWindow(t *testing.T) {
 }
 
 func TestIntegrationTwoInstancesShareChats(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -388,6 +390,7 @@ func TestIntegrationTwoInstancesShareChats(t *testing.T) {
 }
 
 func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -405,6 +408,7 @@ func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
 }
 
 func TestIntegrationCoverageGating(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0.Add(30 * time.Minute)}
 	a := c.start(version, clock, func(o *Options) { o.RequireCoverage = true })
@@ -421,6 +425,7 @@ func TestIntegrationCoverageGating(t *testing.T) {
 }
 
 func TestIntegrationReplayAlongsideOldVersion(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	clock := &fakeClock{now: t0}
 	v1 := uniqueVersion(t)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lovoo/goka"
+	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -23,12 +25,15 @@ import (
 // does not return meanwhile, restarts by itself, and closes every window once with
 // all of its evidence.
 func TestIntegrationBrokerOutage(t *testing.T) {
+	t.Parallel()
 	b := testenv.NewKafkaBroker(t)
 	c := newClusterOn(t, b.Brokers, b.NewTopic)
 	const chats, n = 4, 5
 	clock := &fakeClock{now: t0.Add(time.Minute)}
 	inst := c.start(uniqueVersion(t), clock, func(o *Options) {
 		o.restartMin, o.restartMax = 200*time.Millisecond, 2*time.Second
+		// LevelDB, as in production: every restart reopens the same storage
+		o.Goka = append(o.Goka, goka.WithStorageBuilder(storage.DefaultBuilder(t.TempDir())))
 	})
 	offsets := map[ids.ChatID][]int64{}
 	for k := range chats {
@@ -103,6 +108,7 @@ func (c *cluster) produceOffsets(recs ...schemas.EvidenceRecord) []int64 {
 // and restarts without returning, and once the registry is back it closes every
 // window once with all of its evidence.
 func TestIntegrationRegistryOutage(t *testing.T) {
+	t.Parallel()
 	reg := testenv.NewSchemaRegistry(t)
 	c := newCluster(t)
 	registryCodecs := func() *schemas.Codecs {

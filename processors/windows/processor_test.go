@@ -311,6 +311,7 @@ func (h *harness) chatState() *chatValue {
 }
 
 func TestWindowMath(t *testing.T) {
+	t.Parallel()
 	m := machine{length: (10 * time.Minute).Milliseconds()}
 	tests := []struct {
 		name string

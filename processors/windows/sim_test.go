@@ -856,6 +856,7 @@ var simSeeds = flag.Int("windows.simseeds", 1000, "seeds of TestCrashSimulatorRa
 var simNotesOvertake = flag.Bool("windows.notesovertake", false, "let later loop notes land after a failed one in TestCrashSimulatorRandomSeeds")
 
 func TestCrashSimulatorRandomSeeds(t *testing.T) {
+	t.Parallel()
 	seeds := *simSeeds
 	if testing.Short() {
 		seeds = min(seeds, 200)
@@ -897,6 +898,7 @@ func (c *catchTB) Fatalf(format string, args ...any) {
 // (a failed produce, later ones acknowledged and marked), the simulator's checks
 // find the lost record within the first seeds. The checks can fail.
 func TestCrashSimulatorCatchesACommitPastAFailedProduce(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(2000) {
 		tb := &catchTB{TB: t}
 		func() {
@@ -982,6 +984,7 @@ func scriptedRun(t testing.TB, coverage bool, crashAt int, keepLocal bool) int {
 }
 
 func TestCrashSimulatorAfterEveryEffect(t *testing.T) {
+	t.Parallel()
 	for _, coverage := range []bool{false, true} {
 		n := scriptedRun(t, coverage, -1, false)
 		if n < 20 {

@@ -20,6 +20,7 @@ import (
 // they are wrapped (see the D-entry), classified into a restart reason or "" (Run
 // returns the error).
 func TestRestartReason(t *testing.T) {
+	t.Parallel()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
 	// as Goka's Run returns a lost broker: a multierror of the rebalance loop's errors
 	gokaLost := fmt.Errorf("windows: processor g: %w", errors.Join(
@@ -87,6 +88,7 @@ func (c *failReturns) Loopback(string, any, ...goka.ContextOption) {
 // session's end, and the restart would skip it. Seen on the real broker: a registry
 // outage lost three of a window's four records this way.
 func TestFailNeverReturns(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.dead.err = errors.New("broker down") // the record cannot be parked: the callback fails
 	ctx := &failReturns{topic: h.evTopic}
