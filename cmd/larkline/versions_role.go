@@ -102,7 +102,8 @@ func (r *versionsRole) serving(ctx context.Context, version string) bool {
 	return err != nil || s == version
 }
 
-// ready reports whether every running version recovered its state table.
+// ready reports whether every running version recovered its state table and is not
+// waiting out a broker or registry outage (it restarts by itself, D27).
 func (r *versionsRole) ready(context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -110,8 +111,8 @@ func (r *versionsRole) ready(context.Context) error {
 		return errors.New("no processor version running")
 	}
 	for v, run := range r.running {
-		if !run.p.Recovered() {
-			return fmt.Errorf("window state table of %s recovering", v)
+		if err := run.p.Ready(); err != nil {
+			return fmt.Errorf("processor version %s: %w", v, err)
 		}
 	}
 	return nil

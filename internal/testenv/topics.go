@@ -65,7 +65,12 @@ func NewTopic(t testing.TB, partitions int32, configs map[string]*string) string
 	if partitions < 1 {
 		t.Fatalf("testenv: NewTopic: partitions must be at least 1, got %d", partitions)
 	}
-	adm := adminClient(t)
+	return newTopicOn(t, adminClient(t), partitions, configs)
+}
+
+// newTopicOn is NewTopic on the broker of adm.
+func newTopicOn(t testing.TB, adm *kadm.Client, partitions int32, configs map[string]*string) string {
+	t.Helper()
 	name, err := topicName(t.Name())
 	if err != nil {
 		t.Fatalf("testenv: NewTopic: %v", err)

@@ -40,6 +40,7 @@ func offs(ev, loop int64) map[string]map[int32]int64 {
 }
 
 func TestInputBarrier(t *testing.T) {
+	t.Parallel()
 	type round struct {
 		now            int64
 		end            map[string]map[int32]int64
@@ -97,6 +98,7 @@ func TestInputBarrier(t *testing.T) {
 }
 
 func TestInputBarrierKeepsSafeTimesOnErrorsAndBoundsSamples(t *testing.T) {
+	t.Parallel()
 	src := &fakeOffsets{end: offs(10, 5), commits: []map[string]map[int32]int64{offs(10, 5)}}
 	b := newInputBarrier(src, "ev", "loop")
 	if safe, err := b.advance(context.Background(), 100); err != nil || safe[0] != 100 {
@@ -127,6 +129,7 @@ func TestInputBarrierKeepsSafeTimesOnErrorsAndBoundsSamples(t *testing.T) {
 }
 
 func TestDecideWaitsForTheInputBarrier(t *testing.T) {
+	t.Parallel()
 	m := machine{length: 600_000, grace: 180_000, retention: 72 * 3600_000, reemitAfter: 60_000}
 	c := &chatValue{Open: []window{{Start: 0, Status: statusOpen, Versions: 1}, {Start: 600_000, Status: statusOpen, Versions: 1}}}
 	for _, tc := range []struct {

@@ -13,6 +13,7 @@ import (
 )
 
 func TestCloseOnWallClockAfterGrace(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.evidence("om_b", t0.Add(2*time.Minute), "h2")
 	h.evidence("om_a", t0.Add(1*time.Minute), "h1")
@@ -49,6 +50,7 @@ func TestCloseOnWallClockAfterGrace(t *testing.T) {
 }
 
 func TestRedeliveryAndVersions(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.evidence("om_a", t0.Add(time.Minute), "h1")
 	h.evidence("om_c", t0.Add(3*time.Minute), "h3")
@@ -71,6 +73,7 @@ func TestRedeliveryAndVersions(t *testing.T) {
 }
 
 func TestIneligibleAndLoneRecallOpenNothing(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.evidence("om_bot", t0.Add(time.Minute), "hb", func(e *schemas.EvidenceRecord) {
 		e.SynthesisEligible, e.IneligibleReason = false, "own_app"
@@ -89,6 +92,7 @@ func TestIneligibleAndLoneRecallOpenNothing(t *testing.T) {
 }
 
 func TestOldestFirstUnderSteadyTraffic(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	// evidence in three consecutive windows, delivered newest first
 	h.evidence("om_3", t0.Add(25*time.Minute), "h3")
@@ -117,6 +121,7 @@ func TestOldestFirstUnderSteadyTraffic(t *testing.T) {
 }
 
 func TestLateEvidenceNeverReopens(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.evidence("om_a", t0.Add(time.Minute), "h1")
 	h.scanAt(t0.Add(13 * time.Minute))
@@ -145,6 +150,7 @@ func TestLateEvidenceNeverReopens(t *testing.T) {
 }
 
 func TestCoverageGatingAndBarrier(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.RequireCoverage = true })
 	h.evidence("om_a", t0.Add(time.Minute), "h1")    // offset 0
 	h.evidence("om_b", t0.Add(11*time.Minute), "h2") // offset 1
@@ -182,6 +188,7 @@ func TestCoverageGatingAndBarrier(t *testing.T) {
 }
 
 func TestBadInputIsDeadLettered(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.RequireCoverage = true })
 	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_bad", []byte("not avro"))
 	unknown := []byte{0xC3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0}     // a schema nobody knows
@@ -216,6 +223,7 @@ func TestBadInputIsDeadLettered(t *testing.T) {
 }
 
 func TestDeadLetterOutageFailsTheProcessor(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.dead.err = errors.New("broker down")
 	h.tt.Consume(h.evTopic, "ws-1/oc_chat1/om_bad", []byte("not avro"))
@@ -232,6 +240,7 @@ func TestDeadLetterOutageFailsTheProcessor(t *testing.T) {
 }
 
 func TestAgedOutEvidenceIgnored(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.clock.Set(t0.Add(100 * time.Hour))
 	h.evidence("om_old", t0, "h")
@@ -245,6 +254,7 @@ func TestAgedOutEvidenceIgnored(t *testing.T) {
 }
 
 func TestOversizedWindowIsFlaggedNotFailed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, func(o *Options) { o.OversizedVersions = 20 })
 	for i := range 30 {
 		h.evidence(fmt.Sprintf("om_%03d", i), t0.Add(time.Duration(i)*time.Second), fmt.Sprint(i))
@@ -260,6 +270,7 @@ func TestOversizedWindowIsFlaggedNotFailed(t *testing.T) {
 }
 
 func TestVersionedGroupsAndForeignRecords(t *testing.T) {
+	t.Parallel()
 	if GroupName("", "v2") != "larkline-windows-v2" || GroupName("staging", "v2") != "staging-windows-v2" {
 		t.Fatalf("group %s / %s", GroupName("", "v2"), GroupName("staging", "v2"))
 	}
@@ -287,6 +298,7 @@ func TestVersionedGroupsAndForeignRecords(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	base := func() Options {
 		return Options{ProcessorVersion: "v1", EvidenceTopic: "e", ClosedTopic: "c", DeadLetterTopic: "d",
 			Window: 10 * time.Minute, Grace: 3 * time.Minute, Retention: 72 * time.Hour, ScanInterval: time.Minute,
@@ -318,6 +330,7 @@ func TestOptionsValidation(t *testing.T) {
 }
 
 func TestWakeupCoalescesAndDrops(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.p.Wakeup() // watcher not running
 	if v := testutil.ToFloat64(h.p.m.wakeups.WithLabelValues("dropped")); v != 1 {
@@ -332,6 +345,7 @@ func TestWakeupCoalescesAndDrops(t *testing.T) {
 }
 
 func TestStateCodec(t *testing.T) {
+	t.Parallel()
 	c := &chatValue{Applied: 42, CoveredUntil: t0.UnixMilli(), Held: []heldCoverage{{Until: 5, End: 7}},
 		Open: []window{
 			{Start: t0.UnixMilli(), Status: statusClosing, Versions: 3, Low: 10, High: 30, FirstAt: t0.UnixMilli() + 5, LastAt: t0.UnixMilli() + 9,
@@ -371,6 +385,7 @@ func TestStateCodec(t *testing.T) {
 // TestTwoDecisionsOneRecord: two scans decide to close the same window before the
 // first decision is applied; the window is announced (and emitted) once.
 func TestTwoDecisionsOneRecord(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, nil)
 	h.evidence("om_a", t0.Add(time.Minute), "h1")
 	h.clock.Set(t0.Add(13 * time.Minute))

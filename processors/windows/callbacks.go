@@ -295,8 +295,17 @@ func (p *Processor) onVisit(ctx goka.Context, meta any) {
 	}
 }
 
-// fail stops the processor from a callback with err. Goka reports a callback's
-// failure as text only, so the first cause is also kept for Run to return wrapped.
+// fail stops the processor from a callback with err, and never returns. Goka reports
+// a callback's failure as text only, so the first cause is also kept for Run to
+// return wrapped.
+//
+// Goka's Fail panics (unwinding the callback before its offset is marked) only while
+// the partition runs: once the partition's context is done (it is stopping because
+// another partition failed first, or the processor is shutting down) Fail records
+// the error and returns, and a callback that then returned would have its offset
+// marked and committed when the session ends: a restart would skip the record. An
+// outage fails every partition at once, so this is the common case then (the
+// registry outage test lost records this way). So fail unwinds the callback itself.
 func (p *Processor) fail(ctx goka.Context, err error) {
 	p.failedMu.Lock()
 	if p.failed == nil {
@@ -304,6 +313,7 @@ func (p *Processor) fail(ctx goka.Context, err error) {
 	}
 	p.failedMu.Unlock()
 	ctx.Fail(err)
+	panic(err) // Goka recovers it as the callback's failure, like Fail's own panic
 }
 
 // decodeTimeout bounds a decode or encode that has to ask the schema registry.

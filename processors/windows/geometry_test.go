@@ -9,6 +9,7 @@ import (
 )
 
 func TestIntegrationGeometryIsPinned(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	c.start(version, clock, nil).stop() // first start: 10m windows, 3m grace

@@ -36,12 +36,18 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T) *cluster {
-	c := &cluster{t: t, brokers: testenv.KafkaBrokers(t), codecs: mustCodecs(t)}
+	return newClusterOn(t, testenv.KafkaBrokers(t), testenv.NewTopic)
+}
+
+// newClusterOn is newCluster on the brokers whose topics newTopic creates (a test's
+// private broker).
+func newClusterOn(t *testing.T, brokers []string, newTopic func(testing.TB, int32, map[string]*string) string) *cluster {
+	c := &cluster{t: t, brokers: brokers, codecs: mustCodecs(t)}
 	compact := "compact"
-	c.evidence = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
-	c.checkpoints = testenv.NewTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
-	c.closed = testenv.NewTopic(t, 3, specConfigs(t, kafka.DefaultTopicNames().WindowsClosed))
-	c.dead = testenv.NewTopic(t, 1, specConfigs(t, kafka.DefaultTopicNames().DeadLetter))
+	c.evidence = newTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
+	c.checkpoints = newTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
+	c.closed = newTopic(t, 3, specConfigs(t, kafka.DefaultTopicNames().WindowsClosed))
+	c.dead = newTopic(t, 1, specConfigs(t, kafka.DefaultTopicNames().DeadLetter))
 	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-it"})
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +329,7 @@ func windowHolds(p *Processor, chatKey string, start time.Time, n int) func() bo
 }
 
 func TestIntegrationRestartMidWindow(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -349,6 +356,7 @@ func TestIntegrationRestartMidWindow(t *testing.T) {
 }
 
 func TestIntegrationTwoInstancesShareChats(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -382,6 +390,7 @@ func TestIntegrationTwoInstancesShareChats(t *testing.T) {
 }
 
 func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, nil)
@@ -399,6 +408,7 @@ func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
 }
 
 func TestIntegrationCoverageGating(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0.Add(30 * time.Minute)}
 	a := c.start(version, clock, func(o *Options) { o.RequireCoverage = true })
@@ -415,6 +425,7 @@ func TestIntegrationCoverageGating(t *testing.T) {
 }
 
 func TestIntegrationReplayAlongsideOldVersion(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	clock := &fakeClock{now: t0}
 	v1 := uniqueVersion(t)

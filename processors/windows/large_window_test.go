@@ -16,6 +16,7 @@ import (
 // processor never fails or restarts. The bound is lowered from its default (50,000)
 // to 4,000 so the test takes seconds: what it shows does not depend on the number.
 func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	const n, bound = 6_000, 4_000
@@ -59,6 +60,7 @@ func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 // TestIntegrationPublisherFailureStopsTheProcessor: a publisher that cannot start
 // stops the processor with its error instead of leaving windows unpublished.
 func TestIntegrationPublisherFailureStopsTheProcessor(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	a := c.start(version, clock, func(o *Options) {

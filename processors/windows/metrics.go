@@ -27,6 +27,7 @@ type metrics struct {
 
 	tablePartitions   *prometheus.GaugeVec
 	recoveryRemaining prometheus.Gauge
+	restarts          *prometheus.CounterVec
 }
 
 // newMetrics registers the processor's metrics on reg; a nil registry keeps them
@@ -131,12 +132,16 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "larkline_windows_table_recovery_remaining_records",
 			Help: "Table records the recovering partitions of this instance still have to read before the processor runs.",
 		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "larkline_windows_processor_restarts_total",
+			Help: "Times the window processor's Goka processor stopped on an outage and is restarted in the process after a backoff, by reason (broker, coordinator, registry). The role is not ready meanwhile; any other failure stops the process instead.",
+		}, []string{"reason"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.evidence, m.late, m.publishFailures, m.oversized, m.oversizedOpen, m.closingWindows, m.reemits, m.readBack,
 			m.closed, m.closedEvidence, m.closedBytes, m.openWindows,
 			m.oldestUncovered, m.wakeups, m.deadLettered, m.scanSeconds, m.visitedKeys,
-			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.inputHeld, m.closeInputLag, m.lateEdits)
+			m.tablePartitions, m.recoveryRemaining, m.barrierHeld, m.inputHeld, m.closeInputLag, m.lateEdits, m.restarts)
 	}
 	return m
 }

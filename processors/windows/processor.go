@@ -1,6 +1,7 @@
 package windows
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -76,6 +76,9 @@ type Options struct {
 	// inlineEmit: closed records are emitted by the close callback (Goka's tester
 	// has no changelog for the publisher to read). Tests only.
 	inlineEmit bool
+	// restartMin and restartMax override restartBackoffMin and restartBackoffMax.
+	// Tests only.
+	restartMin, restartMax time.Duration
 }
 
 // DefaultOversizedVersions is the default Options.OversizedVersions.
@@ -98,11 +101,16 @@ func GroupName(prefix, version string) goka.Group {
 
 // Processor is the window processor of one processor version.
 type Processor struct {
-	opts  Options
-	mach  machine
-	log   *slog.Logger
-	m     *metrics
-	proc  *goka.Processor
+	opts Options
+	mach machine
+	log  *slog.Logger
+	m    *metrics
+	// proc is the Goka processor of the current run: Run builds a new one for every
+	// restart after an outage (a Goka processor runs once), supervise.go.
+	proc  atomic.Pointer[goka.Processor]
+	gopts []goka.ProcessorOption
+	// used: the current proc has been run and cannot run again.
+	used  bool
 	graph *goka.GroupGraph
 	dead  DeadLetterWriter
 	// ownDead is the default dead-letter emitter, finished by Close.
@@ -117,7 +125,13 @@ type Processor struct {
 	scan   scanTotals
 
 	failedMu sync.Mutex
-	failed   error // the first error a callback failed the processor with
+	failed   error // the first error a callback failed the current run with
+
+	// waiting is why Run is waiting to restart the Goka processor (an outage), nil
+	// while it runs; Ready reports it.
+	waiting atomic.Pointer[error]
+	// restartMin and restartMax bound the backoff between restarts (tests shorten them).
+	restartMin, restartMax time.Duration
 
 	// barrier holds windows until their partition's on-time input is applied (D23);
 	// nil under Goka's tester, which applies every input before a scan.
@@ -202,15 +216,17 @@ func New(o Options) (*Processor, error) {
 		edges = append(edges, goka.Input(goka.Stream(o.CheckpointTopic), new(codec.Bytes), p.onCheckpoint))
 	}
 	p.graph = goka.DefineGroup(GroupName(o.GroupPrefix, o.ProcessorVersion), edges...)
-	gopts := append([]goka.ProcessorOption{
+	p.gopts = append([]goka.ProcessorOption{
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithLogger(GokaLogger(o.Logger)),
 	}, o.Goka...)
-	proc, err := goka.NewProcessor(o.Brokers, p.graph, gopts...)
-	if err != nil {
-		return nil, fmt.Errorf("windows: creating goka processor %s: %w", GroupName(o.GroupPrefix, o.ProcessorVersion), err)
+	p.restartMin, p.restartMax = cmp.Or(o.restartMin, restartBackoffMin), cmp.Or(o.restartMax, restartBackoffMax)
+	for _, r := range []string{RestartBroker, RestartCoordinator, RestartRegistry} {
+		p.m.restarts.WithLabelValues(r)
 	}
-	p.proc = proc
+	if err := p.newGoka(); err != nil {
+		return nil, err
+	}
 	if p.dead == nil {
 		d, err := newGokaDeadLetters(o.Brokers, o.DeadLetterTopic, o.Emitter)
 		if err != nil {
@@ -281,19 +297,34 @@ const inputRescan = time.Second
 // scanTimeout bounds one watcher pass over the state.
 const scanTimeout = 2 * time.Minute
 
-// Run consumes until ctx ends, closing due windows every ScanInterval and earlier when
-// a window becomes due or Wakeup is called. It returns after the Goka processor has
-// drained and committed.
-func (p *Processor) Run(ctx context.Context) error {
+// newGoka builds the Goka processor of the next run.
+func (p *Processor) newGoka() error {
+	proc, err := goka.NewProcessor(p.opts.Brokers, p.graph, p.gopts...)
+	if err != nil {
+		return fmt.Errorf("windows: creating goka processor %s: %w", GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion), err)
+	}
+	p.proc.Store(proc)
+	p.used = false
+	return nil
+}
+
+// runOnce runs one Goka processor (built by New or by the restart before) until ctx
+// ends or it fails, with the watcher and the publisher beside it. It returns after
+// the Goka processor has drained and committed.
+func (p *Processor) runOnce(ctx context.Context, cl *kgo.Client) error {
+	if p.used {
+		if err := p.newGoka(); err != nil {
+			return err
+		}
+	}
+	p.used = true
+	proc := p.proc.Load()
+	p.failedMu.Lock()
+	p.failed = nil
+	p.failedMu.Unlock()
 	// The watcher stops (and its scan finishes) before Goka is told to stop: Goka's
 	// VisitAll races with its own shutdown when a visit is abandoned midway.
-	if !p.opts.inlineEmit {
-		// admin requests only: the producer and group options are the publisher's
-		cl, err := kgo.NewClient(kafka.ConnectionOpts(p.opts.Client)...)
-		if err != nil {
-			return fmt.Errorf("windows: input barrier client: %w", err)
-		}
-		defer cl.Close()
+	if cl != nil {
 		group := GroupName(p.opts.GroupPrefix, p.opts.ProcessorVersion)
 		if err := p.checkGeometry(ctx, cl); err != nil {
 			return err
@@ -327,7 +358,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			published <- nil
 			return
 		}
-		if err := p.proc.WaitForReadyContext(pubCtx); err != nil {
+		if err := proc.WaitForReadyContext(pubCtx); err != nil {
 			published <- nil // stopped before it was ready
 			return
 		}
@@ -340,7 +371,8 @@ func (p *Processor) Run(ctx context.Context) error {
 		}
 		published <- err
 	}()
-	err := p.proc.Run(gokaCtx)
+	p.waiting.Store(nil)
+	err := proc.Run(gokaCtx)
 	stopWatch()
 	<-watched
 	stopPub()
@@ -369,10 +401,10 @@ func (p *Processor) Close() error {
 }
 
 // Recovered reports whether the state table is recovered and the processor runs.
-func (p *Processor) Recovered() bool { return p.proc.Recovered() }
+func (p *Processor) Recovered() bool { return p.waiting.Load() == nil && p.proc.Load().Recovered() }
 
-// Goka exposes the underlying processor for readiness and stats.
-func (p *Processor) Goka() *goka.Processor { return p.proc }
+// Goka exposes the underlying processor of the current run for readiness and stats.
+func (p *Processor) Goka() *goka.Processor { return p.proc.Load() }
 
 // Wakeup asks the watcher to scan now. It never blocks: a wakeup while one is pending
 // is coalesced, and one while the watcher is not running is dropped (the periodic scan
@@ -482,7 +514,7 @@ func (p *Processor) ScanOnce(ctx context.Context) error {
 		meta.safe = safe
 	}
 	began := time.Now()
-	visited, err := p.proc.VisitAllWithStats(ctx, visitClose, meta)
+	visited, err := p.proc.Load().VisitAllWithStats(ctx, visitClose, meta)
 	p.m.scanSeconds.Observe(time.Since(began).Seconds())
 	if err != nil {
 		return fmt.Errorf("visiting window state: %w", err)
@@ -533,7 +565,7 @@ func (p *Processor) reportRecovery(ctx context.Context) {
 	for {
 		states := map[string]int{}
 		var remaining int64
-		if stats := p.proc.StatsWithContext(ctx); stats != nil {
+		if stats := p.proc.Load().StatsWithContext(ctx); stats != nil {
 			for _, part := range stats.Group {
 				if part == nil || part.TableStats == nil {
 					continue

