@@ -112,7 +112,7 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 	reg := testenv.NewSchemaRegistry(t)
 	c := newCluster(t)
 	registryCodecs := func() *schemas.Codecs {
-		r, err := schemas.NewRegistry(schemas.RegistryConfig{URL: reg.URL})
+		r, err := schemas.NewRegistry(schemas.RegistryOptions{URL: reg.URL, AutoRegister: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,7 +15,7 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-// Outages (docs/decisions.md D24). While the broker or the schema registry cannot be
+// Outages (docs/decisions.md D27). While the broker or the schema registry cannot be
 // reached the processor waits and reports not ready, then resumes by itself: Run keeps
 // a loop around the Goka processor, which stops for good on such errors (a Goka
 // processor runs once). A run that ends with an error classified retryable is
