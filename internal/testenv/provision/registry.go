@@ -2,15 +2,11 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -107,85 +103,20 @@ func waitRegistry(ctx context.Context, base string, limit time.Duration) error {
 type RegistryProcess struct {
 	// URL is the Confluent-compatible API base, http://127.0.0.1:<port>/apis/ccompat/v7.
 	URL string
-
-	bash, script, dir string
-	port              int
-	env               []string
-	reap              *reaper
-
-	mu        sync.Mutex
-	closed    bool
-	closeOnce sync.Once
-	closeErr  error
+	*scriptProc
 }
 
 // StartRegistryProcess builds the registry if needed (registry-jvm.sh fetch) and
 // starts it in a fresh temporary directory on a free port.
 func StartRegistryProcess(ctx context.Context, o Options) (*RegistryProcess, error) {
-	bash, script, env, err := prepareScript(ctx, o, registryScript, EnvRegistryJars)
-	if err != nil {
-		return nil, err
-	}
-	ports, err := freePorts(1)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "larkline-registry-")
-	if err != nil {
-		return nil, fmt.Errorf("creating the registry directory: %w", err)
-	}
-	reap, err := startReaper(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	rp := &RegistryProcess{
-		URL:  "http://127.0.0.1:" + strconv.Itoa(ports[0]) + registryCompatPath,
-		bash: bash, script: script, dir: dir, port: ports[0], env: env, reap: reap,
-	}
-	if err := rp.Start(ctx); err != nil {
-		return nil, errors.Join(err, rp.Close(context.WithoutCancel(ctx)))
-	}
-	o.logger().Info("provision: registry-jvm.sh", "url", rp.URL)
-	return rp, nil
-}
-
-// Start starts the registry (again) and waits until it answers.
-func (rp *RegistryProcess) Start(ctx context.Context) error {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	if rp.closed {
-		return errors.New("provision: registry already closed")
-	}
-	cmd := exec.CommandContext(ctx, rp.bash, rp.script, "start", rp.dir, strconv.Itoa(rp.port))
-	cmd.Env = rp.env
-	if _, err := runLogged(cmd); err != nil {
-		return fmt.Errorf("starting the registry: %w", err)
-	}
-	return waitRegistry(ctx, rp.URL, registryReadyTimeout)
-}
-
-// Stop stops the registry and keeps its directory (and so its schemas) for Start.
-func (rp *RegistryProcess) Stop(ctx context.Context) error {
-	rp.mu.Lock()
-	defer rp.mu.Unlock()
-	return rp.stopLocked(ctx)
-}
-
-func (rp *RegistryProcess) stopLocked(ctx context.Context) error {
-	cmd := exec.CommandContext(ctx, rp.bash, rp.script, "stop", rp.dir)
-	cmd.Env = rp.env
-	_, err := runLogged(cmd)
-	return err
-}
-
-// Close stops the registry and removes its directory. Later calls return the
-// first call's result.
-func (rp *RegistryProcess) Close(ctx context.Context) error {
-	rp.closeOnce.Do(func() {
-		rp.mu.Lock()
-		defer rp.mu.Unlock()
-		rp.closed = true
-		rp.closeErr = stopChain(rp.stopLocked, removeDir(rp.dir), cancelReaper(rp.reap))(ctx)
+	var url string
+	sp, err := startScriptProc(ctx, o, "registry", registryScript, EnvRegistryJars, 1, func(ports []int) func(context.Context) error {
+		url = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + registryCompatPath
+		return func(ctx context.Context) error { return waitRegistry(ctx, url, registryReadyTimeout) }
 	})
-	return rp.closeErr
+	if err != nil {
+		return nil, err
+	}
+	o.logger().Info("provision: registry-jvm.sh", "url", url)
+	return &RegistryProcess{URL: url, scriptProc: sp}, nil
 }
