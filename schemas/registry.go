@@ -14,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	opts "github.com/larkline/larkline/internal/options"
 	"github.com/twmb/franz-go/pkg/sr"
 )
 
@@ -55,10 +54,43 @@ type RegistryOptions struct {
 	Transport http.RoundTripper
 }
 
-// Check reports every field that breaks the client's rules, as an *options.Error
-// naming the fields, or nil. It does no I/O: the TLS files are read by NewRegistry.
+// RegistryProblem is one field of RegistryOptions that breaks the client's rules.
+type RegistryProblem struct {
+	Field   string
+	Value   any // nil when the value is a secret or absent
+	Message string
+}
+
+// RegistryOptionsError lists every problem Check found. It matches (errors.Is)
+// ErrInvalidRegistryOptions. (schemas is below internal, so it carries its problems
+// itself; the configuration layer maps them onto keys like every stage's.)
+type RegistryOptionsError struct{ Problems []RegistryProblem }
+
+func (e *RegistryOptionsError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		if p.Value == nil {
+			parts[i] = p.Field + ": " + p.Message
+		} else {
+			parts[i] = fmt.Sprintf("%s %v: %s", p.Field, p.Value, p.Message)
+		}
+	}
+	return ErrInvalidRegistryOptions.Error() + ": " + strings.Join(parts, "; ")
+}
+
+func (e *RegistryOptionsError) Unwrap() error { return ErrInvalidRegistryOptions }
+
+type registryProblems []RegistryProblem
+
+func (p *registryProblems) Add(field string, value any, format string, args ...any) {
+	*p = append(*p, RegistryProblem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
+}
+
+// Check reports every field that breaks the client's rules, as a
+// *RegistryOptionsError naming the fields, or nil. It does no I/O: the TLS files are
+// read by NewRegistry.
 func (o RegistryOptions) Check() error {
-	bad := new(opts.Problems)
+	bad := new(registryProblems)
 	u, err := url.Parse(o.URL)
 	switch {
 	case o.URL == "":
@@ -93,7 +125,10 @@ func (o RegistryOptions) Check() error {
 	if o.Timeout < 0 {
 		bad.Add("Timeout", o.Timeout, "must not be negative")
 	}
-	return bad.Err(ErrInvalidRegistryOptions)
+	if len(*bad) == 0 {
+		return nil
+	}
+	return &RegistryOptionsError{Problems: *bad}
 }
 
 // Registry is the schema registry as the codecs use it: franz-go's sr.Client, plus

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/ingest"
@@ -8,6 +9,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/reconcile"
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/processors/retention"
 	"github.com/larkline/larkline/processors/synthesis"
 	"github.com/larkline/larkline/processors/synthesis/openai"
@@ -57,7 +59,7 @@ var stageChecks = []config.StageCheck{
 		if c.Schemas.Registry.URL == "" {
 			return nil // no registry: the Avro single-object encoding
 		}
-		return c.OptionProblems("schemas", registryKeys, registryOptions(c).Check())
+		return c.OptionProblems("schemas", registryKeys, registryProblems(registryOptions(c).Check()))
 	},
 	func(c *config.Config) []config.Problem {
 		if !c.Postgres.DSN.IsSet() {
@@ -121,6 +123,20 @@ var kafkaFieldKeys = config.FieldKeys{
 	"Version":                     "kafka.saramaVersion",
 	"TableReplication":            "kafka.replicationFactor",
 	"StreamReplication":           "kafka.replicationFactor",
+}
+
+// registryProblems carries schemas' own option problems (schemas lies below internal
+// and cannot use internal/options) over into the options.Error every stage returns.
+func registryProblems(err error) error {
+	var re *schemas.RegistryOptionsError
+	if !errors.As(err, &re) {
+		return err
+	}
+	p := new(options.Problems)
+	for _, rp := range re.Problems {
+		p.Add(rp.Field, rp.Value, "%s", rp.Message)
+	}
+	return p.Err(schemas.ErrInvalidRegistryOptions)
 }
 
 // registryOptions: the schema registry client of the codecs.
