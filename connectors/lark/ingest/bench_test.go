@@ -156,13 +156,11 @@ func saturate(b *testing.B, send func(i int) (time.Duration, error)) {
 	reportLatencies(b, all)
 }
 
-// newFloorServer is the floor of the webhook path: an HTTP server whose handler reads
-// the body and produces it, keyed like evidence, to a topic of its own with the
-// production client settings (acks=all, idempotent), answering 200 on the ack.
-func newFloorServer(b *testing.B) string {
+// benchProducer is a topic of 6 partitions and a client with the production settings
+// (kafka.NewClientOptions: acks=all, idempotent).
+func benchProducer(b *testing.B, clientID string) (string, *kgo.Client) {
 	b.Helper()
-	topic := testenv.NewTopic(b, 6, nil)
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(b), ClientID: "larkline-ingest-floor"})
+	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(b), ClientID: clientID})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -171,6 +169,15 @@ func newFloorServer(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(cl.Close)
+	return testenv.NewTopic(b, 6, nil), cl
+}
+
+// newFloorServer is the floor of the webhook path: an HTTP server whose handler reads
+// the body and produces it, keyed like evidence, to a topic of its own with the
+// production client settings (acks=all, idempotent), answering 200 on the ack.
+func newFloorServer(b *testing.B) string {
+	b.Helper()
+	topic, cl := benchProducer(b, "larkline-ingest-floor")
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
@@ -218,16 +225,7 @@ func newBenchStack(b *testing.B) string {
 	go func() { done <- res.Run(rctx) }()
 	b.Cleanup(func() { cancel(); <-done })
 
-	topic := testenv.NewTopic(b, 6, nil)
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(b), ClientID: "larkline-ingest-bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cl.Close)
+	topic, cl := benchProducer(b, "larkline-ingest-bench")
 	ing, err := New(Options{Normalizer: newNormalizer(b, 0), Resolver: res, Holders: st, Producer: cl, Codec: newCodec(b),
 		Topic: topic, Registry: prometheus.NewRegistry()})
 	if err != nil {
