@@ -346,7 +346,7 @@ func TestWakeupCoalescesAndDrops(t *testing.T) {
 
 func TestStateCodec(t *testing.T) {
 	t.Parallel()
-	c := &chatValue{Applied: 42, CoveredUntil: t0.UnixMilli(), Held: []heldCoverage{{Until: 5, End: 7}},
+	c := &chatValue{Applied: 42, Run: 1<<63 + 5, RunNext: 40, CoveredUntil: t0.UnixMilli(), Held: []heldCoverage{{Until: 5, End: 7}},
 		Open: []window{
 			{Start: t0.UnixMilli(), Status: statusClosing, Versions: 3, Low: 10, High: 30, FirstAt: t0.UnixMilli() + 5, LastAt: t0.UnixMilli() + 9,
 				FirstSeen: 99, ClosedAt: 100, Covered: true, EmittedAt: 101, Oversized: true},
@@ -374,7 +374,7 @@ func TestStateCodec(t *testing.T) {
 	if _, err := decodeChat([]byte{3, 1, 0}); !errors.Is(err, ErrEarlierGeneration) {
 		t.Fatalf("format 3: %v, want ErrEarlierGeneration", err)
 	}
-	for _, m := range []loopMsg{{Op: opNote, Offset: 7, Kind: kindRecall, At: -5}, {Op: opClose, Start: 600_000, Decided: 900_000}, {Op: opTidy}} {
+	for _, m := range []loopMsg{{Op: opNote, Offset: 7, Run: 1<<64 - 1, After: 3, Kind: kindRecall, At: -5}, {Op: opClose, Start: 600_000, Decided: 900_000}, {Op: opTidy}} {
 		got, err := decodeLoop(encodeLoop(&m))
 		if err != nil || *got != m {
 			t.Fatalf("loop round trip %+v: %+v %v", m, got, err)
