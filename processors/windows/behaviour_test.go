@@ -83,8 +83,9 @@ func TestIneligibleAndLoneRecallOpenNothing(t *testing.T) {
 	if got := h.closedWindows(); len(got) != 0 {
 		t.Fatalf("ineligible evidence or a lone recall opened a window: %+v", got)
 	}
-	if v := h.chatState(); v != nil {
-		t.Fatalf("chat state exists for a chat without windows: %+v", v)
+	// only the chain of the run's notes is kept (D28)
+	if v := h.chatState(); v != nil && (len(v.Open) != 0 || v.anyClosed() || len(v.Held) != 0 || v.Run == 0) {
+		t.Fatalf("chat state beyond the note chain for a chat without windows: %+v", v)
 	}
 	if v := testutil.ToFloat64(h.p.m.evidence.WithLabelValues(outRecallUnopened)); v != 1 {
 		t.Fatalf("recall_unopened %v", v)
@@ -142,9 +143,9 @@ func TestLateEvidenceNeverReopens(t *testing.T) {
 		testutil.ToFloat64(h.p.m.lateEdits.WithLabelValues(lateClosing)); closed != 2 || closing != 0 {
 		t.Fatalf("late edits by reason: window_closed %v, window_closing %v; want 2 and 0", closed, closing)
 	}
-	// the closed mark goes after retention: the chat value with it
+	// the closed mark goes after retention; the chain of the run's notes stays (D28)
 	h.scanAt(t0.Add(10*time.Minute + 72*time.Hour + 700*time.Minute))
-	if v := h.chatState(); v != nil {
+	if v := h.chatState(); v != nil && (len(v.Open) != 0 || v.anyClosed() || len(v.Held) != 0 || v.Run == 0) {
 		t.Fatalf("state kept past retention: %+v", v)
 	}
 }
@@ -346,7 +347,7 @@ func TestWakeupCoalescesAndDrops(t *testing.T) {
 
 func TestStateCodec(t *testing.T) {
 	t.Parallel()
-	c := &chatValue{Applied: 42, CoveredUntil: t0.UnixMilli(), Held: []heldCoverage{{Until: 5, End: 7}},
+	c := &chatValue{Applied: 42, Run: 1<<63 + 5, RunNext: 40, CoveredUntil: t0.UnixMilli(), Held: []heldCoverage{{Until: 5, End: 7}},
 		Open: []window{
 			{Start: t0.UnixMilli(), Status: statusClosing, Versions: 3, Low: 10, High: 30, FirstAt: t0.UnixMilli() + 5, LastAt: t0.UnixMilli() + 9,
 				FirstSeen: 99, ClosedAt: 100, Covered: true, EmittedAt: 101, Oversized: true},
@@ -374,7 +375,7 @@ func TestStateCodec(t *testing.T) {
 	if _, err := decodeChat([]byte{3, 1, 0}); !errors.Is(err, ErrEarlierGeneration) {
 		t.Fatalf("format 3: %v, want ErrEarlierGeneration", err)
 	}
-	for _, m := range []loopMsg{{Op: opNote, Offset: 7, Kind: kindRecall, At: -5}, {Op: opClose, Start: 600_000, Decided: 900_000}, {Op: opTidy}} {
+	for _, m := range []loopMsg{{Op: opNote, Offset: 7, Run: 1<<64 - 1, After: 3, Kind: kindRecall, At: -5}, {Op: opClose, Start: 600_000, Decided: 900_000}, {Op: opTidy}} {
 		got, err := decodeLoop(encodeLoop(&m))
 		if err != nil || *got != m {
 			t.Fatalf("loop round trip %+v: %+v %v", m, got, err)

@@ -347,7 +347,7 @@ func processAllWith(b *testing.B, c *cluster, n int, sb storage.Builder, clock f
 func applied(p *Processor) float64 {
 	total := 0.0
 	for _, o := range []string{outOpened, outAdded, outRecalled, outDuplicate, outLateEdit, outLateRecall,
-		outRecallUnopened, outAgedOut, outIneligible, outTombstone, outDeadLettered} {
+		outRecallUnopened, outAgedOut, outIneligible, outTombstone, outDeadLettered, outOvertaken} {
 		total += testutil.ToFloat64(p.m.evidence.WithLabelValues(o))
 	}
 	return total

@@ -58,6 +58,7 @@ func (p *Processor) onEvidence(ctx goka.Context, msg any) {
 			n.Kind = kindIneligible
 		}
 	}
+	n.Run, n.After = p.chains.link(ctx.Partition(), n.Offset, chatKey)
 	ctx.Loopback(chatKey, &n)
 }
 

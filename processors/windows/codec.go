@@ -16,11 +16,16 @@ import (
 // are refused with ErrEarlierGeneration: that state is not migrated, a deployment
 // moves to this generation under a new processor version (larkline replay), which
 // rebuilds its state from the evidence topic beside the old version.
+//
+// Format 5 adds the note chains of D28: a chat value's Run and RunNext after
+// Applied, a note's Run and After after its Offset. Format 4 values decode with
+// them zero (a format-4 note is applied by its offset alone, as before).
 
 const (
 	formatV4 byte = 4
+	formatV5 byte = 5
 	// formatCurrent is the format Encode writes.
-	formatCurrent = formatV4
+	formatCurrent = formatV5
 
 	tagChat byte = 1
 	tagLoop byte = 2
@@ -108,22 +113,23 @@ func (d *dec) done(what string) error {
 	return d.err
 }
 
-// header reads the format byte and the tag, refusing other formats and tags.
-func (d *dec) header(tag byte) error {
+// header reads the format byte and the tag, refusing other formats and tags, and
+// returns the format.
+func (d *dec) header(tag byte) (byte, error) {
 	f := d.byte()
 	if d.err != nil {
-		return d.err
+		return 0, d.err
 	}
 	switch {
 	case f >= 1 && f <= 3:
-		return fmt.Errorf("format %d: %w", f, ErrEarlierGeneration)
-	case f != formatCurrent:
-		return fmt.Errorf("%w: format %d", ErrStateFormat, f)
+		return 0, fmt.Errorf("format %d: %w", f, ErrEarlierGeneration)
+	case f != formatV4 && f != formatV5:
+		return 0, fmt.Errorf("%w: format %d", ErrStateFormat, f)
 	}
 	if t := d.byte(); d.err == nil && t != tag {
-		return fmt.Errorf("%w: tag %d, want %d", ErrStateFormat, t, tag)
+		return 0, fmt.Errorf("%w: tag %d, want %d", ErrStateFormat, t, tag)
 	}
-	return d.err
+	return f, d.err
 }
 
 // window flags
@@ -137,6 +143,8 @@ func encodeChat(c *chatValue) []byte {
 	e.byte(formatCurrent)
 	e.byte(tagChat)
 	e.varint(c.Applied)
+	e.u64(c.Run)
+	e.varint(c.RunNext)
 	e.varint(c.CoveredUntil)
 	e.uvarint(len(c.Held))
 	for _, h := range c.Held {
@@ -177,10 +185,15 @@ func encodeChat(c *chatValue) []byte {
 
 func decodeChat(b []byte) (*chatValue, error) {
 	d := dec{b: b}
-	if err := d.header(tagChat); err != nil {
+	f, err := d.header(tagChat)
+	if err != nil {
 		return nil, err
 	}
-	c := &chatValue{Applied: d.varint(), CoveredUntil: d.varint()}
+	c := &chatValue{Applied: d.varint()}
+	if f >= formatV5 {
+		c.Run, c.RunNext = d.u64(), d.varint()
+	}
+	c.CoveredUntil = d.varint()
 	if n := d.uvarint(maxHeldCoverage); n > 0 && d.err == nil {
 		c.Held = make([]heldCoverage, n)
 		for i := range c.Held {
@@ -252,6 +265,8 @@ func encodeLoop(m *loopMsg) []byte {
 	switch m.Op {
 	case opNote:
 		e.varint(m.Offset)
+		e.u64(m.Run)
+		e.varint(m.After)
 		e.byte(byte(m.Kind))
 		e.varint(m.At)
 	case opClose:
@@ -263,13 +278,17 @@ func encodeLoop(m *loopMsg) []byte {
 
 func decodeLoop(b []byte) (*loopMsg, error) {
 	d := dec{b: b}
-	if err := d.header(tagLoop); err != nil {
+	f, err := d.header(tagLoop)
+	if err != nil {
 		return nil, err
 	}
 	m := &loopMsg{Op: loopOp(d.byte())}
 	switch m.Op {
 	case opNote:
 		m.Offset = d.varint()
+		if f >= formatV5 {
+			m.Run, m.After = d.u64(), d.varint()
+		}
 		m.Kind = noteKind(d.byte())
 		m.At = d.varint()
 	case opClose:

@@ -42,8 +42,13 @@ type loopMsg struct {
 	Op loopOp
 	// note
 	Offset int64 // the evidence record's offset
-	Kind   noteKind
-	At     int64 // occurred_at, unix ms (eligible and recall)
+	// Run is the id of the evidence reader's run that sent the note (0: a note of
+	// format 4, which has none); After is one past the offset of the note the run
+	// sent the chat before (0: the run's first). D28, chains.go.
+	Run   uint64
+	After int64
+	Kind  noteKind
+	At    int64 // occurred_at, unix ms (eligible and recall)
 	// close: the window and the decision's time (unix ms)
 	Start   int64
 	Decided int64
@@ -55,6 +60,7 @@ const (
 	outAdded          = "added"           // a version into an open window
 	outRecalled       = "recalled"        // a recall into an open window
 	outDuplicate      = "duplicate"       // a redelivered record (offset already applied)
+	outOvertaken      = "overtaken"       // landed after an earlier note of its run that failed (D28)
 	outLateEdit       = "late_edit"       // an eligible version for a closing or closed window
 	outLateRecall     = "late_recall"     // a recall for a closing or closed window
 	outRecallUnopened = "recall_unopened" // a recall for a window that has no evidence
@@ -137,7 +143,21 @@ func (m machine) inputHeld(c *chatValue, now, safe int64) int {
 
 // note applies one evidence record's note and returns its outcome and whether the
 // window it grew just became oversized.
+//
+// A note of a run (D28) counts only when it extends the chain of that run the chat
+// saw: a note whose predecessor never arrived overtook a failed produce, and changes
+// nothing; the next run sends both again, in order. So the chat's applied evidence
+// is always all of its offsets below Applied, and a note below it is a duplicate.
 func (m machine) note(c *chatValue, n *loopMsg, now int64) (outcome string, oversized bool) {
+	if n.Run != 0 {
+		switch {
+		case n.Run == c.Run && n.Offset < c.RunNext:
+			return outDuplicate, false // a redelivered note of the current chain
+		case n.Run == c.Run && n.After != c.RunNext, n.Run != c.Run && n.After != 0:
+			return outOvertaken, false
+		}
+		c.Run, c.RunNext = n.Run, n.Offset+1
+	}
 	if n.Offset < c.Applied {
 		return outDuplicate, false
 	}

@@ -113,6 +113,8 @@ type Processor struct {
 	used  bool
 	graph *goka.GroupGraph
 	dead  DeadLetterWriter
+	// chains links the loop notes of each evidence reader run (chains.go, D28).
+	chains *noteChains
 	// ownDead is the default dead-letter emitter, finished by Close.
 	ownDead *gokaDeadLetters
 
@@ -203,6 +205,9 @@ func New(o Options) (*Processor, error) {
 		m:    newMetrics(o.Registry),
 		wake: make(chan struct{}, 1),
 		dead: o.DeadLetters,
+		// one per Processor: a restart reads its partitions again from their commits,
+		// which the chains see as offsets going backwards (a new run, D28)
+		chains: newNoteChains(nil),
 	}
 	edges := []goka.Edge{
 		goka.Input(goka.Stream(o.EvidenceTopic), new(codec.Bytes), p.onEvidence),
@@ -305,6 +310,7 @@ func (p *Processor) newGoka() error {
 	}
 	p.proc.Store(proc)
 	p.used = false
+	p.chains.reset()
 	return nil
 }
 

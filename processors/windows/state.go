@@ -71,6 +71,10 @@ type chatValue struct {
 	// Applied is one past the highest evidence offset of the chat applied; a note
 	// below it is a redelivery and changes nothing.
 	Applied int64
+	// Run is the evidence reader's run whose notes the chat follows, and RunNext one
+	// past the offset of the last of them it took (applied or duplicate), D28.
+	Run     uint64
+	RunNext int64
 	// CoveredUntil is the chat collection checkpoint that counts: history is
 	// complete up to here (unix ms; 0 = none yet).
 	CoveredUntil int64
@@ -85,9 +89,11 @@ type chatValue struct {
 	Open []window
 }
 
-// empty reports whether the value holds nothing worth keeping.
+// empty reports whether the value holds nothing worth keeping. A value that follows
+// a run's chain of notes (D28) is kept: a note of the run after a deleted value
+// could not tell a predecessor that was applied from one that failed.
 func (c *chatValue) empty() bool {
-	return len(c.Open) == 0 && len(c.Held) == 0 && c.CoveredUntil == 0 && !c.anyClosed()
+	return c.Run == 0 && len(c.Open) == 0 && len(c.Held) == 0 && c.CoveredUntil == 0 && !c.anyClosed()
 }
 
 func (c *chatValue) anyClosed() bool {
