@@ -125,10 +125,11 @@ func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	go func() { done <- p.proc.Load().Run(ctx) }()
 	// Wait until the processor runs, so that stopping it at cleanup never races its
 	// start-up (Goka reports a start-up cut short as an error).
-	for deadline := time.Now().Add(30 * time.Second); !p.proc.Load().Recovered(); time.Sleep(2 * time.Millisecond) { // poll interval of a wait with a deadline
-		if time.Now().After(deadline) {
-			t.Fatal("processor not running after 30s")
-		}
+	readyCtx, readyCancel := context.WithTimeout(ctx, 30*time.Second)
+	err = p.proc.Load().WaitForReadyContext(readyCtx) // Goka's own signal, not a poll
+	readyCancel()
+	if err != nil || !p.proc.Load().Recovered() {
+		t.Fatalf("processor not running after 30s (it may have stopped): %v", err)
 	}
 	t.Cleanup(func() {
 		cancel()
