@@ -2,6 +2,7 @@ package deadletters
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/schemas"
 )
@@ -37,7 +39,11 @@ type Exporter struct {
 	parked   *prometheus.GaugeVec
 	redriven *prometheus.GaugeVec
 	failures prometheus.Counter
+	life     *lifecycle.State
 }
+
+// ErrExporterClosed is returned by Run after Close.
+var ErrExporterClosed = errors.New("deadletters: exporter closed")
 
 // NewExporter validates o and registers the metrics.
 func NewExporter(o ExporterOptions) (*Exporter, error) {
@@ -50,6 +56,7 @@ func NewExporter(o ExporterOptions) (*Exporter, error) {
 		o.Interval = time.Minute
 	}
 	e := &Exporter{o: o, log: logging.OrDiscard(o.Logger),
+		life: lifecycle.New("dead-letter exporter", lifecycle.Once, ErrExporterClosed),
 		parked: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "larkline_deadletters_parked",
 			Help: "Dead letters in the dead-letter topic not re-driven yet, by the stage that parked them and reason, at the last scan.",
@@ -71,8 +78,14 @@ func NewExporter(o ExporterOptions) (*Exporter, error) {
 	return e, nil
 }
 
-// Run scans at once and then every interval until ctx ends.
+// Run scans at once and then every interval until ctx ends or Close is called. It
+// may be called once.
 func (e *Exporter) Run(ctx context.Context) error {
+	ctx, end, err := e.life.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -108,5 +121,9 @@ func (e *Exporter) scan(ctx context.Context) {
 	}
 }
 
-// Close closes nothing: the client belongs to the caller.
-func (e *Exporter) Close() error { return nil }
+// Close stops a running Run and waits for it. It closes nothing else: the client
+// belongs to the caller.
+func (e *Exporter) Close() error {
+	e.life.Close()
+	return nil
+}

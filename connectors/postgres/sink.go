@@ -57,11 +57,8 @@ type Sink struct {
 
 	hooks hooks
 
-	mu     sync.Mutex
-	cl     *kgo.Client // created by Run
-	life   lifecycle.State
-	cancel context.CancelFunc
-	done   chan struct{}
+	life *lifecycle.State
+	cl   *kgo.Client // created by Run, used by Run's goroutines only
 }
 
 // New validates o and prepares a sink. Nothing connects until Run.
@@ -111,25 +108,19 @@ func New(o Options) (*Sink, error) {
 // Run consumes until ctx ends or a fatal error, then finishes (or, after
 // DrainTimeout, gives up) the batches in flight, leaves the group and returns. It
 // returns nil when ctx ended, and an error wrapping ErrFatal when the sink cannot go
-// on. Run may be called once.
+// on. It closes its Kafka client before it returns. Run may be called once.
 func (s *Sink) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if err := s.life.Begin(); err != nil {
-		s.mu.Unlock()
+	ctx, end, err := s.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer end()
 	cl, err := kgo.NewClient(s.kopts...)
 	if err != nil {
-		s.mu.Unlock()
 		return fmt.Errorf("%w: creating kafka client: %w", ErrFatal, err)
 	}
+	defer cl.CloseAllowingRebalance()
 	s.cl = cl
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	s.cancel = cancel
-	s.done = make(chan struct{})
-	defer close(s.done)
-	s.mu.Unlock()
 
 	s.log.Info("evidence sink started", "topic", s.o.EvidenceTopic, "dead_letter_topic", s.o.DeadLetterTopic,
 		"max_batch_records", s.o.MaxBatchRecords, "writers", s.o.Writers)
@@ -148,23 +139,10 @@ func (s *Sink) Run(ctx context.Context) error {
 	return nil
 }
 
-// Close stops a running Run (which drains first) and releases the Kafka client. It
-// does not close the store. Safe to call more than once and without Run.
+// Close stops a running Run and waits for it to drain and release its Kafka client.
+// It does not close the store. Safe to call more than once and without Run.
 func (s *Sink) Close() error {
-	s.mu.Lock()
-	if !s.life.Close() {
-		s.mu.Unlock()
-		return nil
-	}
-	cancel, done, cl := s.cancel, s.done, s.cl
-	s.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
-	if cl != nil {
-		cl.CloseAllowingRebalance()
-	}
+	s.life.Close()
 	return nil
 }
 

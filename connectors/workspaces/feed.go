@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,15 +81,13 @@ type ConsumerOptions struct {
 }
 
 // Consumer applies the workspace feed to Postgres. See the package documentation for
-// its guarantees. Run it once; Close it after Run returned.
+// its guarantees. Run it once; Close stops it.
 type Consumer struct {
-	opts      ConsumerOptions
-	cl        *kgo.Client
-	log       *slog.Logger
-	m         *feedMetrics
-	mu        sync.Mutex
-	life      lifecycle.State
-	closeOnce sync.Once
+	opts ConsumerOptions
+	cl   *kgo.Client
+	log  *slog.Logger
+	m    *feedMetrics
+	life *lifecycle.State
 }
 
 // NewConsumer validates opts and creates the Kafka client; nothing is fetched until Run.
@@ -178,12 +175,11 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 // that retrying cannot fix and that would lose a record if skipped (then it returns
 // the error without committing that record). Run may be called once.
 func (c *Consumer) Run(ctx context.Context) error {
-	c.mu.Lock()
-	err := c.life.Begin()
-	c.mu.Unlock()
+	ctx, end, err := c.life.Begin(ctx)
 	if err != nil {
 		return err
 	}
+	defer end()
 	idle := c.opts.MinBackoff
 	for {
 		if ctx.Err() != nil {
@@ -222,14 +218,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 	}
 }
 
-// Close leaves the group and closes the client. Offsets of records applied by a Run
-// that is still running when Close is called may not be committed; those records are
-// applied again, to the same effect, by the next owner.
+// Close ends a running Run and waits for it, then leaves the group and closes the
+// client. Offsets of records a Run applied while it was being stopped may not be
+// committed; those records are applied again, to the same effect, by the next owner.
 func (c *Consumer) Close() error {
-	c.mu.Lock()
-	c.life.Close()
-	c.mu.Unlock()
-	c.closeOnce.Do(c.cl.CloseAllowingRebalance)
+	if c.life.Close() {
+		c.cl.CloseAllowingRebalance()
+	}
 	return nil
 }
 

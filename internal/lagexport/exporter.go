@@ -50,11 +50,9 @@ type Exporter struct {
 	found []string
 	log   *slog.Logger
 
-	mu     sync.Mutex
-	snap   Snapshot
-	life   lifecycle.State
-	cancel context.CancelFunc
-	done   chan struct{}
+	life *lifecycle.State
+	mu   sync.Mutex // guards snap
+	snap Snapshot
 
 	failures    prometheus.Counter
 	lastSuccess prometheus.Gauge
@@ -126,17 +124,11 @@ func New(o Options) (*Exporter, error) {
 // Close is called; it returns nil then. A failed sample is logged and counted, and
 // the next one is tried at the next tick. Run may be called once.
 func (e *Exporter) Run(ctx context.Context) error {
-	e.mu.Lock()
-	if err := e.life.Begin(); err != nil {
-		e.mu.Unlock()
+	ctx, end, err := e.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	e.cancel = cancel
-	e.done = make(chan struct{})
-	defer close(e.done)
-	e.mu.Unlock()
+	defer end()
 
 	e.log.Info("lag exporter started", "groups", e.o.Groups, "interval", e.o.Interval)
 	t := time.NewTicker(e.o.Interval)
@@ -155,16 +147,8 @@ func (e *Exporter) Run(ctx context.Context) error {
 // Close stops Run (waiting for it to return), unregisters the metrics and closes the
 // Kafka client. It is idempotent.
 func (e *Exporter) Close() error {
-	e.mu.Lock()
 	if !e.life.Close() {
-		e.mu.Unlock()
 		return nil
-	}
-	cancel, done := e.cancel, e.done
-	e.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
 	}
 	if e.o.Registry != nil {
 		e.o.Registry.Unregister(e)

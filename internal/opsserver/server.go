@@ -117,9 +117,9 @@ type Server struct {
 		body Readiness
 	}
 
+	life     *lifecycle.State
 	mu       sync.Mutex
 	checks   map[string]func(context.Context) error
-	life     lifecycle.State
 	draining bool
 }
 
@@ -310,12 +310,11 @@ func (s *Server) AddReadiness(name string, check func(ctx context.Context) error
 // which case Run returns a wrapped ErrShutdownTimeout. Run returns nil after a clean
 // drain and an error when serving fails. It may be called once.
 func (s *Server) Run(ctx context.Context) error {
-	s.mu.Lock()
-	if err := s.life.Begin(); err != nil {
-		s.mu.Unlock()
+	ctx, end, err := s.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	s.mu.Unlock()
+	defer end()
 
 	s.srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	serveErr := make(chan error, 1)
@@ -335,7 +334,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.ShutdownTimeout)
 	defer cancel()
-	err := s.srv.Shutdown(shutdownCtx)
+	err = s.srv.Shutdown(shutdownCtx)
 	if err != nil {
 		_ = s.srv.Close()
 	}
@@ -350,17 +349,13 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Close stops the server at once: it closes the listener and every connection
-// without draining. Use it when Run was never started or to abandon a drain.
+// without draining, and waits for a running Run to return. Use it when Run was never
+// started or to abandon a drain.
 func (s *Server) Close() error {
-	s.mu.Lock()
-	s.life.Close()
-	running := s.life.Running()
-	s.mu.Unlock()
 	err := s.srv.Close() // closes listeners Serve was given and all connections
-	if !running {
-		if lerr := s.ln.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) {
-			err = errors.Join(err, lerr)
-		}
+	s.life.Close()       // Run returns at once: its Serve or Shutdown sees the server closed
+	if lerr := s.ln.Close(); lerr != nil && !errors.Is(lerr, net.ErrClosed) {
+		err = errors.Join(err, lerr) // Run never served it
 	}
 	if err != nil {
 		return fmt.Errorf("closing ops server: %w", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -54,13 +53,8 @@ type Job struct {
 	m   *metrics
 	log *slog.Logger
 
-	// closing ends every run when Close is called; inflight counts RunOnce calls.
-	closing  context.Context
-	close    context.CancelFunc
-	inflight sync.WaitGroup
-
-	mu   sync.Mutex
-	life lifecycle.State
+	// life ends Run and every RunOnce at Close, and Close waits for them.
+	life *lifecycle.State
 }
 
 // New validates o, creates the producer (it connects on first use) and registers the
@@ -83,16 +77,13 @@ func New(o Options) (*Job, error) {
 		m.unregister()
 		return nil, fmt.Errorf("retention: creating kafka client: %w", err)
 	}
-	closing, cancel := context.WithCancel(context.Background())
 	return &Job{
-		life:    lifecycle.New("retention job", lifecycle.Once, ErrClosed),
-		o:       o,
-		cl:      cl,
-		db:      o.Pool,
-		m:       m,
-		log:     o.Logger.With("component", "retention"),
-		closing: closing,
-		close:   cancel,
+		life: lifecycle.New("retention job", lifecycle.Once, ErrClosed),
+		o:    o,
+		cl:   cl,
+		db:   o.Pool,
+		m:    m,
+		log:  o.Logger.With("component", "retention"),
 	}, nil
 }
 
@@ -101,12 +92,11 @@ func New(o Options) (*Job, error) {
 // next one runs at the next interval; a pass that finds another holding the lock
 // (ErrBusy) is skipped. Run may be called once.
 func (j *Job) Run(ctx context.Context) error {
-	j.mu.Lock()
-	if err := j.life.Begin(); err != nil {
-		j.mu.Unlock()
+	ctx, end, err := j.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	j.mu.Unlock()
+	defer end()
 
 	j.log.Info("retention job started", "mode", string(j.o.Mode), "retention", j.o.Retention, "interval", j.o.Interval)
 	t := time.NewTimer(0)
@@ -114,9 +104,6 @@ func (j *Job) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			j.log.Info("retention job stopped")
-			return nil
-		case <-j.closing.Done():
 			j.log.Info("retention job stopped")
 			return nil
 		case <-t.C:
@@ -139,14 +126,9 @@ func (j *Job) Run(ctx context.Context) error {
 // database change), waits for them, unregisters the metrics and closes the
 // producer. It is idempotent.
 func (j *Job) Close() error {
-	j.mu.Lock()
 	if !j.life.Close() {
-		j.mu.Unlock()
 		return nil
 	}
-	j.mu.Unlock()
-	j.close()
-	j.inflight.Wait()
 	j.m.unregister()
 	j.cl.Close()
 	return nil
@@ -159,19 +141,11 @@ func (j *Job) Close() error {
 // states, publishing before each database change. The Report is valid, with the work
 // done so far, even when an error is returned.
 func (j *Job) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
-	j.mu.Lock()
-	if j.life.Closed() {
-		j.mu.Unlock()
-		return Report{DryRun: dryRun, Mode: j.o.Mode}, ErrClosed
+	ctx, leave, err := j.life.Enter(ctx)
+	if err != nil {
+		return Report{DryRun: dryRun, Mode: j.o.Mode}, err
 	}
-	j.inflight.Add(1)
-	j.mu.Unlock()
-	defer j.inflight.Done()
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(j.closing, cancel)
-	defer stop()
+	defer leave()
 
 	began := time.Now()
 	r := &run{
@@ -185,7 +159,6 @@ func (j *Job) RunOnce(ctx context.Context, dryRun bool) (Report, error) {
 	}
 	r.rep.Cutoff = r.cutoff
 
-	var err error
 	if !dryRun {
 		var unlock func()
 		unlock, err = j.lock(ctx)

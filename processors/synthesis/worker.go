@@ -33,10 +33,8 @@ type Worker struct {
 	gate   *modelGate
 	kopts  []kgo.Opt
 
+	life     *lifecycle.State
 	mu       sync.Mutex
-	life     lifecycle.State
-	cancel   context.CancelFunc
-	done     chan struct{}
 	cl       *kgo.Client
 	parts    map[topicPartition]*partitionTracker
 	inflight int
@@ -102,22 +100,17 @@ func New(o Options) (*Worker, error) {
 // for retry if still unfinished), finished ones are committed, and the worker leaves
 // its group. It returns nil after a clean stop, or an error wrapping ErrFatal.
 func (w *Worker) Run(ctx context.Context) error {
-	w.mu.Lock()
-	if err := w.life.Begin(); err != nil {
-		w.mu.Unlock()
+	stop, end, err := w.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
+	defer end()
 	cl, err := kgo.NewClient(w.kopts...)
 	if err != nil {
-		w.mu.Unlock()
 		return fmt.Errorf("%w: creating kafka client: %w", ErrFatal, err)
 	}
+	w.mu.Lock()
 	w.cl = cl
-	stop, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w.cancel = cancel
-	w.done = make(chan struct{})
-	defer close(w.done)
 	w.mu.Unlock()
 
 	w.log.Info("synthesis worker started", "topic", w.o.Topic, "max_concurrent", w.o.MaxConcurrentSynthesis,
@@ -151,17 +144,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Close stops a running Run and waits for it to return. It is safe to call more than
 // once and without Run.
 func (w *Worker) Close() error {
-	w.mu.Lock()
-	if !w.life.Close() {
-		w.mu.Unlock()
-		return nil
-	}
-	cancel, done := w.cancel, w.done
-	w.mu.Unlock()
-	if cancel != nil {
-		cancel()
-		<-done
-	}
+	w.life.Close()
 	return nil
 }
 

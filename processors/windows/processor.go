@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -117,6 +118,7 @@ type Processor struct {
 	chains *noteChains
 	// ownDead is the default dead-letter emitter, finished by Close.
 	ownDead *gokaDeadLetters
+	life    *lifecycle.State
 
 	wake      chan struct{}
 	running   atomic.Bool
@@ -171,6 +173,12 @@ type scanTotals struct {
 // ErrInvalidOptions wraps every option problem reported by New.
 var ErrInvalidOptions = errors.New("windows: invalid options")
 
+// ErrClosed is returned by Run after Close.
+var ErrClosed = errors.New("windows: processor closed")
+
+// ErrAlreadyRunning is returned (wrapped) by Run while another Run is active.
+var ErrAlreadyRunning = lifecycle.ErrAlreadyRunning
+
 // New validates the options and builds the processor; nothing connects until Run.
 func New(o Options) (*Processor, error) {
 	bad := o.problems()
@@ -199,6 +207,7 @@ func New(o Options) (*Processor, error) {
 		o.OversizedVersions = 0
 	}
 	p := &Processor{
+		life: lifecycle.New("window processor", lifecycle.OneAtATime, ErrClosed),
 		opts: o,
 		mach: newMachine(o),
 		log:  o.Logger.With("component", "windows", "processor_version", o.ProcessorVersion),
@@ -397,9 +406,12 @@ func (p *Processor) runOnce(ctx context.Context, cl *kgo.Client) error {
 	return nil
 }
 
-// Close releases the default dead-letter emitter (after Run returned). It is safe to
-// call more than once.
+// Close stops a running Run, waits for it to drain and commit, and releases the
+// default dead-letter emitter. It is safe to call more than once.
 func (p *Processor) Close() error {
+	if !p.life.Close() {
+		return nil
+	}
 	if p.ownDead != nil {
 		return p.ownDead.Close()
 	}

@@ -55,15 +55,19 @@ const (
 // probeTimeout bounds the broker probe that classifies an error no rule knows.
 const probeTimeout = 5 * time.Second
 
-// Run consumes until ctx ends, closing due windows every ScanInterval and earlier when
+// Run consumes until ctx ends or Close is called, closing due windows every ScanInterval and earlier when
 // a window becomes due or Wakeup is called. It returns nil after the Goka processor
 // has drained and committed. Outages (restartReason) do not end it: it waits, with
 // Ready reporting why, and runs a new Goka processor. Any other failure is returned.
 func (p *Processor) Run(ctx context.Context) error {
+	ctx, end, err := p.life.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
 	var cl *kgo.Client
 	if !p.opts.inlineEmit {
 		// admin requests only: the producer and group options are the publisher's
-		var err error
 		cl, err = kgo.NewClient(kafka.ConnectionOpts(p.opts.Client)...)
 		if err != nil {
 			return fmt.Errorf("windows: input barrier client: %w", err)

@@ -87,7 +87,7 @@ type Resolver struct {
 	entries   map[ids.ChatID]*entry
 	lru       *list.List // of *entry, most recently used at the front
 	listening bool
-	life      lifecycle.State
+	life      *lifecycle.State
 }
 
 // entry is one cached chat. While loading is non-nil a query is in flight; bindings
@@ -337,22 +337,16 @@ type listener struct{ r *Resolver }
 func (l listener) BindingsReset()                 { l.r.reset(true) }
 func (l listener) BindingChanged(chat ids.ChatID) { l.r.invalidate(chat) }
 
-// Run listens for binding changes until ctx is done, then returns nil. A failed or
-// dropped session is restarted after a capped exponential backoff with jitter;
-// meanwhile cached entries live only FallbackTTL. Run may be called once at a time.
+// Run listens for binding changes until ctx is done or Close is called, then returns
+// nil. A failed or dropped session is restarted after a capped exponential backoff
+// with jitter; meanwhile cached entries live only FallbackTTL. Run may be called once at a time.
 func (r *Resolver) Run(ctx context.Context) error {
-	r.mu.Lock()
-	if err := r.life.Begin(); err != nil {
-		r.mu.Unlock()
+	ctx, end, err := r.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.life.End()
-		r.mu.Unlock()
-		r.setListening(false)
-	}()
+	defer end()
+	defer r.setListening(false)
 
 	backoff := r.reconnectMin
 	for {
@@ -376,12 +370,12 @@ func (r *Resolver) Run(ctx context.Context) error {
 	}
 }
 
-// Close drops the cache; later Resolve and Run calls return ErrClosed. It does not
-// stop a running Run (cancel its context). Close is idempotent.
+// Close stops a running Run and waits for it, then drops the cache; later Resolve
+// and Run calls return ErrClosed. Close is idempotent.
 func (r *Resolver) Close() error {
+	r.life.Close()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.life.Close()
 	clear(r.entries)
 	r.lru.Init()
 	r.m.entries.Set(0)

@@ -553,15 +553,35 @@ func TestRunAndResolveAfterClose(t *testing.T) {
 	}
 }
 
+// TestCloseStopsRun: Close ends a running Run (the listener's context) and returns
+// only after Run did, with the cache dropped (the component contract, D29).
+func TestCloseStopsRun(t *testing.T) {
+	src := newFakeSource()
+	r := newResolver(t, src, &clock{now: t0}, nil)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	waitFor(t, "Run started", r.life.Running)
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r.life.Running() {
+		t.Fatal("Close returned while Run was still running")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run = %v, want nil after Close", err)
+		}
+	case <-time.After(10 * time.Second): // a deadline for a hang, not a wait
+		t.Fatal("Run did not return after Close")
+	}
+}
+
 func TestRunTwiceIsRefused(t *testing.T) {
 	src := newFakeSource()
 	r := newResolver(t, src, &clock{now: t0}, nil)
 	runResolver(t, r)
-	waitFor(t, "first Run started", func() bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		return r.life.Running()
-	})
+	waitFor(t, "first Run started", r.life.Running)
 	if err := r.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run = %v, want ErrAlreadyRunning", err)
 	}

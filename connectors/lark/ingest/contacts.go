@@ -90,10 +90,10 @@ type Contacts struct {
 
 	queue chan string
 
+	life    *lifecycle.State
 	mu      sync.Mutex
 	cache   *lru[string, contact]
 	pending map[string]struct{} // queued or being looked up
-	life    lifecycle.State
 }
 
 type contact struct {
@@ -245,21 +245,15 @@ func (c *Contacts) enqueueLocked(openID string) {
 }
 
 // Run performs the queued lookups in batches, at most RequestsPerSecond, until ctx is
-// done; then it returns nil. A failed batch is not retried as such: its ids leave the
+// done or Close is called; then it returns nil. A failed batch is not retried as such: its ids leave the
 // queue and are queued again when next seen, after a backoff (Lark's rate-limit reset
 // when it gives one).
 func (c *Contacts) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if err := c.life.Begin(); err != nil {
-		c.mu.Unlock()
+	ctx, end, err := c.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.life.End()
-		c.mu.Unlock()
-	}()
+	defer end()
 
 	var next time.Time // earliest next request (rate limit and backoff)
 	backoff := c.interval
@@ -353,11 +347,9 @@ func (c *Contacts) lookup(ctx context.Context, ids []string) error {
 	return nil
 }
 
-// Close stops queueing lookups; Run must be stopped through its context. Close is
+// Close stops queueing lookups, stops a running Run and waits for it to return. It is
 // idempotent.
 func (c *Contacts) Close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.life.Close()
 	return nil
 }

@@ -120,9 +120,9 @@ type LongConn struct {
 	sdkLog         larkcore.Logger
 	m              *longConnMetrics
 
+	life    *lifecycle.State
 	mu      sync.Mutex
-	life    lifecycle.State
-	closeCh chan struct{}
+	closing bool // Close was called: Run starts no new generation
 	current *generation
 	clients int // SDK clients abandoned (Start never returned)
 }
@@ -205,7 +205,7 @@ func NewLongConn(opts LongConnOptions) (*LongConn, error) {
 		drainTimeout: opts.DrainTimeout, maxClients: opts.MaxSDKClients,
 		log:    log.With("component", "lark.longconn"),
 		sdkLog: larkapi.SDKLogger(log.With("component", "lark.longconn.sdk")),
-		m:      m, closeCh: make(chan struct{}),
+		m:      m,
 	}, nil
 }
 
@@ -222,27 +222,16 @@ func (l *LongConn) Connected() bool {
 // connection and returns nil. A lost, silent or failed connection is replaced after
 // a capped exponential backoff.
 func (l *LongConn) Run(ctx context.Context) error {
-	l.mu.Lock()
-	if err := l.life.Begin(); err != nil {
-		l.mu.Unlock()
+	ctx, end, err := l.life.Begin(ctx)
+	if err != nil {
 		return err
 	}
-	l.mu.Unlock()
+	defer end()
 	defer func() {
 		l.mu.Lock()
-		l.life.End()
 		l.current = nil
 		l.mu.Unlock()
 		l.m.connected.WithLabelValues().Set(0)
-	}()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-l.closeCh:
-			cancel()
-		case <-ctx.Done():
-		}
 	}()
 
 	backoff := l.backoffMin
@@ -258,6 +247,10 @@ func (l *LongConn) Run(ctx context.Context) error {
 		}
 		g := newGeneration(ctx)
 		l.mu.Lock()
+		if l.closing {
+			l.mu.Unlock()
+			return nil
+		}
 		l.current = g
 		l.mu.Unlock()
 		healthy, err := l.runGeneration(ctx, g)
@@ -446,18 +439,18 @@ func ackError(res Result) error {
 	return &EventError{Outcome: res.Outcome, Reason: res.Reason, Err: res.Err}
 }
 
-// Close stops a running Run (non-gracefully: events in flight are not waited for)
-// and makes later Run calls return ErrClosed. It is idempotent.
+// Close stops a running Run without a drain (the connection is cut and events in
+// flight are cancelled), waits for it to return, and makes later Run calls return
+// ErrClosed. It is idempotent.
 func (l *LongConn) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	if !l.life.Close() {
-		return nil
+	l.closing = true
+	g := l.current
+	l.mu.Unlock()
+	if g != nil {
+		g.close()
 	}
-	close(l.closeCh)
-	if l.current != nil {
-		l.current.close()
-	}
+	l.life.Close()
 	return nil
 }
 

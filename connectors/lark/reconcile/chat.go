@@ -33,20 +33,19 @@ const (
 	diagnosticsTimeout = 5 * time.Second
 )
 
-// stopSignal is how Run asks its chat runs to stop between two pages. c is for
-// waiting (closed once Run's ctx is done or Close is called); stopped asks the two
-// sources themselves, so a run that starts a page after its caller saw Run's ctx
-// done is refused even while c, a derived context, is still being closed. The zero
-// value never stops (RunOnce and Refresh are cancelled through their ctx).
+// stopSignal is how Run asks its chat runs to stop between two pages. c is done
+// once Run's ctx is done or Close is called (lifecycle ends it synchronously);
+// stopped also asks run, Run's own ctx, so a run that starts a page after its caller
+// saw that ctx done is refused even while c, a derived context, is still being
+// closed. The zero value never stops (RunOnce and Refresh are cancelled through
+// their ctx).
 type stopSignal struct {
-	c, run, closed <-chan struct{}
+	c, run <-chan struct{}
 }
 
 func (s stopSignal) stopped() bool {
 	select {
 	case <-s.run:
-		return true
-	case <-s.closed:
 		return true
 	case <-s.c:
 		return true

@@ -28,9 +28,8 @@ type Reconciler struct {
 	slots   *slots // MaxConcurrentChats chat-run slots, shared by every entry point (schedule.go)
 	locks   *keyLocks
 
-	closeCtx    context.Context // cancelled by Close
-	closeCancel context.CancelFunc
-	wg          sync.WaitGroup // Run, RunOnce and Refresh calls in flight
+	// life ends Run, RunOnce and Refresh calls at Close and waits for them.
+	life *lifecycle.State
 
 	mu      sync.Mutex
 	pending map[string]bool // chat keys whose last checkpoint was not published
@@ -46,7 +45,6 @@ type Reconciler struct {
 	continuing  map[string]bool
 	following   bool          // Run follows the window clock (continuations are taken)
 	continueNew chan struct{} // a continuation was queued
-	life        lifecycle.State
 	// lastPass is the report of the last finished pass (zero before the first).
 	lastPass PassReport
 }
@@ -69,7 +67,6 @@ func New(opts Options) (*Reconciler, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	closeCtx, closeCancel := context.WithCancel(context.Background())
 	return &Reconciler{
 		life: lifecycle.New("reconciler", lifecycle.OneAtATime, ErrClosed),
 		opts: o, writer: w, log: log.With("component", "lark.reconcile"), m: m,
@@ -81,19 +78,7 @@ func New(opts Options) (*Reconciler, error) {
 		complete:    map[string]time.Time{},
 		continuing:  map[string]bool{},
 		continueNew: make(chan struct{}, 1),
-		closeCtx:    closeCtx, closeCancel: closeCancel,
 	}, nil
-}
-
-// enter registers a call that Close must wait for.
-func (r *Reconciler) enter() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.life.Closed() {
-		return ErrClosed
-	}
-	r.wg.Add(1)
-	return nil
 }
 
 // Run reconciles every eligible chat at once and then every ReconcileInterval
@@ -102,28 +87,14 @@ func (r *Reconciler) enter() error {
 // their last committed checkpoint), and Run returns nil. Pass failures are logged
 // and counted, never returned.
 func (r *Reconciler) Run(ctx context.Context) error {
-	if err := r.enter(); err != nil {
-		return err
-	}
-	defer r.wg.Done()
-	r.mu.Lock()
-	if err := r.life.Begin(); err != nil {
-		r.mu.Unlock()
-		return err
-	}
-	r.mu.Unlock()
-	defer func() {
-		r.mu.Lock()
-		r.life.End()
-		r.mu.Unlock()
-	}()
-
 	// stop ends chat runs between pages once ctx is done or Close is called.
 	// jobCtx cancels them outright, DrainTimeout later.
-	stopCtx, stopCancel := context.WithCancel(ctx)
-	defer stopCancel()
-	defer context.AfterFunc(r.closeCtx, stopCancel)()
-	stop := stopSignal{c: stopCtx.Done(), run: ctx.Done(), closed: r.closeCtx.Done()}
+	stopCtx, end, err := r.life.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer end()
+	stop := stopSignal{c: stopCtx.Done(), run: ctx.Done()}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
 	done := make(chan struct{})
@@ -176,20 +147,12 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // checkpoint). The error is about the pass as a whole (listing the bindings);
 // chat failures are in the report.
 func (r *Reconciler) RunOnce(ctx context.Context) (PassReport, error) {
-	if err := r.enter(); err != nil {
+	ctx, leave, err := r.life.Enter(ctx)
+	if err != nil {
 		return PassReport{}, err
 	}
-	defer r.wg.Done()
-	ctx, cancel := r.joinClose(ctx)
-	defer cancel()
+	defer leave()
 	return r.pass(ctx, stopSignal{})
-}
-
-// joinClose returns ctx, also cancelled by Close.
-func (r *Reconciler) joinClose(ctx context.Context) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(r.closeCtx, cancel)
-	return ctx, func() { stop(); cancel() }
 }
 
 // pass reconciles every binding of a firing workspace created within the lookback,
@@ -299,12 +262,11 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 	if _, err := ids.ParseWorkspaceID(string(ws)); err != nil {
 		return rep, fmt.Errorf("refresh: %w", err)
 	}
-	if err := r.enter(); err != nil {
+	ctx, leave, err := r.life.Enter(ctx)
+	if err != nil {
 		return rep, err
 	}
-	defer r.wg.Done()
-	ctx, cancel := r.joinClose(ctx)
-	defer cancel()
+	defer leave()
 
 	w, err := r.opts.Store.GetWorkspace(ctx, ws)
 	if errors.Is(err, store.ErrNotFound) {
@@ -368,11 +330,7 @@ func (r *Reconciler) Refresh(ctx context.Context, ws ids.WorkspaceID) (RefreshRe
 // all of them to return. Later calls answer ErrClosed. It is safe to call more
 // than once.
 func (r *Reconciler) Close() error {
-	r.mu.Lock()
 	r.life.Close()
-	r.mu.Unlock()
-	r.closeCancel()
-	r.wg.Wait()
 	return nil
 }
 
