@@ -449,7 +449,7 @@ func TestNewDeadLetter(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A cause of another package: the reference comes from the value header.
-	d = NewDeadLetter("evidence_sink", errors.New(strings.Repeat("é", MaxDeadLetterErrorBytes)), DefaultEvidenceTopic, 0, 1, nil, value, testTime)
+	d = NewDeadLetter(ids.StageSink, errors.New(strings.Repeat("é", MaxDeadLetterErrorBytes)), DefaultEvidenceTopic, 0, 1, nil, value, testTime)
 	if d.Reason != ReasonOther || d.OriginalSchema != "avro-crc64:0000000000000abc" || len(d.Error) > MaxDeadLetterErrorBytes {
 		t.Fatalf("dead letter reason %q schema %q error length %d", d.Reason, d.OriginalSchema, len(d.Error))
 	}

@@ -3,6 +3,8 @@ package schemas
 import (
 	"errors"
 	"time"
+
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // DefaultDeadLetterTopic is the topic of DeadLetter values.
@@ -48,7 +50,8 @@ func ReasonOf(err error) string {
 // io.larkline.DeadLetter). Value is the original record bytes and is as sensitive
 // as the topic it came from; Error carries ids and hashes only.
 type DeadLetter struct {
-	// Stage that parked the record, e.g. "evidence_sink".
+	// Stage that parked the record (an ids.Stage; before D30 the sink wrote
+	// "evidence_sink" and the workspace feed "workspace_feed": ids.ParseStage reads both).
 	Stage string
 	// Reason is a short code, e.g. ReasonUnknownSchema.
 	Reason string
@@ -71,9 +74,9 @@ type DeadLetter struct {
 // reason code comes from ReasonOf, the error text is truncated to
 // MaxDeadLetterErrorBytes, and the writer schema is taken from cause or, failing
 // that, from the value's header.
-func NewDeadLetter(stage string, cause error, topic string, partition int32, offset int64, key, value []byte, failedAt time.Time) DeadLetter {
+func NewDeadLetter(stage ids.Stage, cause error, topic string, partition int32, offset int64, key, value []byte, failedAt time.Time) DeadLetter {
 	d := DeadLetter{
-		Stage:     stage,
+		Stage:     string(stage),
 		Reason:    ReasonOf(cause),
 		Topic:     topic,
 		Partition: partition,

@@ -139,7 +139,7 @@ func sampleWorkspace() WorkspaceRecord {
 
 func sampleDeadLetter() DeadLetter {
 	return DeadLetter{
-		Stage:          "evidence_sink",
+		Stage:          string(ids.StageSink),
 		Reason:         ReasonUnknownSchema,
 		Error:          "decode io.larkline.EvidenceRecord (avro-crc64:0011223344556677): unknown writer schema",
 		Topic:          DefaultEvidenceTopic,

@@ -10,6 +10,7 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/processors/windows"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // accessCheckTimeout bounds the start-up permission check.
@@ -35,7 +36,7 @@ const (
 )
 
 // roleAccess lists what the roles need from Kafka.
-func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
+func roleAccess(cfg *config.Config, roles []ids.Stage) []kafka.Access {
 	t := cfg.Kafka.Topics
 	var out []kafka.Access
 	add := func(why string, as ...kafka.Access) {
@@ -45,23 +46,23 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 		}
 	}
 	for _, r := range roles {
-		why := "role " + r
+		why := "role " + string(r)
 		switch r {
-		case "ingest":
+		case ids.StageIngest:
 			add(why, access(opWrite, resTopic, t.Evidence, "writes evidence"))
-		case "reconcile":
+		case ids.StageReconcile:
 			add(why, access(opWrite, resTopic, t.Evidence, "writes evidence"),
 				access(opRead, resTopic, t.Checkpoints, "reads history checkpoints"),
 				access(opWrite, resTopic, t.Checkpoints, "writes history checkpoints"))
-		case "sink":
+		case ids.StageSink:
 			add(why, access(opRead, resGroup, groupName(cfg, groupSink), "consumer group"),
 				access(opRead, resTopic, t.Evidence, "consumes evidence"),
 				access(opWrite, resTopic, t.DeadLetter, "parks dead letters"))
-		case "workspaces":
+		case ids.StageWorkspaces:
 			add(why, access(opRead, resGroup, groupName(cfg, groupWorkspaces), "consumer group"),
 				access(opRead, resTopic, t.Workspaces, "consumes the workspace feed"),
 				access(opWrite, resTopic, t.DeadLetter, "parks dead letters"))
-		case "windows":
+		case ids.StageWindows:
 			g := string(windows.GroupName(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion))
 			pub := windows.PublisherGroup(cfg.Kafka.GroupPrefix, cfg.Windows.ProcessorVersion)
 			add(why, access(opRead, resGroup, g, "Goka processor group"),
@@ -88,16 +89,16 @@ func roleAccess(cfg *config.Config, roles []string) []kafka.Access {
 			} else {
 				add(why, access(opDescribeConfigs, resTopic, geo, "kafka.manageTopics is false: its configs are checked"))
 			}
-		case "synthesize":
+		case ids.StageSynthesis:
 			add(why, access(opRead, resGroup, groupName(cfg, groupSynthesis), "consumer group"),
 				access(opRead, resTopic, t.WindowsClosed, "consumes closed windows"),
 				access(opWrite, resTopic, t.DeadLetter, "parks dead letters"),
 				access(opDescribe, resGroup, groupName(cfg, groupSink), "waits for the sink's committed offsets"),
 				access(opDescribe, resTopic, t.Evidence, "waits for the sink's committed offsets"))
-		case "lag":
+		case ids.StageLag:
 			add(why, lagAccess(cfg)...)
 			add(why, access(opRead, resTopic, t.DeadLetter, "counts dead letters"))
-		case "retention":
+		case ids.StageRetention:
 			add(why, access(opRead, resTopic, t.Evidence, "reads evidence past retention"),
 				access(opWrite, resTopic, t.Evidence, "writes redactions and tombstones"))
 		}

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestConfigCheck: `config check` prints the effective configuration with every
@@ -67,5 +71,38 @@ func TestConfigCheck(t *testing.T) {
 				t.Fatalf("--quiet printed %q", stdout)
 			}
 		})
+	}
+}
+
+// TestRunRoleNames: run refuses a role it does not know and names a renamed one's new
+// name (D30), before it reads any configuration or connects anywhere.
+func TestRunRoleNames(t *testing.T) {
+	for _, tc := range []struct {
+		roles, want string
+	}{
+		{"synthesize", `role "synthesize" is now called "synthesis"`},
+		{"sink,evidence_sink", `unknown role "evidence_sink"`},
+		{"", "--roles is required"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := dispatch(context.Background(), []string{"run", "--roles", tc.roles}, &stdout, &stderr); code != 2 {
+			t.Errorf("run --roles %q: exit %d, want 2 (usage); stderr %s", tc.roles, code, stderr.String())
+		}
+		if !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("run --roles %q: stderr %q does not say %q", tc.roles, stderr.String(), tc.want)
+		}
+	}
+}
+
+// TestEveryStageIsARole: the roles run knows are exactly the stages (D30), so a stage
+// added to ids.Stages without a role, or a role without a stage name, goes red here.
+func TestEveryStageIsARole(t *testing.T) {
+	if len(roleBuilders) != len(ids.Stages) {
+		t.Errorf("%d roles, %d stages", len(roleBuilders), len(ids.Stages))
+	}
+	for _, st := range ids.Stages {
+		if _, ok := roleBuilders[st]; !ok {
+			t.Errorf("stage %s has no role", st)
+		}
 	}
 }

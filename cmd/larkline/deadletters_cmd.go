@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/deadletters"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // runDeadLetters is `larkline deadletters list|redrive` (issue #19).
@@ -21,7 +22,7 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 		return err
 	}
 	fs, path := newFlags("deadletters "+sub, stderr)
-	stage := fs.String("stage", "", "only dead letters parked by this stage (evidence_sink, windows, synthesis, workspace_feed)")
+	stageName := fs.String("stage", "", "only dead letters parked by this stage (sink, windows, synthesis, workspaces)")
 	reason := fs.String("reason", "", "only dead letters of this reason code")
 	since := fs.String("since", "", "only dead letters parked at or after this time (RFC 3339, or a duration back from now such as 24h)")
 	defaultFormat := "text" // list: a table; redrive: its JSON report, as before --format applied to it
@@ -37,15 +38,21 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	f := deadletters.Filter{Stage: *stage, Reason: *reason, Since: from}
-	if sub == "redrive" && *stage == "" {
+	var stage ids.Stage
+	if *stageName != "" {
+		if stage, err = ids.ParseStage(*stageName); err != nil {
+			return fmt.Errorf("%w: --stage: %v", errUsage, err)
+		}
+	}
+	f := deadletters.Filter{Stage: stage, Reason: *reason, Since: from}
+	if sub == "redrive" && stage == "" {
 		return fmt.Errorf("%w: redrive needs --stage: %s", errUsage, usage)
 	}
 	if *format != "text" && *format != "json" {
 		return fmt.Errorf("%w: --format must be text or json", errUsage)
 	}
 	required := []string{}
-	if sub == "redrive" && (*stage == deadletters.StageEvidenceSink || *stage == deadletters.StageSynthesis) {
+	if sub == "redrive" && (stage == ids.StageSink || stage == ids.StageSynthesis) {
 		required = append(required, "postgres.dsn") // the store, or the bindings the checks read
 	}
 	rt, err := oneShotRuntime(*path, stderr, required...)
@@ -63,9 +70,9 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	topics := rt.cfg.Kafka.Topics
 	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: topics.DeadLetter, Logger: rt.log,
-		SourceTopics: map[string]string{deadletters.StageEvidenceSink: topics.Evidence,
-			deadletters.StageSynthesis: topics.WindowsClosed, deadletters.StageWorkspaceFeed: topics.Workspaces}}
-	if *stage == deadletters.StageEvidenceSink || *stage == deadletters.StageSynthesis {
+		SourceTopics: map[ids.Stage]string{ids.StageSink: topics.Evidence,
+			ids.StageSynthesis: topics.WindowsClosed, ids.StageWorkspaces: topics.Workspaces}}
+	if stage == ids.StageSink || stage == ids.StageSynthesis {
 		st, err := rt.store(ctx)
 		if err != nil {
 			return err

@@ -23,7 +23,7 @@ import (
 
 // TestDeadLettersListAndRedrive: the sink role parks a record Postgres refuses;
 // `larkline deadletters list` shows it (stage, reason, key, time, never its text);
-// after the fix `deadletters redrive --stage evidence_sink` writes it through the sink's
+// after the fix `deadletters redrive --stage sink` writes it through the sink's
 // checks, and a second redrive changes nothing (issue #19). Before the fix the
 // dead letter carried the text and there was no way to feed it back.
 func TestDeadLettersListAndRedrive(t *testing.T) {
@@ -98,14 +98,14 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	}
 	list := func() []deadletters.Entry {
 		var es []deadletters.Entry
-		if err := json.Unmarshal([]byte(run("deadletters", "list", "--format", "json", "--stage", "evidence_sink")), &es); err != nil {
+		if err := json.Unmarshal([]byte(run("deadletters", "list", "--format", "json", "--stage", "sink")), &es); err != nil {
 			t.Fatal(err)
 		}
 		return es
 	}
 	waitFor(t, time.Minute, "the refused record to be parked", func() bool { return len(list()) == 1 })
 	e := list()[0]
-	if e.Stage != "evidence_sink" || e.Reason != "constraint" || e.Key != "ws-dl/oc_dl/om_poison" || !e.ByReference || e.Redriven != "" {
+	if e.Stage != "sink" || e.Reason != "constraint" || e.Key != "ws-dl/oc_dl/om_poison" || !e.ByReference || e.Redriven != "" {
 		t.Fatalf("listed %+v", e)
 	}
 	if text := run("deadletters", "list"); !strings.Contains(text, "ws-dl/oc_dl/om_poison") || !strings.Contains(text, "constraint") {
@@ -131,7 +131,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	// Without --apply a redrive is a dry run (issue #29): it checks and reports, and
 	// writes nothing.
 	var rep deadletters.Report
-	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--reason", "constraint", "--since", "1h")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "sink", "--reason", "constraint", "--since", "1h")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if !rep.DryRun || rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeWouldRedrive] != 1 {
@@ -141,7 +141,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 		t.Fatal("the dry run wrote the row")
 	}
 	rep = deadletters.Report{}
-	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--reason", "constraint", "--since", "1h", "--apply")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "sink", "--reason", "constraint", "--since", "1h", "--apply")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeApplied] != 1 {
@@ -151,7 +151,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 		t.Fatalf("after the redrive the row is %q (present %v)", got, ok)
 	}
 	rep = deadletters.Report{}
-	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "evidence_sink", "--apply")), &rep); err != nil {
+	if err := json.Unmarshal([]byte(run("deadletters", "redrive", "--stage", "sink", "--apply")), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Selected != 1 || rep.Outcomes[deadletters.OutcomeSkipped] != 1 {
@@ -162,18 +162,18 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 	}
 	// --format text is a table and the outcome counts, not the JSON report (issue #32:
 	// the flag used to be ignored).
-	if text := run("deadletters", "redrive", "--stage", "evidence_sink", "--format", "text"); strings.HasPrefix(strings.TrimSpace(text), "{") ||
-		!strings.Contains(text, "ws-dl/oc_dl/om_poison") || !strings.Contains(text, "stage evidence_sink: 1 selected, skipped 1") {
+	if text := run("deadletters", "redrive", "--stage", "sink", "--format", "text"); strings.HasPrefix(strings.TrimSpace(text), "{") ||
+		!strings.Contains(text, "ws-dl/oc_dl/om_poison") || !strings.Contains(text, "stage sink: 1 selected, skipped 1") {
 		t.Fatalf("redrive --format text:\n%s", text)
 	}
 
 	// The lag role exports what is parked and what was re-driven.
 	lag, _ := startTestRoles(t, cfg, "lag")
-	waitFor(t, time.Minute, "larkline_deadletters_redriven{evidence_sink,applied} = 1", func() bool {
-		return gaugeValue(t, lag, "larkline_deadletters_redriven", map[string]string{"stage": "evidence_sink", "outcome": "applied"}) == 1
+	waitFor(t, time.Minute, "larkline_deadletters_redriven{sink,applied} = 1", func() bool {
+		return gaugeValue(t, lag, "larkline_deadletters_redriven", map[string]string{"stage": "sink", "outcome": "applied"}) == 1
 	})
-	if v := gaugeValue(t, lag, "larkline_deadletters_parked", map[string]string{"stage": "evidence_sink", "reason": "constraint"}); v > 0 {
-		t.Fatalf("larkline_deadletters_parked{evidence_sink,constraint} = %v after the redrive, want none", v)
+	if v := gaugeValue(t, lag, "larkline_deadletters_parked", map[string]string{"stage": "sink", "reason": "constraint"}); v > 0 {
+		t.Fatalf("larkline_deadletters_parked{sink,constraint} = %v after the redrive, want none", v)
 	}
 }
 

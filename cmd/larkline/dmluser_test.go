@@ -18,6 +18,7 @@ import (
 
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // docGrants returns the SQL of docs/operations.md "A runtime user with DML rights
@@ -69,7 +70,7 @@ func TestRolesRunAsDMLOnlyUser(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 
 	// behind: the role refuses, and migrates nothing
-	if r, err := startRoles(ctx, cfg, log, []string{"api"}); err == nil {
+	if r, err := startRoles(ctx, cfg, log, []ids.Stage{ids.StageAPI}); err == nil {
 		_ = r.stop()
 		t.Fatal("the api role started on an unmigrated database")
 	} else if !errors.Is(err, store.ErrSchemaBehind) || !strings.Contains(err.Error(), "larkline migrate") {

@@ -1,7 +1,7 @@
 // Command larkline runs larkline's pipeline stages and its operator commands.
 //
 //	larkline demo                         the whole pipeline on the embedded default
-//	larkline run --roles workspaces,ingest,reconcile,sink,windows,synthesize,api,lag,retention
+//	larkline run --roles workspaces,ingest,reconcile,sink,windows,synthesis,api,lag,retention
 //	larkline migrate                      apply the Postgres schema migrations
 //	larkline topics ensure                create or check every Kafka topic
 //	larkline replay --processor-version V run a new window processor version from the start

@@ -15,8 +15,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/larkline/larkline/connectors/deadletters"
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // The docs/CLI consistency tests (issue #32): what a user reads first — the README,
@@ -215,7 +215,7 @@ func TestOperationsNamesDashboardPanels(t *testing.T) {
 // TestAlertStageLabels: the stage label values the alert rules give dead-letter
 // series are the values the dead-letter metrics and `deadletters --stage` use.
 func TestAlertStageLabels(t *testing.T) {
-	stages := []string{deadletters.StageEvidenceSink, deadletters.StageSynthesis, deadletters.StageWorkspaceFeed, deadletters.StageWindows}
+	stages := []string{string(ids.StageSink), string(ids.StageSynthesis), string(ids.StageWorkspaces), string(ids.StageWindows)}
 	var rules struct {
 		Groups []struct {
 			Rules []struct {

@@ -27,7 +27,7 @@ type command struct {
 
 var commands = map[string]command{
 	"demo":        {summary: "run the whole pipeline on the embedded default (in-process Kafka, embedded Postgres, a local Lark)", run: runDemo},
-	"run":         {summary: "run long-running roles (--roles windows,sink,synthesize,ingest,api,…)", run: runRoles},
+	"run":         {summary: "run long-running roles (--roles windows,sink,synthesis,ingest,api,…)", run: runRoles},
 	"migrate":     {summary: "apply the Postgres schema migrations (idempotent; the only command that changes the schema)", run: runMigrate},
 	"topics":      {summary: "topics ensure [--dry-run] | print --format kafka-topics|strimzi|terraform: create or check every topic, or print them", run: runTopics, subs: topicsSubs},
 	"replay":      {summary: "deprecated: use versions start", run: runReplay},

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestRetentionWarnings (issue #29): a process warns at start when retention is off,
@@ -16,12 +17,12 @@ func TestRetentionWarnings(t *testing.T) {
 	tests := []struct {
 		name    string
 		enabled bool
-		roles   []string
+		roles   []ids.Stage
 		want    string // "" for no warning
 	}{
-		{"off", false, []string{"retention"}, "evidence retention is turned off"},
-		{"on, no retention role", true, []string{"ingest", "sink"}, "runs no retention role"},
-		{"on, with the retention role", true, []string{"sink", "retention"}, ""},
+		{"off", false, []ids.Stage{"retention"}, "evidence retention is turned off"},
+		{"on, no retention role", true, []ids.Stage{"ingest", "sink"}, "runs no retention role"},
+		{"on, with the retention role", true, []ids.Stage{"sink", "retention"}, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

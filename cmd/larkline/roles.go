@@ -116,22 +116,36 @@ func (rt *runtime) close() {
 }
 
 // roleBuilders builds each role's components; every role registers its readiness.
-var roleBuilders = map[string]func(ctx context.Context, rt *runtime) ([]component, error){
-	"windows":    buildWindows,
-	"workspaces": buildWorkspaces,
-	"api":        buildAPI,
-	"synthesize": buildSynthesize,
-	"lag":        buildLag,
-	"retention":  buildRetention,
-	"ingest":     buildIngest,
-	"reconcile":  buildReconcile,
-	"sink":       buildSink,
+// A role is a stage and has its name (ids.Stage, D30).
+var roleBuilders = map[ids.Stage]func(ctx context.Context, rt *runtime) ([]component, error){
+	ids.StageWindows:    buildWindows,
+	ids.StageWorkspaces: buildWorkspaces,
+	ids.StageAPI:        buildAPI,
+	ids.StageSynthesis:  buildSynthesis,
+	ids.StageLag:        buildLag,
+	ids.StageRetention:  buildRetention,
+	ids.StageIngest:     buildIngest,
+	ids.StageReconcile:  buildReconcile,
+	ids.StageSink:       buildSink,
+}
+
+// formerRoles are role names a configuration may still carry: each is refused with
+// the name that replaced it.
+var formerRoles = map[string]ids.Stage{"synthesize": ids.StageSynthesis}
+
+// joinRoles is roles as the flag spells them.
+func joinRoles(roles []ids.Stage, sep string) string {
+	s := make([]string, len(roles))
+	for i, r := range roles {
+		s[i] = string(r)
+	}
+	return strings.Join(s, sep)
 }
 
 func knownRoles() []string {
 	names := make([]string, 0, len(roleBuilders))
 	for n := range roleBuilders {
-		names = append(names, n)
+		names = append(names, string(n))
 	}
 	slices.Sort(names)
 	return names
@@ -143,13 +157,17 @@ func runRoles(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	var roles []string
-	for _, r := range strings.Split(*rolesFlag, ",") {
-		if r = strings.TrimSpace(r); r == "" {
+	var roles []ids.Stage
+	for _, name := range strings.Split(*rolesFlag, ",") {
+		if name = strings.TrimSpace(name); name == "" {
 			continue
 		}
+		r := ids.Stage(name)
+		if now, ok := formerRoles[name]; ok {
+			return fmt.Errorf("%w: role %q is now called %q (docs/decisions.md D30)", errUsage, name, now)
+		}
 		if _, ok := roleBuilders[r]; !ok {
-			return fmt.Errorf("%w: unknown role %q (known: %s)", errUsage, r, strings.Join(knownRoles(), ", "))
+			return fmt.Errorf("%w: unknown role %q (known: %s)", errUsage, name, strings.Join(knownRoles(), ", "))
 		}
 		if !slices.Contains(roles, r) {
 			roles = append(roles, r)
@@ -171,7 +189,7 @@ func runRoles(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // serveRoles runs the ops server and the roles until ctx ends or one fails, then
 // drains them all.
-func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) error {
+func serveRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []ids.Stage) error {
 	r, err := startRoles(ctx, cfg, log, roles)
 	if err != nil {
 		return err
@@ -190,7 +208,7 @@ type running struct {
 
 // startRoles builds every role, starts the ops server and the components, and returns
 // at once. The first component that fails cancels the others.
-func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []string) (*running, error) {
+func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles []ids.Stage) (*running, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(roles))
 	ops, err := opsserver.New(opsserver.Options{Addr: cfg.HTTP.Listen, Registry: reg, Logger: log, Profiling: cfg.HTTP.Profiling})
@@ -273,7 +291,7 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 		comps = append(comps, cs...)
 	}
 	logRetentionDecision(cfg, roles, log)
-	log.Info("larkline running", "roles", strings.Join(roles, ","), "http", ops.Addr().String(),
+	log.Info("larkline running", "roles", joinRoles(roles, ","), "http", ops.Addr().String(),
 		"api", rt.apiSrv.Addr().String(), "webhook", rt.hookSrv.Addr().String())
 
 	ctx, cancel := context.WithCancel(ctx)
@@ -310,16 +328,16 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 // With retention on, a process that runs no retention role warns too (issue #29):
 // retention happens only where that role runs, so a deployment whose processes all
 // leave it out keeps chat text forever although the setting says otherwise.
-func logRetentionDecision(cfg *config.Config, roles []string, log *slog.Logger) {
+func logRetentionDecision(cfg *config.Config, roles []ids.Stage, log *slog.Logger) {
 	const key = "services.workspace.timeline.lark.retention.enabled"
 	r := cfg.Services.Workspace.Timeline.Lark.Retention
 	switch {
 	case !r.Enabled:
 		log.Warn("evidence retention is turned off by configuration: chat text is kept past the retention period until it is turned on",
 			"key", key, "origin", cfg.Origin(key), "evidence_retention", r.EvidenceRetention.String())
-	case !slices.Contains(roles, "retention"):
+	case !slices.Contains(roles, ids.StageRetention):
 		log.Warn("evidence retention is on but this process runs no retention role: make sure one process runs it, or chat text is kept past the retention period",
-			"roles", strings.Join(roles, ","), "evidence_retention", r.EvidenceRetention.String())
+			"roles", joinRoles(roles, ","), "evidence_retention", r.EvidenceRetention.String())
 	}
 }
 
@@ -466,8 +484,8 @@ func cursorKey(cfg *config.Config, log *slog.Logger) ([]byte, error) {
 	return key, nil
 }
 
-// buildSynthesize runs the window worker with the configured synthesizer.
-func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
+// buildSynthesis runs the synthesis worker with the configured synthesizer.
+func buildSynthesis(ctx context.Context, rt *runtime) ([]component, error) {
 	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err

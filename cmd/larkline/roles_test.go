@@ -66,7 +66,7 @@ func roleConfig(t *testing.T) *config.Config {
 }
 
 // startTestRoles runs roles in this process until the test ends.
-func startTestRoles(t *testing.T, cfg *config.Config, roles ...string) (*running, *syncBuffer) {
+func startTestRoles(t *testing.T, cfg *config.Config, roles ...ids.Stage) (*running, *syncBuffer) {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))

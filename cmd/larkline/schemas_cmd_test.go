@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // registryGateway: the shared registry behind testenv.RegistryGateway.
@@ -74,7 +75,7 @@ func TestSchemasOnAnAuthenticatedRegistry(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.HTTP.Listen = "127.0.0.1:0"
-	if r, err := startRoles(context.Background(), cfg, slog.New(slog.DiscardHandler), []string{"sink"}); err == nil {
+	if r, err := startRoles(context.Background(), cfg, slog.New(slog.DiscardHandler), []ids.Stage{ids.StageSink}); err == nil {
 		_ = r.stop()
 		t.Fatal("roles started with autoRegister false and no schema registered")
 	} else {

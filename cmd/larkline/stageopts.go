@@ -244,7 +244,7 @@ var reconcileKeys = config.FieldKeys{
 	"MaxBackoff":              "lark.api.maxBackoff",
 }
 
-// synthesisOptions: the window worker.
+// synthesisOptions: the synthesis worker.
 func synthesisOptions(cfg *config.Config) synthesis.Options {
 	l := cfg.Services.Workspace.Timeline.Lark
 	t := cfg.Kafka.Topics

@@ -11,18 +11,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // ReasonRedriven marks a redrive marker.
 const ReasonRedriven = "redriven"
-
-// Stages a re-drive knows.
-const (
-	StageEvidenceSink  = "evidence_sink"
-	StageSynthesis     = "synthesis"
-	StageWorkspaceFeed = "workspace_feed"
-	StageWindows       = "windows"
-)
 
 // Re-drive outcomes.
 const (
@@ -50,10 +43,10 @@ var ErrInvalid = errors.New("deadletters: invalid input")
 
 // Entry is one dead letter of the topic.
 type Entry struct {
-	Partition int32  `json:"dead_letter_partition"`
-	Offset    int64  `json:"dead_letter_offset"`
-	Stage     string `json:"stage"`
-	Reason    string `json:"reason"`
+	Partition int32     `json:"dead_letter_partition"`
+	Offset    int64     `json:"dead_letter_offset"`
+	Stage     ids.Stage `json:"stage"`
+	Reason    string    `json:"reason"`
 	// Key is the parked record's key: workspace, chat and message ids, never text.
 	Key            string    `json:"key"`
 	FailedAt       time.Time `json:"failed_at"`
@@ -70,7 +63,7 @@ type Entry struct {
 
 // Filter selects dead letters; zero fields match everything.
 type Filter struct {
-	Stage  string
+	Stage  ids.Stage
 	Reason string
 	Since  time.Time
 }
@@ -138,8 +131,12 @@ func Scan(ctx context.Context, cl *kgo.Client, codec *schemas.Codec[schemas.Dead
 				markers[dlRef{d.Partition, d.Offset}] = d.Error
 				return
 			}
+			stage, err := ids.ParseStage(d.Stage)
+			if err != nil {
+				stage = ids.Stage(d.Stage) // listed as parked; a re-drive refuses it
+			}
 			entries = append(entries, Entry{
-				Partition: r.Partition, Offset: r.Offset, Stage: d.Stage, Reason: d.Reason, Key: string(d.Key),
+				Partition: r.Partition, Offset: r.Offset, Stage: stage, Reason: d.Reason, Key: string(d.Key),
 				FailedAt: d.FailedAt.UTC(), SourceTopic: d.Topic, SourcePart: d.Partition, SourceOffset: d.Offset,
 				ByReference: d.IsByReference(), OriginalSchema: d.OriginalSchema, value: d.Value,
 			})

@@ -4,17 +4,17 @@
 //
 // A re-drive feeds a parked record back through its stage after the cause was fixed:
 //
-//   - evidence_sink: the record is read again from the evidence topic at the offset
+//   - sink: the record is read again from the evidence topic at the offset
 //     the dead letter names (dead letters of evidence carry no value, decisions D9)
 //     and written through the sink's own decoding, checks and evidence rule
 //     (postgres.Redrive). Gone from that offset means a newer version of the message
 //     replaced it (compaction: an edit, a recall, a retention tombstone): superseded,
 //     nothing to do.
-//   - synthesis, workspace_feed: the original value (kept in the dead letter, or read
+//   - synthesis, workspaces: the original value (kept in the dead letter, or read
 //     again at its offset) is produced once more to its source topic with its key;
 //     both consumers are idempotent (window state by compare-and-set; workspace
 //     versions that are not newer are ignored).
-//   - windows: not re-driven here; its state lives in Kafka; replay a processor
+//   - windows: not re-driven here; its state lives in Kafka; run a new processor
 //     version (docs/operations.md).
 //
 // Checks (issue #29): a dead letter is re-driven only from and to its stage's input

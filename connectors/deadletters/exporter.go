@@ -114,9 +114,9 @@ func (e *Exporter) scan(ctx context.Context) {
 	e.redriven.Reset()
 	for _, x := range es {
 		if x.Redriven == "" {
-			e.parked.WithLabelValues(x.Stage, x.Reason).Inc()
+			e.parked.WithLabelValues(string(x.Stage), x.Reason).Inc()
 		} else {
-			e.redriven.WithLabelValues(x.Stage, x.Redriven).Inc()
+			e.redriven.WithLabelValues(string(x.Stage), x.Redriven).Inc()
 		}
 	}
 }

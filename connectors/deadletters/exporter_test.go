@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // TestExporterRunAndClose: the exporter counts what is parked at its first scan, Close
@@ -34,7 +35,7 @@ func TestExporterRunAndClose(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	ctx := context.Background()
-	dl := schemas.NewDeadLetter(StageEvidenceSink, errors.New("bad"), "ev", 0, 7, []byte("ws-1/oc_1/om_1"), []byte("x"), time.Now())
+	dl := schemas.NewDeadLetter(ids.StageSink, errors.New("bad"), "ev", 0, 7, []byte("ws-1/oc_1/om_1"), []byte("x"), time.Now())
 	v, err := codecs.DeadLetter.Encode(ctx, dl)
 	if err != nil {
 		t.Fatal(err)
@@ -51,9 +52,9 @@ func TestExporterRunAndClose(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
 	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(e.parked.WithLabelValues(StageEvidenceSink, dl.Reason)) != 1 {
+	for testutil.ToFloat64(e.parked.WithLabelValues(string(ids.StageSink), dl.Reason)) != 1 {
 		if time.Now().After(deadline) {
-			t.Fatalf("parked = %v, want 1", testutil.ToFloat64(e.parked.WithLabelValues(StageEvidenceSink, dl.Reason)))
+			t.Fatalf("parked = %v, want 1", testutil.ToFloat64(e.parked.WithLabelValues(string(ids.StageSink), dl.Reason)))
 		}
 		time.Sleep(10 * time.Millisecond) // polling a gauge the Run goroutine sets
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 func TestParseSinceAndFilter(t *testing.T) {
@@ -25,19 +27,19 @@ func TestParseSinceAndFilter(t *testing.T) {
 		}
 	}
 	es := []Entry{
-		{Stage: StageEvidenceSink, Reason: "constraint", FailedAt: now.Add(-2 * time.Hour)},
-		{Stage: StageEvidenceSink, Reason: "malformed", FailedAt: now},
-		{Stage: StageSynthesis, Reason: "malformed", FailedAt: now},
+		{Stage: ids.StageSink, Reason: "constraint", FailedAt: now.Add(-2 * time.Hour)},
+		{Stage: ids.StageSink, Reason: "malformed", FailedAt: now},
+		{Stage: ids.StageSynthesis, Reason: "malformed", FailedAt: now},
 	}
 	for _, tc := range []struct {
 		f    Filter
 		want int
 	}{
 		{Filter{}, 3},
-		{Filter{Stage: StageEvidenceSink}, 2},
-		{Filter{Stage: StageEvidenceSink, Reason: "malformed"}, 1},
+		{Filter{Stage: ids.StageSink}, 2},
+		{Filter{Stage: ids.StageSink, Reason: "malformed"}, 1},
 		{Filter{Since: now.Add(-time.Hour)}, 2},
-		{Filter{Stage: StageWindows}, 0},
+		{Filter{Stage: ids.StageWindows}, 0},
 	} {
 		if got := len(Select(es, tc.f)); got != tc.want {
 			t.Errorf("Select(%+v) = %d entries, want %d", tc.f, got, tc.want)

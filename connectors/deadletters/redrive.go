@@ -25,15 +25,14 @@ type RedriverOptions struct {
 	Codecs *schemas.Codecs
 	// DeadLetterTopic is the dead-letter topic. Required.
 	DeadLetterTopic string
-	// Store writes evidence (stage evidence_sink). Required for that stage.
+	// Store writes evidence (stage sink). Required for that stage.
 	Store postgres.Writer
 	// SourceTopics names, per stage, the topic its dead letters must come from (the
 	// stage's input): a dead letter naming another topic is refused, never produced
 	// there. Required for the stage re-driven.
-	SourceTopics map[string]string
+	SourceTopics map[ids.Stage]string
 	// Bindings tells which workspaces a chat is bound to (*store.Store): a record of
-	// a workspace its chat is not bound to is refused (stages evidence_sink and
-	// synthesis). Required for those stages.
+	// a workspace its chat is not bound to is refused (stages sink and synthesis). Required for those stages.
 	Bindings Bindings
 	// Clock stamps markers. Default time.Now.
 	Clock func() time.Time
@@ -79,7 +78,7 @@ type Result struct {
 
 // Report is one re-drive run.
 type Report struct {
-	Stage string `json:"stage"`
+	Stage ids.Stage `json:"stage"`
 	// DryRun: nothing was written; outcomes say what a re-drive would do
 	// (would_redrive, or refused by the checks, or skipped).
 	DryRun   bool           `json:"dry_run"`
@@ -96,19 +95,19 @@ type Report struct {
 // dependency failure stops the run with an error after the report of what was done.
 func (r *Redriver) Redrive(ctx context.Context, f Filter, apply bool) (Report, error) {
 	switch f.Stage {
-	case StageEvidenceSink:
+	case ids.StageSink:
 		if r.o.Store == nil || r.o.Bindings == nil {
-			return Report{}, fmt.Errorf("%w: the evidence_sink stage needs a store", ErrInvalid)
+			return Report{}, fmt.Errorf("%w: the sink stage needs a store", ErrInvalid)
 		}
-	case StageSynthesis:
+	case ids.StageSynthesis:
 		if r.o.Bindings == nil {
 			return Report{}, fmt.Errorf("%w: the synthesis stage needs the bindings (a store)", ErrInvalid)
 		}
-	case StageWorkspaceFeed:
-	case StageWindows:
-		return Report{}, fmt.Errorf("%w: the window processor keeps its state in Kafka; re-run its records by replaying a processor version (larkline replay)", ErrInvalid)
+	case ids.StageWorkspaces:
+	case ids.StageWindows:
+		return Report{}, fmt.Errorf("%w: the window processor keeps its state in Kafka; re-run its records under a new processor version (larkline versions start)", ErrInvalid)
 	default:
-		return Report{}, fmt.Errorf("%w: unknown stage %q (evidence_sink, synthesis, workspace_feed)", ErrInvalid, f.Stage)
+		return Report{}, fmt.Errorf("%w: stage %q has no re-drive (sink, synthesis, workspaces)", ErrInvalid, f.Stage)
 	}
 	if r.o.SourceTopics[f.Stage] == "" {
 		return Report{}, fmt.Errorf("%w: no source topic for stage %q (RedriverOptions.SourceTopics)", ErrInvalid, f.Stage)
@@ -198,17 +197,17 @@ func (r *Redriver) checkTopic(e Entry) string {
 }
 
 // checkBinding refuses a record of a workspace its chat is not bound to (stages
-// evidence_sink and synthesis). A redacted evidence version or a tombstone passes: it
+// sink and synthesis). A redacted evidence version or a tombstone passes: it
 // carries no text, and a recall must reach every workspace that held the message,
 // bound or not (D18).
-func (r *Redriver) checkBinding(ctx context.Context, stage string, src *kgo.Record) (string, error) {
+func (r *Redriver) checkBinding(ctx context.Context, stage ids.Stage, src *kgo.Record) (string, error) {
 	var (
 		ws   ids.WorkspaceID
 		chat ids.ChatID
 		err  error
 	)
 	switch stage {
-	case StageEvidenceSink:
+	case ids.StageSink:
 		if ws, chat, _, err = ids.ParseEvidenceKey(string(src.Key)); err != nil {
 			return RefusedBadKey, nil
 		}
@@ -218,7 +217,7 @@ func (r *Redriver) checkBinding(ctx context.Context, stage string, src *kgo.Reco
 		if rec, err := r.o.Codecs.Evidence.Decode(ctx, src.Value); err == nil && rec.Deleted && rec.Content == "" {
 			return "", nil
 		}
-	case StageSynthesis:
+	case ids.StageSynthesis:
 		if ws, chat, err = ids.ParseChatKey(string(src.Key)); err != nil {
 			return RefusedBadKey, nil
 		}
@@ -243,7 +242,7 @@ func (r *Redriver) one(ctx context.Context, e Entry) (outcome, detail string, er
 		return outcome, detail, err
 	}
 	switch e.Stage {
-	case StageEvidenceSink:
+	case ids.StageSink:
 		out, err := postgres.Redrive(ctx, r.o.Codecs.Evidence, r.o.Store, src)
 		switch {
 		case errors.Is(err, postgres.ErrStillRefused):
@@ -254,7 +253,7 @@ func (r *Redriver) one(ctx context.Context, e Entry) (outcome, detail string, er
 			return OutcomeUnchanged, out, nil
 		}
 		return OutcomeApplied, out, nil
-	default: // synthesis, workspace_feed: once more into the source topic
+	default: // synthesis, workspaces: once more into the source topic
 		rec := &kgo.Record{Topic: e.SourceTopic, Key: src.Key, Value: src.Value}
 		if err := r.o.Client.ProduceSync(ctx, rec).FirstErr(); err != nil {
 			return "", "", fmt.Errorf("producing to %s: %w", e.SourceTopic, err)
@@ -308,7 +307,7 @@ func (r *Redriver) fetch(ctx context.Context, topic string, partition int32, off
 
 // mark appends the marker that finishes e.
 func (r *Redriver) mark(ctx context.Context, e Entry, outcome string) error {
-	m := schemas.DeadLetter{Stage: e.Stage, Reason: ReasonRedriven, Error: outcome, Topic: r.o.DeadLetterTopic,
+	m := schemas.DeadLetter{Stage: string(e.Stage), Reason: ReasonRedriven, Error: outcome, Topic: r.o.DeadLetterTopic,
 		Partition: e.Partition, Offset: e.Offset, Key: []byte(e.Key), FailedAt: r.o.Clock().UTC()}
 	v, err := r.o.Codecs.DeadLetter.Encode(ctx, m)
 	if err != nil {

@@ -32,7 +32,7 @@ func TestRedriveChecks(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Redriver{o: RedriverOptions{Codecs: codecs, DeadLetterTopic: "dlq",
-		SourceTopics: map[string]string{StageEvidenceSink: "ev", StageSynthesis: "closed", StageWorkspaceFeed: "ws"},
+		SourceTopics: map[ids.Stage]string{ids.StageSink: "ev", ids.StageSynthesis: "closed", ids.StageWorkspaces: "ws"},
 		Bindings:     bindingsOf{"oc_bound": {"ws-1"}}}}
 	at := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	evidence := func(t *testing.T, ws ids.WorkspaceID, chat ids.ChatID, deleted bool) *kgo.Record {
@@ -55,23 +55,23 @@ func TestRedriveChecks(t *testing.T) {
 		src   func(t *testing.T) *kgo.Record
 		want  string // "" passes
 	}{
-		{"evidence from the evidence topic, bound chat", Entry{Stage: StageEvidenceSink, SourceTopic: "ev"},
+		{"evidence from the evidence topic, bound chat", Entry{Stage: ids.StageSink, SourceTopic: "ev"},
 			func(t *testing.T) *kgo.Record { return evidence(t, "ws-1", "oc_bound", false) }, ""},
-		{"evidence naming another topic", Entry{Stage: StageEvidenceSink, SourceTopic: "closed"},
+		{"evidence naming another topic", Entry{Stage: ids.StageSink, SourceTopic: "closed"},
 			func(t *testing.T) *kgo.Record { return evidence(t, "ws-1", "oc_bound", false) }, RefusedWrongTopic},
-		{"synthesis naming the workspaces topic", Entry{Stage: StageSynthesis, SourceTopic: "ws"},
+		{"synthesis naming the workspaces topic", Entry{Stage: ids.StageSynthesis, SourceTopic: "ws"},
 			func(t *testing.T) *kgo.Record { return &kgo.Record{Key: []byte("ws-1/oc_bound")} }, RefusedWrongTopic},
-		{"evidence of a workspace its chat is not bound to", Entry{Stage: StageEvidenceSink, SourceTopic: "ev"},
+		{"evidence of a workspace its chat is not bound to", Entry{Stage: ids.StageSink, SourceTopic: "ev"},
 			func(t *testing.T) *kgo.Record { return evidence(t, "ws-2", "oc_bound", false) }, RefusedNotBound},
-		{"redacted evidence of an unbound chat passes", Entry{Stage: StageEvidenceSink, SourceTopic: "ev"},
+		{"redacted evidence of an unbound chat passes", Entry{Stage: ids.StageSink, SourceTopic: "ev"},
 			func(t *testing.T) *kgo.Record { return evidence(t, "ws-2", "oc_gone", true) }, ""},
-		{"a tombstone of an unbound chat passes", Entry{Stage: StageEvidenceSink, SourceTopic: "ev"},
+		{"a tombstone of an unbound chat passes", Entry{Stage: ids.StageSink, SourceTopic: "ev"},
 			func(t *testing.T) *kgo.Record { return &kgo.Record{Key: []byte("ws-2/oc_gone/om_1")} }, ""},
-		{"closed window of a bound chat", Entry{Stage: StageSynthesis, SourceTopic: "closed"},
+		{"closed window of a bound chat", Entry{Stage: ids.StageSynthesis, SourceTopic: "closed"},
 			func(t *testing.T) *kgo.Record { return &kgo.Record{Key: []byte("ws-1/oc_bound"), Value: []byte("x")} }, ""},
-		{"closed window of an unbound chat", Entry{Stage: StageSynthesis, SourceTopic: "closed"},
+		{"closed window of an unbound chat", Entry{Stage: ids.StageSynthesis, SourceTopic: "closed"},
 			func(t *testing.T) *kgo.Record { return &kgo.Record{Key: []byte("ws-1/oc_other"), Value: []byte("x")} }, RefusedNotBound},
-		{"closed window with a bad key", Entry{Stage: StageSynthesis, SourceTopic: "closed"},
+		{"closed window with a bad key", Entry{Stage: ids.StageSynthesis, SourceTopic: "closed"},
 			func(t *testing.T) *kgo.Record { return &kgo.Record{Key: []byte("nochat"), Value: []byte("x")} }, RefusedBadKey},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // deadLetter builds the dead letter of p. It never carries the record's value (chat
@@ -17,7 +18,7 @@ import (
 // `larkline deadletters redrive` reads it again (issue #19).
 func (s *Sink) deadLetter(p *parked) schemas.DeadLetter {
 	r := p.rec
-	d := schemas.NewDeadLetter(Stage, p.cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.o.Clock())
+	d := schemas.NewDeadLetter(ids.StageSink, p.cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, s.o.Clock())
 	d.ByReference()
 	if p.reason != "" {
 		d.Reason = p.reason

@@ -11,9 +11,6 @@ import (
 	"github.com/larkline/larkline/schemas"
 )
 
-// Stage is the DeadLetter.Stage of every record the sink parks.
-const Stage = "evidence_sink"
-
 // Dead-letter reasons the sink adds to those of package schemas (schemas.ReasonOf:
 // malformed, unknown_schema, newer_schema, wrong_record_type, incompatible_schema,
 // invalid_record, other). Together they are the bounded label set of

@@ -17,7 +17,7 @@ var ErrStillRefused = errors.New("the sink refuses the record again")
 
 // Redrive feeds one evidence record, re-read from the evidence topic at the offset
 // its dead letter names, through the sink's own decoding, checks and evidence rule
-// (issue #19: `larkline deadletters redrive --stage evidence_sink`). It is
+// (issue #19: `larkline deadletters redrive --stage sink`). It is
 // idempotent: the store's version rule makes a record already applied, or older than
 // the stored version, a no-op (unchanged, stale). It returns the store's outcome
 // (inserted, updated, redacted, unchanged, stale, deleted, delete_absent); a record

@@ -17,6 +17,7 @@ import (
 	"github.com/larkline/larkline/internal/logging"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // leaveTimeout bounds leaving the group when Run returns.
@@ -82,7 +83,7 @@ func New(o Options) (*Sink, error) {
 	s := &Sink{
 		life:       lifecycle.New("postgres sink", lifecycle.Once, ErrClosed),
 		o:          o,
-		log:        logging.OrDiscard(o.Logger).With("component", "evidence_sink", "group", o.Group),
+		log:        logging.OrDiscard(o.Logger).With("component", string(ids.StageSink), "group", o.Group),
 		m:          m,
 		store:      o.Store,
 		codec:      o.Codecs.Evidence,

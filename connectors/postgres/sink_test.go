@@ -375,7 +375,7 @@ func TestSinkDeadLetters(t *testing.T) {
 			if !ok {
 				t.Fatalf("no dead letter for key %q (have %v)", b.rec.Key, slices.Collect(maps.Keys(byKey)))
 			}
-			if d.Reason != b.reason || d.Stage != Stage || d.Topic != e.topic || d.Offset < 0 || d.Error == "" {
+			if d.Reason != b.reason || d.Stage != string(ids.StageSink) || d.Topic != e.topic || d.Offset < 0 || d.Error == "" {
 				t.Errorf("dead letter = {reason %q stage %q topic %q offset %d error %q}, want reason %q from %s",
 					d.Reason, d.Stage, d.Topic, d.Offset, d.Error, b.reason, e.topic)
 			}

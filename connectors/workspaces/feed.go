@@ -31,8 +31,6 @@ const (
 	DefaultMaxBackoff = 30 * time.Second
 	// DefaultMaxPollRecords bounds the records applied between two offset commits.
 	DefaultMaxPollRecords = 500
-	// DeadLetterStage is DeadLetter.Stage of the records the feed parks.
-	DeadLetterStage = "workspace_feed"
 	// ReasonRejectedByStore is DeadLetter.Reason of a valid-looking record that the
 	// database refused (a constraint or data error), which retrying cannot fix.
 	ReasonRejectedByStore = "rejected_by_store"
@@ -165,7 +163,7 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 		life: lifecycle.New("workspace feed consumer", lifecycle.Once, ErrClosed),
 		opts: opts,
 		cl:   cl,
-		log:  opts.Logger.With("component", "workspace_feed", "topic", opts.Topic, "group", opts.Group),
+		log:  opts.Logger.With("component", string(ids.StageWorkspaces), "topic", opts.Topic, "group", opts.Group),
 		m:    m,
 	}, nil
 }
@@ -348,7 +346,7 @@ func (c *Consumer) handleTombstone(ctx context.Context, r *kgo.Record) error {
 // deadLetter parks r in the dead-letter topic with the reason of cause (or reason,
 // when set) and returns nil once Kafka acknowledged it.
 func (c *Consumer) deadLetter(ctx context.Context, r *kgo.Record, cause error, reason string) error {
-	dl := schemas.NewDeadLetter(DeadLetterStage, cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, c.opts.Now())
+	dl := schemas.NewDeadLetter(ids.StageWorkspaces, cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, c.opts.Now())
 	if reason != "" {
 		dl.Reason = reason
 	}

@@ -322,7 +322,7 @@ binding D oc_d3
 			continue
 		}
 		delete(wantReasons, key)
-		if d.Reason != reason || d.Stage != DeadLetterStage || d.Topic != e.topic || d.Offset < 0 || d.Partition < 0 {
+		if d.Reason != reason || d.Stage != string(ids.StageWorkspaces) || d.Topic != e.topic || d.Offset < 0 || d.Partition < 0 {
 			t.Errorf("dead letter of %q: %+v, want reason %s", key, d, reason)
 		}
 		if !strings.Contains(d.Error, wantInError[key]) {

@@ -34,7 +34,7 @@ var dashboardMustShow = []string{
 	"larkline_synthesis_chunks_total",
 	"larkline_synthesis_chunk_model_tokens_total",
 	"larkline_synthesis_chunk_synthesize_seconds",
-	"larkline_summary_attempts_total",
+	"larkline_synthesis_summary_attempts_total",
 	"larkline_consumergroup_lag",
 	"larkline_consumergroup_lag_seconds",
 	"larkline_consumergroup_status",

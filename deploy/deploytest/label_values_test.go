@@ -73,7 +73,7 @@ func spelledIn(t *testing.T, root string, dirs []string) map[string]bool {
 // given by label_replace) is a value the code that defines the metric spells: a rule
 // that matches a value no metric carries never fires (issue #32: the dead-letter
 // alert's stages were "sink" and "workspaces", the metrics' evidence_sink and
-// workspace_feed).
+// workspace_feed; since D30 every one says sink and workspaces).
 func TestAlertAndDashboardLabelValues(t *testing.T) {
 	inv := sourceInventory(t)
 	root := repoRoot(t)

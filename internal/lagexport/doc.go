@@ -7,8 +7,8 @@
 //	larkline_consumergroup_status{group,status}                1 for the current status, else 0
 //	larkline_consumergroup_members{group}                      members of the group
 //
-// plus two series about the exporter itself: larkline_lagexport_last_success_timestamp_seconds
-// and larkline_lagexport_poll_failures_total.
+// plus two series about the exporter itself: larkline_lag_last_success_timestamp_seconds
+// and larkline_lag_poll_failures_total.
 //
 // # Polling, not scraping
 //

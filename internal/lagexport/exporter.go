@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // Snapshot is the result of the latest sample.
@@ -100,13 +101,13 @@ func New(o Options) (*Exporter, error) {
 		o:    o,
 		cl:   cl,
 		eval: eval,
-		log:  o.Logger.With("component", "lagexport"),
+		log:  o.Logger.With("component", string(ids.StageLag)),
 		failures: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "larkline_lagexport_poll_failures_total",
+			Name: "larkline_lag_poll_failures_total",
 			Help: "Lag samples that failed as a whole (every group then reports status ERR).",
 		}),
 		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "larkline_lagexport_last_success_timestamp_seconds",
+			Name: "larkline_lag_last_success_timestamp_seconds",
 			Help: "Unix time of the last lag sample that succeeded.",
 		}),
 	}

@@ -249,7 +249,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		if c := series(t, reg, "larkline_consumergroup_lag", map[string]string{"group": absent}); c != 0 {
 			t.Fatalf("group without commits has %d lag series", c)
 		}
-		if v, _ := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.now().Unix()) {
+		if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.now().Unix()) {
 			t.Fatalf("last success = %v, want %v", v, clock.now().Unix())
 		}
 	})
@@ -332,11 +332,11 @@ func TestExporterPollFailure(t *testing.T) {
 	if c := series(t, reg, "larkline_consumergroup_lag", nil); c != 0 {
 		t.Fatalf("%d lag series after a failed sample", c)
 	}
-	wantGauge(t, reg, "larkline_lagexport_poll_failures_total", map[string]string{}, 1)
-	if _, ok := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); !ok {
+	wantGauge(t, reg, "larkline_lag_poll_failures_total", map[string]string{}, 1)
+	if _, ok := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); !ok {
 		t.Fatal("last success gauge not exported")
 	}
-	if v, _ := value(t, reg, "larkline_lagexport_last_success_timestamp_seconds", map[string]string{}); v != 0 {
+	if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != 0 {
 		t.Fatalf("last success = %v after only a failure", v)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // advisoryLockKey is the Postgres advisory lock every (non-dry) run holds: the bytes
@@ -83,7 +84,7 @@ func New(o Options) (*Job, error) {
 		cl:   cl,
 		db:   o.Pool,
 		m:    m,
-		log:  o.Logger.With("component", "retention"),
+		log:  o.Logger.With("component", string(ids.StageRetention)),
 	}, nil
 }
 

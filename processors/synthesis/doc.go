@@ -1,4 +1,4 @@
-// Package synthesis is larkline's window worker: a franz-go consumer-group member that
+// Package synthesis is larkline's synthesis worker: a franz-go consumer-group member that
 // reads the closed-window topic (larkline.windows.closed.v1, key <workspace>/<chat>,
 // Avro ClosedWindow values) and turns each closed window into draft timeline entries
 // bound to their evidence, then makes the window's one summary attempt (design §10.2,
@@ -134,8 +134,8 @@
 // _store_retries_total{operation}, _model_available, _model_outage_seconds_total,
 // _model_gate_opens_total{cause}, _model_probes_total{outcome}, _model_gate_waiting,
 // _attempts_refunded_total, _heartbeats_total{outcome}, _sink_wait_timeouts_total,
-// _sink_progress_errors_total; larkline_summary_attempts_total{outcome},
-// larkline_summary_skipped_total{reason} and larkline_summary_lag_seconds (window close
+// _sink_progress_errors_total; larkline_synthesis_summary_attempts_total{outcome},
+// larkline_synthesis_summary_skipped_total{reason} and larkline_synthesis_summary_lag_seconds (window close
 // to summary). Logs carry workspace, chat and message ids, window keys, batch ids,
 // fingerprints, hashes and counts, never message text, prompts or summaries.
 //

@@ -174,11 +174,11 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 		heartbeats: counter("larkline_synthesis_heartbeats_total",
 			"Heartbeats refreshing the claim of a window in progress (every staleTimeout/3), by outcome: ok, error (retried at the next beat), lost (another worker had taken the window over; the attempt stops).", "outcome"),
 
-		summaryAttempts: counter("larkline_summary_attempts_total",
+		summaryAttempts: counter("larkline_synthesis_summary_attempts_total",
 			"Summary attempts (at most one per completed window), by outcome: written, failed, invalid_output, human_kept.", "outcome"),
-		summarySkipped: counter("larkline_summary_skipped_total",
+		summarySkipped: counter("larkline_synthesis_summary_skipped_total",
 			"Completed windows without a summary attempt, by reason: disabled, no_material_change, human_summary, already_attempted, no_visible_entries, store_error.", "reason"),
-		summaryLag: hist("larkline_summary_lag_seconds",
+		summaryLag: hist("larkline_synthesis_summary_lag_seconds",
 			"Time from a window's close (closed_at) to its summary being written.", seconds),
 	}
 	if reg != nil {

@@ -23,7 +23,7 @@ import (
 // Defaults applied by New for zero Options fields. The design's values (§14, §18) where
 // it names one.
 const (
-	// DefaultGroup is the consumer group of the window worker.
+	// DefaultGroup is the consumer group of the synthesis worker.
 	DefaultGroup = "larkline-synthesis"
 	// DefaultContextLookback is synthesisContextLookback: how far before a window its
 	// read-only context reaches.
@@ -85,9 +85,6 @@ const (
 	// and some text.
 	minTokensPerChunk = 4 * synth.MessageOverheadTokens
 )
-
-// Stage is the dead-letter stage name of this worker.
-const Stage = "synthesis"
 
 var (
 	// ErrInvalidOptions is wrapped by every error New returns for bad Options.
@@ -235,7 +232,7 @@ type Options struct {
 	Clock func() time.Time
 	// Logger receives ids, keys, counts and hashes only. Nil discards.
 	Logger *slog.Logger
-	// Registry receives the larkline_synthesis_* and larkline_summary_* metrics. Nil
+	// Registry receives the larkline_synthesis_* and larkline_synthesis_summary_* metrics. Nil
 	// registers nothing.
 	Registry *prometheus.Registry
 

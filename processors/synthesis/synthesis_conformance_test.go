@@ -15,7 +15,7 @@ import (
 	"github.com/larkline/larkline/schemas/ids"
 )
 
-// TestConformance runs the shared delivery-guarantee suite on the window worker: the
+// TestConformance runs the shared delivery-guarantee suite on the synthesis worker: the
 // closed-window topic in, window states and timeline entries out, on the real broker
 // and Postgres, with the rule synthesizer.
 func TestConformance(t *testing.T) { conformance.Run(t, synthesisStage{}) }

@@ -13,6 +13,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/schemas"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 const (
@@ -23,7 +24,7 @@ const (
 	commitTimeout = 10 * time.Second
 )
 
-// Worker is the synthesis window worker. Build it with New, run it with Run, stop it
+// Worker is the synthesis worker. Build it with New, run it with Run, stop it
 // with Close (or by ending Run's context).
 type Worker struct {
 	o      Options
@@ -63,7 +64,7 @@ func New(o Options) (*Worker, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With("component", "synthesis", "group", o.Group)
+	log = log.With("component", string(ids.StageSynthesis), "group", o.Group)
 	gate := newModelGate(&o, log)
 	m, err := newMetrics(o.Registry, gate.outageSeconds)
 	if err != nil {
@@ -359,7 +360,7 @@ func (w *Worker) decode(stop context.Context, r *kgo.Record) (schemas.ClosedWind
 // until the broker acknowledged it; true once it did.
 func (w *Worker) deadLetter(stop context.Context, r *kgo.Record, cause error) bool {
 	retry := w.backoff()
-	dl := schemas.NewDeadLetter(Stage, cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, w.o.Clock().UTC())
+	dl := schemas.NewDeadLetter(ids.StageSynthesis, cause, r.Topic, r.Partition, r.Offset, r.Key, r.Value, w.o.Clock().UTC())
 	for {
 		b, err := w.o.Codecs.DeadLetter.Encode(stop, dl)
 		if err == nil {

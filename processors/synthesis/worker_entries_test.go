@@ -58,7 +58,7 @@ func TestHumanEntriesAndSummaryUntouched(t *testing.T) {
 	e.produce(e.closedWindow(win, rows))
 	st := e.waitState(win, "the window to finish", terminal)
 	eventually(t, "the summary decision", func() bool {
-		return r.counter("larkline_summary_skipped_total")+r.counter("larkline_summary_attempts_total") >= 1
+		return r.counter("larkline_synthesis_summary_skipped_total")+r.counter("larkline_synthesis_summary_attempts_total") >= 1
 	})
 
 	if st.Status != store.WindowCompleted {
@@ -104,7 +104,7 @@ func TestHumanEntriesAndSummaryUntouched(t *testing.T) {
 	}{
 		{"larkline_synthesis_drafts_total", []string{"outcome", draftProtected}, 1},
 		{"larkline_synthesis_drafts_total", []string{"outcome", draftCreated}, 1},
-		{"larkline_summary_skipped_total", []string{"reason", skipHumanSummary}, 1},
+		{"larkline_synthesis_summary_skipped_total", []string{"reason", skipHumanSummary}, 1},
 	} {
 		if v := r.counter(c.name, c.labels...); v != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
@@ -148,8 +148,8 @@ func TestDuplicateRecordsAndOneSummaryAttempt(t *testing.T) {
 		{"larkline_synthesis_windows_total", []string{"outcome", outcomeCompleted}, 1},
 		{"larkline_synthesis_windows_total", []string{"outcome", outcomeSkippedDone}, 2},
 		{"larkline_synthesis_drafts_total", []string{"outcome", draftUpdated}, 0},
-		{"larkline_summary_attempts_total", []string{"outcome", summaryFailed}, 1},
-		{"larkline_summary_attempts_total", []string{"outcome", summaryWritten}, 0},
+		{"larkline_synthesis_summary_attempts_total", []string{"outcome", summaryFailed}, 1},
+		{"larkline_synthesis_summary_attempts_total", []string{"outcome", summaryWritten}, 0},
 	} {
 		if v := r.counter(c.name, c.labels...); v != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
@@ -280,7 +280,7 @@ func TestRuleSynthesizerOnAnIncidentWindow(t *testing.T) {
 			t.Errorf("finding entry %d does not record its thread: %+v", en.ID, meta.ThreadIDs)
 		}
 	}
-	eventually(t, "the summary", func() bool { return r.counter("larkline_summary_attempts_total") >= 1 })
+	eventually(t, "the summary", func() bool { return r.counter("larkline_synthesis_summary_attempts_total") >= 1 })
 	s, err := e.st.GetSummary(ctx, e.ws)
 	if err != nil {
 		t.Fatalf("summary: %v", err)
@@ -288,10 +288,10 @@ func TestRuleSynthesizerOnAnIncidentWindow(t *testing.T) {
 	if s.Source != store.EntryFromAI || strings.TrimSpace(s.Text) == "" {
 		t.Errorf("summary = %s %q", s.Source, s.Text)
 	}
-	if got := r.counter("larkline_summary_attempts_total", "outcome", summaryWritten); got != 1 {
+	if got := r.counter("larkline_synthesis_summary_attempts_total", "outcome", summaryWritten); got != 1 {
 		t.Errorf("written summaries = %v, want 1", got)
 	}
-	if got := r.counter("larkline_summary_lag_seconds"); got != 1 {
+	if got := r.counter("larkline_synthesis_summary_lag_seconds"); got != 1 {
 		t.Errorf("summary lag observations = %v, want 1", got)
 	}
 	logs := r.logs.String()

@@ -385,7 +385,7 @@ func TestBadRecordsAreDeadLettered(t *testing.T) {
 				t.Fatalf("dead-lettered records = %v, want 1", got)
 			}
 			dl := e.readDeadLetter()
-			if dl.Stage != Stage || dl.Offset != off || !bytes.Equal(dl.Value, value) || dl.Reason != tc.reason {
+			if dl.Stage != string(ids.StageSynthesis) || dl.Offset != off || !bytes.Equal(dl.Value, value) || dl.Reason != tc.reason {
 				t.Fatalf("dead letter: stage %q offset %d reason %q (want %q), error %q", dl.Stage, dl.Offset, dl.Reason, tc.reason, dl.Error)
 			}
 			if _, err := e.st.GetWindow(context.Background(), e.key(win)); !errors.Is(err, store.ErrNotFound) {

@@ -350,7 +350,7 @@ func (p *Processor) deadLetter(ctx goka.Context, cause error, raw []byte) bool {
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), decodeTimeout)
 	defer cancel()
-	dl := schemas.NewDeadLetter("windows", cause, string(ctx.Topic()), ctx.Partition(), ctx.Offset(),
+	dl := schemas.NewDeadLetter(ids.StageWindows, cause, string(ctx.Topic()), ctx.Partition(), ctx.Offset(),
 		[]byte(ctx.Key()), raw, p.opts.Clock())
 	dl.Reason = reason
 	if string(ctx.Topic()) == p.opts.EvidenceTopic {

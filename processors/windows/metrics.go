@@ -116,7 +116,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help: "Windows due on the wall clock (and covered) but held at the last scan because their evidence partition has not yet applied every record that was in it when the window's end + grace passed (the input barrier, D23): the processor is behind its input.",
 		}),
 		closeInputLag: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "larkline_window_close_input_lag_seconds",
+			Name:    "larkline_windows_close_input_lag_seconds",
 			Help:    "For each window the scan decided to close: how far behind its input the window's evidence partition was at that moment (the scan's clock minus the latest instant at which every record in the partition had been applied). 0 to a scan interval when caught up; downtime, replay and bursts show here, and delay the close instead of cutting the window short.",
 			Buckets: []float64{0.5, 1, 2, 5, 10, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600},
 		}),

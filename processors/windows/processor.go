@@ -210,7 +210,7 @@ func New(o Options) (*Processor, error) {
 		life: lifecycle.New("window processor", lifecycle.OneAtATime, ErrClosed),
 		opts: o,
 		mach: newMachine(o),
-		log:  o.Logger.With("component", "windows", "processor_version", o.ProcessorVersion),
+		log:  o.Logger.With("component", string(ids.StageWindows), "processor_version", o.ProcessorVersion),
 		m:    newMetrics(o.Registry),
 		wake: make(chan struct{}, 1),
 		dead: o.DeadLetters,

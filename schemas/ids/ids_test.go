@@ -99,3 +99,27 @@ func TestWindowStart(t *testing.T) {
 		})
 	}
 }
+
+func TestParseStage(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Stage
+		ok   bool
+	}{
+		{"sink", StageSink, true},
+		{"synthesis", StageSynthesis, true},
+		{"evidence_sink", StageSink, true},       // dead letters parked before D30
+		{"workspace_feed", StageWorkspaces, true}, // dead letters parked before D30
+		{"synthesize", "", false},                 // a role name that never was a stage
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, err := ParseStage(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseStage(%q) = %q, %v; want %q (ok %v)", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrInvalidID) {
+			t.Errorf("ParseStage(%q) error %v is not ErrInvalidID", tt.in, err)
+		}
+	}
+}

@@ -408,7 +408,7 @@ func TestAcceptanceCriteria(t *testing.T) {
 		if err != nil || inv.violations != 0 {
 			t.Errorf("summary attempts: %d violations %v (%v)", inv.violations, inv.examples, err)
 		}
-		summaries, err := p.procs[procSynth].metric(ctx, "larkline_summary_attempts_total")
+		summaries, err := p.procs[procSynth].metric(ctx, "larkline_synthesis_summary_attempts_total")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -94,8 +94,8 @@ var chaosLayout = []procSpec{
 	{"sink-2", []string{"workspaces", "sink"}},
 	{"windows-1", []string{"windows"}},
 	{"windows-2", []string{"windows"}},
-	{"synthesis-1", []string{"synthesize"}},
-	{"synthesis-2", []string{"synthesize"}},
+	{"synthesis-1", []string{"synthesis"}},
+	{"synthesis-2", []string{"synthesis"}},
 	{procReconcile, []string{"reconcile"}},
 	{procEdge, []string{"ingest", "api"}},
 }
@@ -871,7 +871,7 @@ func (p *pipeline) summaryAttempts(ctx context.Context) (invariantResult, error)
 func (p *pipeline) logSummaryAttempts() (map[string]int, error) {
 	out := map[string]int{}
 	for _, l := range p.layout {
-		if !slices.Contains(l.roles, "synthesize") {
+		if !slices.Contains(l.roles, "synthesis") {
 			continue
 		}
 		b, err := os.ReadFile(p.procs[l.name].logPath)

@@ -8,7 +8,7 @@
 // TestMain builds cmd/larkline once. Each test starts its own pipeline: fresh topics and
 // consumer groups under a unique kafka.groupPrefix, a fresh database, its own larktest
 // server playing a scenario, and the pipeline's stages as separate `larkline run
-// --roles …` processes (edge: ingest+api, sink: workspaces+sink, windows, synthesize,
+// --roles …` processes (edge: ingest+api, sink: workspaces+sink, windows, synthesis,
 // reconcile), each with its own ops port. A small supervisor restarts a process that
 // exits, as Kubernetes would; a test can kill a process (SIGKILL) and keep it down, or
 // let it come back. Setup goes through the operator commands (`topics ensure`,

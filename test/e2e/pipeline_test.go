@@ -68,7 +68,7 @@ type procSpec struct {
 var layout = []procSpec{
 	{procSink, []string{"workspaces", "sink"}},
 	{procWindows, []string{"windows"}},
-	{procSynth, []string{"synthesize"}},
+	{procSynth, []string{"synthesis"}},
 	{procReconcile, []string{"reconcile"}},
 	{procEdge, []string{"ingest", "api"}},
 }

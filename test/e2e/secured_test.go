@@ -268,7 +268,7 @@ func TestSecuredMissingACL(t *testing.T) {
 			env := append([]string{"LARKLINE_CONFIG=" + cfgPath}, u.env...)
 			for _, args := range [][]string{
 				{"topics", "ensure"},
-				{"run", "--roles", "ingest,reconcile,sink,workspaces,windows,synthesize,lag,retention"},
+				{"run", "--roles", "ingest,reconcile,sink,workspaces,windows,synthesis,lag,retention"},
 			} {
 				start := time.Now()
 				stderr, err := runBounded(ctx, env, 90*time.Second, args...)

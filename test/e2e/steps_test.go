@@ -79,7 +79,7 @@ func BenchmarkPipelineSteps(b *testing.B) {
 var stepsLayout = []procSpec{
 	{procSink, []string{"workspaces", "sink"}},
 	{procWindows, []string{"windows"}},
-	{procSynth, []string{"synthesize"}},
+	{procSynth, []string{"synthesis"}},
 	{procEdge, []string{"ingest", "api"}},
 }
 
@@ -577,7 +577,7 @@ func BenchmarkPipelineScaleOut(b *testing.B) {
 		Layout: []procSpec{
 			{sinkA, []string{"workspaces", "sink"}}, {sinkB, []string{"sink"}},
 			{windowsA, []string{"windows"}}, {windowsB, []string{"windows"}},
-			{procSynth, []string{"synthesize"}}, {procEdge, []string{"ingest", "api"}},
+			{procSynth, []string{"synthesis"}}, {procEdge, []string{"ingest", "api"}},
 		},
 		Env: []string{
 			"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__RECONCILIATIONENABLED=false",

@@ -55,7 +55,7 @@ func TestSinkStoppedSynthesisWaitsWithoutSpendingAttempts(t *testing.T) {
 		Layout: []procSpec{
 			{procSink, []string{"sink"}},
 			{procWindows, []string{"windows"}},
-			{procSynth, []string{"synthesize"}},
+			{procSynth, []string{"synthesis"}},
 			{procReconcile, []string{"reconcile"}},
 			{procEdge, []string{"workspaces", "ingest", "api"}},
 		},

@@ -172,7 +172,7 @@ func New(opts Options) (*Ingester, error) {
 		norm: opts.Normalizer, resolver: opts.Resolver, holders: opts.Holders, writer: w,
 		messages: opts.Messages, timeout: opts.Timeout,
 		lookupTimeout: opts.RecallLookupTimeout, notify: opts.Notify, now: opts.Clock,
-		log: log.With("component", "lark.ingest"), m: m,
+		log: log.With("component", string(ids.StageIngest)), m: m,
 		recent: newLRU[ids.MessageID, recentMessage](opts.RecentMessages),
 	}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/schemas/ids"
 )
 
 // syncBuffer is a bytes.Buffer safe for concurrent log writes.
@@ -38,7 +39,7 @@ func TestLogsCarryNoMessageText(t *testing.T) {
 	var out syncBuffer
 	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := newUnit(t, unitOptions{key: tKey})
-	u.ing.log = log.With("component", "lark.ingest")
+	u.ing.log = log.With("component", string(ids.StageIngest))
 	hook, err := NewWebhook(WebhookOptions{Ingester: u.ing, VerificationToken: tToken, EncryptKey: tKey})
 	if err != nil {
 		t.Fatal(err)

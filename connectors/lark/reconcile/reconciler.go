@@ -69,7 +69,7 @@ func New(opts Options) (*Reconciler, error) {
 	}
 	return &Reconciler{
 		life: lifecycle.New("reconciler", lifecycle.OneAtATime, ErrClosed),
-		opts: o, writer: w, log: log.With("component", "lark.reconcile"), m: m,
+		opts: o, writer: w, log: log.With("component", string(ids.StageReconcile)), m: m,
 		threads:     newThreadRegistry(o.MaxThreadsPerChat),
 		slots:       newSlots(o.MaxConcurrentChats),
 		locks:       newKeyLocks(),

@@ -34,7 +34,7 @@ const (
 
 // larklineRoles are every role `larkline run --roles` knows (cmd/larkline's
 // roleBuilders); each must run in exactly one Deployment.
-var larklineRoles = []string{"api", "ingest", "lag", "reconcile", "retention", "sink", "synthesize", "windows", "workspaces"}
+var larklineRoles = []string{"api", "ingest", "lag", "reconcile", "retention", "sink", "synthesis", "windows", "workspaces"}
 
 // objects is one rendering, decoded into typed structs.
 type objects struct {
