@@ -108,7 +108,7 @@ func TestParseStage(t *testing.T) {
 	}{
 		{"sink", StageSink, true},
 		{"synthesis", StageSynthesis, true},
-		{"evidence_sink", StageSink, true},       // dead letters parked before D30
+		{"evidence_sink", StageSink, true},        // dead letters parked before D30
 		{"workspace_feed", StageWorkspaces, true}, // dead letters parked before D30
 		{"synthesize", "", false},                 // a role name that never was a stage
 		{"", "", false},
