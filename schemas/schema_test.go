@@ -39,8 +39,8 @@ func TestReleasedSchemasAreImmutable(t *testing.T) {
 			if got := crc64Avro([]byte(s.Canonical)); got != s.Fingerprint {
 				t.Fatalf("goavro fingerprint %#016x, CRC-64-AVRO of the canonical form %#016x", s.Fingerprint, got)
 			}
-			if !strings.HasPrefix(s.Name, Namespace+".") || s.Version < 1 || s.records[s.Name].fields[0] != VersionField {
-				t.Fatalf("schema %s version %d fields %v", s.Name, s.Version, s.records[s.Name].fields)
+			if !strings.HasPrefix(s.Name, Namespace+".") || s.Version < 1 || s.fields[0] != VersionField {
+				t.Fatalf("schema %s version %d fields %v", s.Name, s.Version, s.fields)
 			}
 		})
 	}
