@@ -113,8 +113,6 @@ func (r *fastReader) millis() time.Time {
 	return time.Unix(s, (ms-s*1e3)*1e6).UTC()
 }
 
-var ingestPaths = []IngestPath{IngestEvent, IngestReconcile, IngestRefresh, IngestManual}
-
 // fastEvidence decodes a body written with the current evidence schema.
 func fastEvidence(reader *Schema, body []byte) (EvidenceRecord, error) {
 	r := fastReader{b: body}

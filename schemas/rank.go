@@ -14,11 +14,6 @@ type EvidenceRank struct {
 	Deleted         bool
 }
 
-// RankOf returns the rank of an evidence record.
-func RankOf(r *EvidenceRecord) EvidenceRank {
-	return EvidenceRank{SourceUpdatedAt: r.SourceUpdatedAt, Deleted: r.Deleted}
-}
-
 // Compare returns -1, 0 or +1 as r ranks below, equal to or above o.
 func (r EvidenceRank) Compare(o EvidenceRank) int {
 	switch {
