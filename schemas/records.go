@@ -137,23 +137,16 @@ type CollectionCheckpoint struct {
 	ChatID      ids.ChatID
 	// CoveredUntil: chat history is complete up to this instant.
 	CoveredUntil time.Time
-	// CursorCreateTimeMS and CursorMessageID are the durable high-water mark: the
-	// creation time (Unix ms, as Lark reports it) and id of the last collected
-	// message. Both are zero ("" is null on the wire) until a message is collected.
+	// CursorCreateTimeMS (Unix ms, as Lark reports it) and CursorMessageID name the
+	// last collected message; both zero until one is.
 	CursorCreateTimeMS int64
 	CursorMessageID    ids.MessageID
 	UpdatedAt          time.Time
 	// ReconcileVersion identifies the reconciliation logic that wrote the checkpoint.
 	ReconcileVersion string
-	// EvidenceEndOffset is one past the highest offset of the evidence records the
-	// reconciler produced for this chat up to this checkpoint, on the chat's
-	// partition of the evidence topic (which the checkpoint topic shares: same
-	// partitioner, same partition count). It follows Kafka's committed-offset
-	// convention, so a consumer of both topics holds all of that evidence once it has
-	// processed the evidence partition up to here or its group committed at least
-	// this offset there: the read-your-writes barrier of coverage gating. 0 means no
-	// barrier (the reconciler produced nothing for the chat since it started). Never
-	// negative.
+	// EvidenceEndOffset is one past the highest offset of the evidence the
+	// reconciler produced for the chat up to this checkpoint, on the chat's evidence
+	// partition: the read-your-writes barrier of coverage gating. 0: no barrier.
 	EvidenceEndOffset int64
 }
 
