@@ -134,7 +134,7 @@ func buildCatalog(fsys fs.FS) (*catalog, error) {
 		switch {
 		case !strings.HasPrefix(s.Name, Namespace+"."):
 			return nil, fmt.Errorf("embedded schema %s: name %s is outside namespace %s", file, s.Name, Namespace)
-		case s.fields[0] != VersionField:
+		case len(s.fields) == 0 || s.fields[0] != VersionField:
 			return nil, fmt.Errorf("embedded schema %s: first field must be %s", file, VersionField)
 		case strconv.Itoa(s.Version) != m[2]:
 			return nil, fmt.Errorf("embedded schema %s: %s default %d does not match the file name", file, VersionField, s.Version)
