@@ -3,23 +3,23 @@ package schemas
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+
+	"github.com/linkedin/goavro/v2"
+	"github.com/twmb/franz-go/pkg/sr"
 )
 
 // WireFormat says how a record value names its writer schema.
 type WireFormat int
 
 const (
-	// SingleObject is the Avro single-object encoding: 0xC3 0x01, the 8-byte
-	// little-endian CRC-64-AVRO fingerprint of the writer schema's parsing canonical
-	// form, then the Avro binary body. Used when no schema registry is configured.
+	// SingleObject is the Avro single-object encoding (0xC3 0x01, 8-byte CRC-64-AVRO
+	// fingerprint, body): the format without a schema registry (tests).
 	SingleObject WireFormat = 1
-	// Confluent is the Confluent wire format: 0x00, the 4-byte big-endian schema
-	// registry id of the writer schema, then the Avro binary body.
+	// Confluent is the Confluent wire format (0x00, 4-byte schema id, body).
 	Confluent WireFormat = 2
 )
 
@@ -29,29 +29,22 @@ func (f WireFormat) String() string {
 		return "single-object"
 	case Confluent:
 		return "confluent"
-	default:
-		return fmt.Sprintf("WireFormat(%d)", int(f))
 	}
+	return fmt.Sprintf("WireFormat(%d)", int(f))
 }
 
-const (
-	soeHeaderLen       = 10
-	confluentHeaderLen = 5
-	initialEncodeCap   = 512
-)
+var confluentHeader sr.ConfluentHeader
 
 // WireSchemaRef reads only the header of a record value and returns the writer
-// schema it names (avro-crc64:<hex> or confluent-id:<id>), for dead letters of
-// values that were never decoded.
+// schema it names (avro-crc64:<hex> or confluent-id:<id>).
 func WireSchemaRef(b []byte) (string, bool) {
-	switch {
-	case len(b) >= soeHeaderLen && b[0] == 0xC3 && b[1] == 0x01:
-		return FingerprintString(binary.LittleEndian.Uint64(b[2:soeHeaderLen])), true
-	case len(b) >= confluentHeaderLen && b[0] == 0x00:
-		return ConfluentIDString(binary.BigEndian.Uint32(b[1:confluentHeaderLen])), true
-	default:
-		return "", false
+	if fp, _, err := goavro.FingerprintFromSOE(b); err == nil {
+		return FingerprintString(fp), true
 	}
+	if id, _, err := confluentHeader.DecodeID(b); err == nil {
+		return ConfluentIDString(uint32(id)), true
+	}
+	return "", false
 }
 
 // Option configures a Codec.
@@ -62,13 +55,12 @@ type options struct {
 	topic    string
 }
 
-// WithRegistry makes the codec write the Confluent wire format and resolve
-// Confluent schema ids through r; without it the codec writes the single-object
-// encoding (tests).
+// WithRegistry makes the codec write the Confluent wire format and resolve schema
+// ids through r; without it the codec writes the single-object encoding.
 func WithRegistry(r *Registry) Option { return func(o *options) { o.registry = r } }
 
-// WithTopic sets the topic whose value subject (<topic>-value) the schema is
-// registered under; the default is the record type's default topic.
+// WithTopic sets the topic whose subject (<topic>-value) the schema is registered
+// under; the default is the record type's default topic.
 func WithTopic(topic string) Option { return func(o *options) { o.topic = topic } }
 
 // recordType describes one record type to the generic codec.
@@ -78,9 +70,8 @@ type recordType[T any] struct {
 	toNative   func(*T) map[string]any
 	fromNative func(f *fieldReader) (T, error)
 	validate   func(*T) error
-	// fast, when set, decodes an untrusted body written with the current schema
-	// without goavro; fastFits says whether it matches the current schema's layout
-	// (a mismatch disables it rather than misread data).
+	// fast, when set and fastFits the current schema, decodes a body of the current
+	// schema without goavro (fastevidence.go).
 	fast     func(reader *Schema, body []byte) (T, error)
 	fastFits func(*Schema) bool
 }
@@ -91,34 +82,23 @@ type writer struct {
 	err    error
 }
 
-// Codec encodes and decodes one record type. It is safe for concurrent use; create
-// one per record type and process and share it.
-//
-// Encode validates the record and writes the current (embedded) schema. Decode
-// accepts both wire formats, resolves an older writer schema into
-// the current one (missing fields take their defaults), validates the result and
-// returns a *DecodeError for anything it cannot read. It never panics on any input.
-//
-// A Kafka tombstone (null value) is not a record: producers write a nil value
-// themselves to delete a key, and consumers check for an empty value before calling
-// Decode, which answers ErrTombstone.
+// Codec encodes and decodes one record type; it is safe for concurrent use. Encode
+// validates and writes the embedded schema. Decode reads both wire formats,
+// resolves an older writer schema into the current one, validates, and returns a
+// *DecodeError for anything it cannot read; it never panics.
 type Codec[T any] struct {
 	rt       *recordType[T]
 	reader   *Schema
 	format   WireFormat
 	registry *Registry
 	subject  string
-	// byFP holds every writer schema the single-object encoding may name; it is
-	// filled by the constructor and only read afterwards.
-	byFP map[uint64]*writer
+	byFP     map[uint64]*writer // every embedded schema; read-only after construction
+	fast     bool               // the record type's own decoder reads the current schema
 
 	mu     sync.Mutex
 	id     uint32
 	haveID bool
 	byID   map[uint32]*writer
-
-	// fast: the record type's own decoder reads bodies of the current schema.
-	fast bool
 }
 
 func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
@@ -132,29 +112,20 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 	if err != nil {
 		return nil, fmt.Errorf("schemas: load embedded schemas: %w", err)
 	}
-	cur, err := cat.current(rt.name)
-	if err != nil {
-		return nil, fmt.Errorf("schemas: %w", err)
+	cur := cat.byName[rt.name]
+	if cur == nil {
+		return nil, fmt.Errorf("schemas: no embedded schema for %s", rt.name)
 	}
 	if err := checkTopic(o.topic); err != nil {
 		return nil, fmt.Errorf("schemas: %s codec: %w", rt.name, err)
 	}
-	format := SingleObject
+	c := &Codec[T]{rt: rt, reader: cur, format: SingleObject, registry: o.registry, subject: o.topic + "-value",
+		byFP: map[uint64]*writer{}, byID: map[uint32]*writer{}}
 	if o.registry != nil {
-		format = Confluent
+		c.format = Confluent
 	}
-	c := &Codec[T]{
-		rt:       rt,
-		reader:   cur,
-		format:   format,
-		registry: o.registry,
-		subject:  o.topic + "-value",
-		byFP:     map[uint64]*writer{},
-		byID:     map[uint32]*writer{},
-	}
-	c.fast = rt.fast != nil && rt.fastFits != nil && rt.fastFits(cur)
-	// Every embedded schema: other record types are recognised as such.
-	for _, s := range cat.all {
+	c.fast = rt.fast != nil && rt.fastFits(cur)
+	for _, s := range cat.all { // other record types are recognised as such
 		c.byFP[s.Fingerprint] = c.classify(s)
 	}
 	return c, nil
@@ -180,9 +151,8 @@ func (c *Codec[T]) classify(s *Schema) *writer {
 		return &writer{err: fmt.Errorf("%w: writer schema is %s", ErrWrongRecordType, s.Name)}
 	case s.Version > c.reader.Version:
 		return &writer{err: fmt.Errorf("%w: writer schema is version %d, this reader knows up to %d", ErrNewerSchema, s.Version, c.reader.Version)}
-	default:
-		return &writer{schema: s}
 	}
+	return &writer{schema: s}
 }
 
 // Schema returns (a copy of) the schema Encode writes: the embedded one.
@@ -198,16 +168,14 @@ func (c *Codec[T]) Subject() string { return c.subject }
 func (c *Codec[T]) registryText() string {
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, []byte(c.reader.JSON)); err != nil {
-		return c.reader.JSON // parsed at load, so never: keep the text as written
+		return c.reader.JSON // parsed at load, so never
 	}
 	return compact.String()
 }
 
-// Register registers the current schema under the codec's subject and returns its
-// id; Encode does it on first use in the Confluent format. With the registry's
-// AutoRegister off it only looks the schema up (ErrSchemaNotRegistered when the
-// subject lacks it). Call it at startup to fail early when the registry is
-// unreachable, rejects the schema or lacks it.
+// Register registers the current schema under the codec's subject (with the
+// registry's AutoRegister off, only looks it up: ErrSchemaNotRegistered when
+// missing) and returns its id. Encode does it on first use.
 func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 	if c.registry == nil {
 		return 0, fmt.Errorf("schemas: register %s: no schema registry configured", c.rt.name)
@@ -234,27 +202,25 @@ func (c *Codec[T]) Register(ctx context.Context) (uint32, error) {
 }
 
 // Encode validates v and returns its value bytes in the codec's wire format. In the
-// Confluent format the first call registers the schema, so Encode may block on the
-// registry; IsRetryable tells whether such a failure may pass when repeated. An
-// invalid record yields ErrInvalidRecord and nothing is written.
+// Confluent format the first call registers the schema and may block on the
+// registry (IsRetryable tells whether a failure may pass). An invalid record yields
+// ErrInvalidRecord.
 func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 	if err := c.rt.validate(&v); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c.rt.name, err)
 	}
 	native := c.rt.toNative(&v)
 	native[VersionField] = int32(c.reader.Version)
-	buf := make([]byte, 0, initialEncodeCap)
+	buf := make([]byte, 0, 512)
 	var err error
-	switch c.format {
-	case Confluent:
+	if c.format == Confluent {
 		id, rerr := c.Register(ctx)
 		if rerr != nil {
 			return nil, fmt.Errorf("encode %s: %w", c.rt.name, rerr)
 		}
-		buf = append(buf, 0, 0, 0, 0, 0)
-		binary.BigEndian.PutUint32(buf[1:], id)
+		buf, _ = confluentHeader.AppendEncode(buf, int(id), nil)
 		buf, err = c.reader.codec.BinaryFromNative(buf, native)
-	default:
+	} else {
 		buf, err = c.reader.codec.SingleFromNative(buf, native)
 	}
 	if err != nil {
@@ -264,18 +230,15 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 }
 
 // slow returns a codec of the same options that never uses the record type's own
-// decoder (tests compare the two).
+// decoder (tests and the benchmark compare the two).
 func (c *Codec[T]) slow() *Codec[T] {
-	d := &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
+	return &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
 		byFP: c.byFP, byID: map[uint32]*writer{}}
-	return d
 }
 
 // Decode reads one record value in either wire format. Every error is a
-// *DecodeError wrapping ErrTombstone, ErrMalformed, ErrUnknownSchema,
-// ErrNewerSchema, ErrWrongRecordType, ErrIncompatibleSchema, ErrInvalidRecord, or a
-// registry failure (IsRetryable). Decode blocks only to fetch an unknown Confluent
-// schema id from the registry; the answer is cached.
+// *DecodeError wrapping one of the package's sentinels or a registry failure
+// (IsRetryable). It blocks only to fetch an unknown schema id (then cached).
 func (c *Codec[T]) Decode(ctx context.Context, b []byte) (T, error) {
 	var zero T
 	de := &DecodeError{Record: c.rt.name}
@@ -283,32 +246,29 @@ func (c *Codec[T]) Decode(ctx context.Context, b []byte) (T, error) {
 		de.Err = err
 		return zero, de
 	}
-	if len(b) == 0 {
-		return fail(ErrTombstone)
-	}
 	var w *writer
 	var body []byte
-	switch b[0] {
-	case 0xC3:
-		if len(b) < soeHeaderLen || b[1] != 0x01 {
-			return fail(fmt.Errorf("%w: single-object header is not 0xc3 0x01 and 8 fingerprint bytes", ErrMalformed))
+	switch {
+	case len(b) == 0:
+		return fail(ErrTombstone)
+	case b[0] == 0xC3:
+		fp, rest, err := goavro.FingerprintFromSOE(b)
+		if err != nil {
+			return fail(fmt.Errorf("%w: single-object header: %w", ErrMalformed, err))
 		}
-		de.Format, de.Fingerprint = SingleObject, binary.LittleEndian.Uint64(b[2:soeHeaderLen])
-		var ok bool
-		if w, ok = c.byFP[de.Fingerprint]; !ok {
+		de.Format, de.Fingerprint, body = SingleObject, fp, rest
+		if w = c.byFP[fp]; w == nil {
 			return fail(fmt.Errorf("%w: no known schema has this fingerprint", ErrUnknownSchema))
 		}
-		body = b[soeHeaderLen:]
-	case 0x00:
-		if len(b) < confluentHeaderLen {
-			return fail(fmt.Errorf("%w: Confluent header shorter than %d bytes", ErrMalformed, confluentHeaderLen))
+	case b[0] == 0x00:
+		id, rest, err := confluentHeader.DecodeID(b)
+		if err != nil {
+			return fail(fmt.Errorf("%w: Confluent header: %w", ErrMalformed, err))
 		}
-		de.Format, de.SchemaID = Confluent, binary.BigEndian.Uint32(b[1:confluentHeaderLen])
-		var err error
+		de.Format, de.SchemaID, body = Confluent, uint32(id), rest
 		if w, err = c.writerByID(ctx, de.SchemaID); err != nil {
 			return fail(err)
 		}
-		body = b[confluentHeaderLen:]
 	default:
 		return fail(fmt.Errorf("%w: first byte %#02x starts neither a single-object (0xc3 0x01) nor a Confluent (0x00) value", ErrMalformed, b[0]))
 	}
@@ -337,7 +297,7 @@ func (c *Codec[T]) writerByID(ctx context.Context, id uint32) (*writer, error) {
 	case errors.Is(err, ErrIncompatibleSchema):
 		w = &writer{err: err}
 	case err != nil:
-		return nil, err // unknown ids are not cached: the id may be registered later
+		return nil, err // not cached: the id may be registered later
 	default:
 		s, perr := ParseSchema(text)
 		switch {
@@ -369,7 +329,7 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 			return zero, fmt.Errorf("%w: record says %s %d, this reader knows up to %d", ErrNewerSchema, VersionField, v, c.reader.Version)
 		}
 	}
-	rec, err := c.rt.fromNative(newFieldReader(c.reader, c.reader.Name, native))
+	rec, err := c.rt.fromNative(newFieldReader(c.reader, native))
 	if err != nil {
 		return zero, err
 	}
@@ -379,9 +339,8 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 	return rec, nil
 }
 
-// nativeFromBinary runs goavro on an untrusted body (its block counts bounded by
-// maxGoavroBlockCount). The recover is a last line of defence: a goavro panic
-// becomes ErrMalformed.
+// nativeFromBinary runs goavro on an untrusted body; a goavro panic (a last line of
+// defence) becomes ErrMalformed.
 func nativeFromBinary(s *Schema, body []byte) (native any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -396,4 +355,68 @@ func nativeFromBinary(s *Schema, body []byte) (native any, err error) {
 		return nil, fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(rest))
 	}
 	return native, nil
+}
+
+// Topics names the topic of every record type; a zero field takes the default.
+type Topics struct {
+	Evidence, ClosedWindow, Checkpoint, Workspace, DeadLetter string
+}
+
+// Codecs bundles one codec per record type, built with the same options.
+type Codecs struct {
+	Evidence     *Codec[EvidenceRecord]
+	ClosedWindow *Codec[ClosedWindow]
+	Checkpoint   *Codec[CollectionCheckpoint]
+	Workspace    *Codec[WorkspaceRecord]
+	DeadLetter   *Codec[DeadLetter]
+}
+
+// NewCodecs builds every codec with opts plus the topic of its record type.
+func NewCodecs(t Topics, opts ...Option) (*Codecs, error) {
+	with := func(topic, def string) []Option {
+		if topic == "" {
+			topic = def
+		}
+		return append(append([]Option(nil), opts...), WithTopic(topic))
+	}
+	var c Codecs
+	var err [5]error
+	c.Evidence, err[0] = newCodec(evidenceType, with(t.Evidence, DefaultEvidenceTopic))
+	c.ClosedWindow, err[1] = newCodec(closedWindowType, with(t.ClosedWindow, DefaultClosedWindowTopic))
+	c.Checkpoint, err[2] = newCodec(checkpointType, with(t.Checkpoint, DefaultCheckpointTopic))
+	c.Workspace, err[3] = newCodec(workspaceType, with(t.Workspace, DefaultWorkspaceTopic))
+	c.DeadLetter, err[4] = newCodec(deadLetterType, with(t.DeadLetter, DefaultDeadLetterTopic))
+	if err := errors.Join(err[:]...); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// SubjectSchema is one codec's record type, registry subject and schema text.
+type SubjectSchema struct{ Record, Subject, Schema string }
+
+// Subjects returns every codec's subject and schema, in a fixed order.
+func (c *Codecs) Subjects() []SubjectSchema {
+	return []SubjectSchema{c.Evidence.subjectSchema(), c.ClosedWindow.subjectSchema(),
+		c.Checkpoint.subjectSchema(), c.Workspace.subjectSchema(), c.DeadLetter.subjectSchema()}
+}
+
+func (c *Codec[T]) subjectSchema() SubjectSchema {
+	return SubjectSchema{Record: c.rt.name, Subject: c.subject, Schema: c.registryText()}
+}
+
+// Prepare resolves every codec's schema id at start (Register), so that a missing
+// or refused schema or an unreachable registry stops the process before it
+// consumes or produces anything. Without a registry it does nothing.
+func (c *Codecs) Prepare(ctx context.Context) error {
+	if c.Evidence.registry == nil {
+		return nil
+	}
+	return errors.Join(prepare(ctx, c.Evidence), prepare(ctx, c.ClosedWindow), prepare(ctx, c.Checkpoint),
+		prepare(ctx, c.Workspace), prepare(ctx, c.DeadLetter))
+}
+
+func prepare[T any](ctx context.Context, c *Codec[T]) error {
+	_, err := c.Register(ctx)
+	return err
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"reflect"
 	"strings"
@@ -59,8 +60,8 @@ func TestRoundTrip(t *testing.T) {
 	workspaceNoChats := sampleWorkspace()
 	workspaceNoChats.Chats = nil
 	window1 := sampleWindow()
-	window1.Evidence = window1.Evidence[:1]
-	window1.EvidenceCount, window1.AggregateHash = 1, WindowAggregateHash(window1.Evidence)
+	window1.EvidenceCount, window1.EvidenceLowOffset, window1.EvidenceEndOffset = 1, 0, 1
+	window1.LastOccurredAt, window1.Oversized = window1.FirstOccurredAt, false
 	window1.Reason = CloseReasonGraceElapsed
 
 	cases := []struct {
@@ -71,7 +72,7 @@ func TestRoundTrip(t *testing.T) {
 		{"evidence nullable fields null", roundTrip(NewEvidenceCodec, sampleEvidenceNulls())},
 		{"evidence deleted", roundTrip(NewEvidenceCodec, sampleEvidenceDeleted())},
 		{"closed window", roundTrip(NewClosedWindowCodec, sampleWindow())},
-		{"closed window one evidence", roundTrip(NewClosedWindowCodec, window1)},
+		{"closed window of one evidence version", roundTrip(NewClosedWindowCodec, window1)},
 		{"checkpoint with cursor", roundTrip(NewCheckpointCodec, sampleCheckpoint())},
 		{"checkpoint without cursor", roundTrip(NewCheckpointCodec, sampleCheckpointEmpty())},
 		{"workspace", roundTrip(NewWorkspaceCodec, sampleWorkspace())},
@@ -477,5 +478,26 @@ func TestNewCodecsUsesTopics(t *testing.T) {
 	}
 	if got := c.DeadLetter.Subject(); got != DefaultDeadLetterTopic+"-value" {
 		t.Fatalf("dead-letter subject %q", got)
+	}
+}
+
+// TestClosedWindowShippedBytes: a version 3 record as the shipped codec wrote it
+// (its evidence list and aggregate hash empty) still decodes, and Encode writes the
+// same bytes.
+func TestClosedWindowShippedBytes(t *testing.T) {
+	const shipped = "c30104c787476ca2e470061c77732d696e636964656e742d3432466f635f61303535336564613930313463323031653639363962343738383935633233" +
+		"3080e3baa3c568808284a4c568047631060000c0fe99a4c5683a67726163655f656c61707365645f686973746f72795f636f7665726564045072e0b7bea3c568a0e1c5a3c56801"
+	b, _ := hex.DecodeString(shipped)
+	c, err := NewClosedWindowCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.Decode(context.Background(), b)
+	if err != nil || !reflect.DeepEqual(got, sampleWindow()) {
+		t.Fatalf("decode = %+v, %v; want %+v", got, err, sampleWindow())
+	}
+	enc, err := c.Encode(context.Background(), sampleWindow())
+	if err != nil || !bytes.Equal(enc, b) {
+		t.Fatalf("encode = %x, %v; want the shipped bytes", enc, err)
 	}
 }

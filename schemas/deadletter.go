@@ -47,26 +47,20 @@ func ReasonOf(err error) string {
 }
 
 // DeadLetter is a record a stage could not process, parked with the reason (schema
-// io.larkline.DeadLetter). Value is the original record bytes and is as sensitive
-// as the topic it came from; Error carries ids and hashes only.
+// io.larkline.DeadLetter). Value is as sensitive as the topic it came from; Error
+// carries ids and hashes only.
 type DeadLetter struct {
-	// Stage that parked the record (an ids.Stage; before D30 the sink wrote
-	// "evidence_sink" and the workspace feed "workspace_feed": ids.ParseStage reads both).
-	Stage string
-	// Reason is a short code, e.g. ReasonUnknownSchema.
-	Reason string
-	// Error is the error text, at most MaxDeadLetterErrorBytes.
-	Error string
+	Stage  string // an ids.Stage (ids.ParseStage also reads the pre-D30 "evidence_sink", "workspace_feed")
+	Reason string // a short code, e.g. ReasonUnknownSchema
+	Error  string // at most MaxDeadLetterErrorBytes
 	// Topic, Partition and Offset locate the original record; -1 when unknown.
 	Topic     string
 	Partition int32
 	Offset    int64
 	// Key and Value are the original bytes; nil is null, distinct from empty.
-	Key      []byte
-	Value    []byte
-	FailedAt time.Time
-	// OriginalSchema names the writer schema of Value when known
-	// (avro-crc64:<hex> or confluent-id:<id>); nullable.
+	Key, Value []byte
+	FailedAt   time.Time
+	// OriginalSchema is the writer schema of Value when known (WireSchemaRef's form).
 	OriginalSchema string
 }
 
@@ -96,12 +90,9 @@ func NewDeadLetter(stage ids.Stage, cause error, topic string, partition int32, 
 	return d
 }
 
-// ByReference drops the original value from d: the dead letter then names the record
-// by topic, partition and offset only, and a re-drive reads it from there. Stages
-// park evidence-topic records this way (issue #19, decisions D9): their values carry
-// chat text, which must live only in the evidence topic and table, where retention and
-// recall reach it (a recall's redacted version replaces the parked one under
-// compaction; a retention tombstone removes it). The writer schema stays named.
+// ByReference drops the original value from d, which then names the record by
+// topic, partition and offset only: evidence-topic records are parked this way, so
+// chat text lives only where retention and recall reach it (decisions D9).
 func (d *DeadLetter) ByReference() {
 	d.Value = nil
 }

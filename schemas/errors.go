@@ -6,65 +6,42 @@ import (
 	"fmt"
 )
 
-// Sentinel errors. Every error of this package wraps one of them; test with errors.Is.
+// Sentinel errors. Every error of this package wraps one of them.
 var (
-	// ErrUnknownSchema: the record names a writer schema (fingerprint or registry
-	// id) this reader cannot find. Park the record; retrying will not help unless the
-	// schema is added.
+	// ErrUnknownSchema: the record names a writer schema this reader cannot find.
 	ErrUnknownSchema = errors.New("unknown writer schema")
-	// ErrNewerSchema: the writer schema is a newer version of the record type than
-	// this binary knows. Park the record; a newer binary can read it.
+	// ErrNewerSchema: the writer schema is newer than this binary knows.
 	ErrNewerSchema = errors.New("writer schema is newer than this reader")
-	// ErrWrongRecordType: the writer schema is known but describes another record
-	// type (e.g. a closed window on the evidence topic).
+	// ErrWrongRecordType: the writer schema describes another record type.
 	ErrWrongRecordType = errors.New("writer schema is another record type")
-	// ErrIncompatibleSchema: the writer schema is an older or foreign schema of the
-	// record type that cannot be resolved into the reader schema (a reader field
-	// without default is missing, or a field has an unconvertible type).
+	// ErrIncompatibleSchema: the writer schema cannot be resolved into the reader's.
 	ErrIncompatibleSchema = errors.New("writer schema cannot be read as the reader schema")
-	// ErrMalformed: the bytes are not a record of any wire format this package
-	// reads, or they end early, or the body does not match its writer schema.
+	// ErrMalformed: the bytes are no record of a wire format read here, or are cut short.
 	ErrMalformed = errors.New("malformed record bytes")
-	// ErrInvalidRecord: the record is well-formed Avro but breaks a rule of its type
-	// (an id that does not parse, a bad hash, an inconsistent key). Returned by
-	// Validate, by Encode before writing and by Decode after reading.
+	// ErrInvalidRecord: well-formed Avro that breaks a rule of its type (Validate).
 	ErrInvalidRecord = errors.New("invalid record")
-	// ErrTombstone: Decode was given an empty value. A null value is a tombstone
-	// on a compacted topic; callers handle it before decoding, this package never
-	// produces one.
+	// ErrTombstone: Decode was given an empty value (the caller's to handle).
 	ErrTombstone = errors.New("empty value (a tombstone is the caller's to handle)")
-	// ErrRegistry: a schema registry request failed. See RegistryError and
-	// IsRetryable.
+	// ErrRegistry: a schema registry request failed (RegistryError, IsRetryable).
 	ErrRegistry = errors.New("schema registry request failed")
-	// ErrSchemaRejected: the registry refused to register the schema under its
-	// subject: HTTP 409 (incompatible with the subject's earlier versions under the
-	// subject's compatibility rule, e.g. BACKWARD) or 422 (not a valid schema). It
-	// wraps ErrRegistry and is not retryable: nothing is produced until the schema or
-	// the subject's compatibility setting is changed.
+	// ErrSchemaRejected: the registry refused to register the schema (HTTP 409
+	// incompatible, 422 invalid). It wraps ErrRegistry and is not retryable.
 	ErrSchemaRejected = errors.New("schema registry refused the schema")
-	// ErrSchemaNotRegistered: automatic registration is off and the registry's
-	// subject does not hold the codec's schema. Register it (`larkline schemas
-	// register`) before starting; nothing is produced until then.
+	// ErrSchemaNotRegistered: AutoRegister is off and the subject lacks the schema.
 	ErrSchemaNotRegistered = errors.New("schema not registered")
-	// ErrIncompatibleChange: the registry's compatibility check says the schema may
-	// not be the subject's next version (`larkline schemas check`).
+	// ErrIncompatibleChange: the registry's compatibility check refuses the schema
+	// as the subject's next version (`larkline schemas check`).
 	ErrIncompatibleChange = errors.New("schema is incompatible with the subject's registered versions")
 )
 
-// DecodeError is returned by Decode for bytes it cannot turn into a record. It says
-// which writer schema the bytes named, so a caller can park the record in the
-// dead-letter topic with that reference.
+// DecodeError is returned by Decode for bytes it cannot turn into a record; it
+// names the writer schema the bytes named, for the dead letter.
 type DecodeError struct {
-	// Record is the full Avro name of the type the reader expected.
-	Record string
-	// Format is the wire format of the bytes; 0 when not recognized.
-	Format WireFormat
-	// Fingerprint is the writer schema fingerprint (single-object encoding only).
-	Fingerprint uint64
-	// SchemaID is the writer schema registry id (Confluent wire format only).
-	SchemaID uint32
-	// Err wraps one of the sentinel errors.
-	Err error
+	Record      string     // full Avro name of the type the reader expected
+	Format      WireFormat // 0 when not recognized
+	Fingerprint uint64     // single-object encoding only
+	SchemaID    uint32     // Confluent wire format only
+	Err         error      // wraps a sentinel
 }
 
 func (e *DecodeError) Error() string {
@@ -101,17 +78,14 @@ func SchemaRefOf(err error) (string, bool) {
 	return "", false
 }
 
-// IsUnknownSchema reports whether err says the record was written with a schema
-// this reader does not have or that is newer than it (ErrUnknownSchema or
-// ErrNewerSchema). Such a record is parked, not retried and not dropped.
+// IsUnknownSchema reports whether err is ErrUnknownSchema or ErrNewerSchema.
 func IsUnknownSchema(err error) bool {
 	return errors.Is(err, ErrUnknownSchema) || errors.Is(err, ErrNewerSchema)
 }
 
 // IsRetryable reports whether the operation that returned err may succeed when
-// repeated unchanged: a schema registry that could not be reached, timed out, or
-// answered 408, 429 or 5xx. Every other error of this package is permanent for the
-// given input: malformed bytes stay malformed.
+// repeated: a registry that could not be reached, timed out, or answered 408, 429
+// or 5xx. Every other error of this package is permanent for its input.
 func IsRetryable(err error) bool {
 	var re *RegistryError
 	if errors.As(err, &re) {
@@ -122,18 +96,12 @@ func IsRetryable(err error) bool {
 
 // RegistryError describes a failed schema registry request.
 type RegistryError struct {
-	// Op says what was being done, e.g. "register subject larkline.evidence.v1-value".
-	Op string
-	// StatusCode is the HTTP status; 0 when no response arrived.
-	StatusCode int
-	// Code is the registry's error_code when the body carried one.
-	Code int
-	// Message is the registry's message, truncated.
-	Message string
-	// Err is the transport or decoding cause, if any.
-	Err error
-	// register is set for a registration (POST /subjects/{subject}/versions).
-	register bool
+	Op         string // what was being done, e.g. "register subject larkline.evidence.v1-value"
+	StatusCode int    // HTTP status; 0 when no response arrived
+	Code       int    // the registry's error_code, when given
+	Message    string // the registry's message, truncated
+	Err        error  // the transport cause, if any
+	register   bool   // a registration
 }
 
 // Rejected reports whether the registry refused a registration (409 or 422).
@@ -176,9 +144,7 @@ func (e *RegistryError) Unwrap() []error {
 // Retryable reports whether repeating the request may succeed.
 func (e *RegistryError) Retryable() bool {
 	switch {
-	case e.StatusCode == 0:
-		// No response: connection refused, reset, or the per-request timeout. A
-		// caller that cancelled its own context is stopping, not retrying.
+	case e.StatusCode == 0: // no response; a cancelled caller is stopping, not retrying
 		return !errors.Is(e.Err, context.Canceled)
 	case e.StatusCode == 408 || e.StatusCode == 429:
 		return true

@@ -2,6 +2,7 @@ package schemas
 
 import (
 	"encoding/json"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,19 +23,13 @@ const (
 	IngestManual    IngestPath = "manual"    // an operator's "refresh from sources"
 )
 
-// Valid reports whether p is one of the ingest paths.
-func (p IngestPath) Valid() bool {
-	switch p {
-	case IngestEvent, IngestReconcile, IngestRefresh, IngestManual:
-		return true
-	}
-	return false
-}
+var ingestPaths = []IngestPath{IngestEvent, IngestReconcile, IngestRefresh, IngestManual} // the Avro enum's order
 
-// Values of EvidenceRecord.IneligibleReason: why a stored message must not feed
-// timeline synthesis. The producers of evidence use only these (a closed set, safe as a
-// metrics label); the schema accepts any short code, so that a newer producer's reason
-// is not refused by an older reader.
+// Valid reports whether p is one of the ingest paths.
+func (p IngestPath) Valid() bool { return slices.Contains(ingestPaths, p) }
+
+// Values of EvidenceRecord.IneligibleReason, a closed set (safe as a metrics label);
+// the schema accepts any short code, so a newer producer's reason is not refused.
 const (
 	IneligibleNone              = ""
 	IneligibleDeleted           = "deleted"
@@ -49,51 +44,30 @@ const (
 )
 
 // EvidenceRecord is one version of one Lark message's evidence in one workspace
-// (schema io.larkline.EvidenceRecord). Its record key is Key(); deleting the key is a
-// nil value written by the caller, never an EvidenceRecord.
-//
-// Nullable Avro fields are plain Go values here: "" is written as null and null
-// reads as "".
+// (schema io.larkline.EvidenceRecord). Its record key is Key(). Nullable fields are
+// "" for null.
 type EvidenceRecord struct {
 	WorkspaceID ids.WorkspaceID
 	ChatID      ids.ChatID
 	MessageID   ids.MessageID
-	// Source is ids.SourceLark, SourceType ids.SourceTypeLarkMessage, SourceKey
-	// ids.MessageSourceKey(ChatID, MessageID); Validate insists.
-	Source     string
-	SourceType string
-	SourceKey  string
-	// OccurredAt is the message creation time; SourceUpdatedAt its update time
-	// (creation time when never updated); ObservedAt when larkline ingested this
-	// version. Millisecond precision, UTC when decoded.
-	OccurredAt      time.Time
-	SourceUpdatedAt time.Time
-	ObservedAt      time.Time
-	// ActorID is the sender's open_id; empty when Lark reports no sender.
-	ActorID string
-	// ActorDisplayName is the cached sender name; nullable.
-	ActorDisplayName string
-	// MessageType is Lark's message type (text, post, image, interactive, ...).
-	MessageType string
-	// Content is the normalized bounded text; empty when Deleted.
-	Content string
-	// ContentHash is the lower-case hex SHA-256 of the normalized semantic content
-	// and deletion state.
-	ContentHash       string
-	Deleted           bool
-	SynthesisEligible bool
-	// IneligibleReason says why the message is not synthesis input; nullable, and
-	// null when SynthesisEligible.
-	IneligibleReason string
-	// ThreadID (omt_…), RootID and ParentID place the message in a thread or reply
-	// chain; nullable.
-	ThreadID string
-	RootID   ids.MessageID
-	ParentID ids.MessageID
-	// MetadataJSON is a JSON object of whitelisted references (chat, thread, reply,
-	// type, attachment keys); "{}" when there are none.
-	MetadataJSON string
-	IngestPath   IngestPath
+	// Source, SourceType and SourceKey are ids.SourceLark, ids.SourceTypeLarkMessage
+	// and ids.MessageSourceKey(ChatID, MessageID).
+	Source, SourceType, SourceKey string
+	// OccurredAt is the creation time, SourceUpdatedAt the update time (creation
+	// when never updated), ObservedAt when larkline ingested this version.
+	OccurredAt, SourceUpdatedAt, ObservedAt time.Time
+
+	ActorID                    string // sender's open_id; "" when Lark reports none
+	ActorDisplayName           string
+	MessageType                string // text, post, image, interactive, ...
+	Content                    string // normalized bounded text; "" when Deleted
+	ContentHash                string // ContentHash of the semantic content
+	Deleted, SynthesisEligible bool
+	IneligibleReason           string // "" when SynthesisEligible
+	ThreadID                   string // omt_…
+	RootID, ParentID           ids.MessageID
+	MetadataJSON               string // JSON object of MetaKeys; "{}" when none
+	IngestPath                 IngestPath
 }
 
 // Key returns the record key <workspace>/<chat>/<message>.
@@ -228,4 +202,42 @@ var evidenceType = &recordType[EvidenceRecord]{
 // NewEvidenceCodec returns the codec of EvidenceRecord values.
 func NewEvidenceCodec(opts ...Option) (*Codec[EvidenceRecord], error) {
 	return newCodec(evidenceType, opts)
+}
+
+// EvidenceRank orders the versions of one message's evidence the way the evidence
+// table keeps them (internal/store's evidence version rule): a deleted version
+// outranks every live one, and among versions that are both deleted or both live
+// the later SourceUpdatedAt outranks the earlier. A version replaces the stored one
+// when its content hash differs and its rank is not lower (Compare >= 0), so of two
+// versions of equal rank the one that arrived later wins. Ranks are compared at
+// millisecond precision, the precision the records carry.
+type EvidenceRank struct {
+	SourceUpdatedAt time.Time
+	Deleted         bool
+}
+
+// Compare returns -1, 0 or +1 as r ranks below, equal to or above o.
+func (r EvidenceRank) Compare(o EvidenceRank) int {
+	switch {
+	case r.Deleted != o.Deleted:
+		if r.Deleted {
+			return 1
+		}
+		return -1
+	}
+	a, b := r.SourceUpdatedAt.UnixMilli(), o.SourceUpdatedAt.UnixMilli()
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Replaces reports whether a version of rank r with content hash hash replaces a
+// stored version of rank stored with content hash storedHash under the version
+// rule: the hashes differ and r does not rank below stored.
+func (r EvidenceRank) Replaces(hash string, stored EvidenceRank, storedHash string) bool {
+	return hash != storedHash && r.Compare(stored) >= 0
 }

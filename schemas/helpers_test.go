@@ -83,26 +83,21 @@ func sampleEvidenceDeleted() EvidenceRecord {
 
 func sampleWindow() ClosedWindow {
 	start := time.Date(2026, 11, 30, 2, 10, 0, 0, time.UTC)
-	ev := []WindowEvidence{
-		{MessageID: "om_b", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("b"), SourceUpdatedAt: start.Add(5 * time.Minute)},
-		{MessageID: "om_a", OccurredAt: start.Add(30 * time.Second), ContentHash: hashOf("a")}, // rank unknown
-		{MessageID: "om_c", OccurredAt: start.Add(90 * time.Second), ContentHash: hashOf("c"), SourceUpdatedAt: start.Add(90 * time.Second), Deleted: true},
-	}
-	for i := range ev {
-		ev[i].Key = ids.EvidenceKey(testWorkspace, testChat, ev[i].MessageID)
-	}
-	SortWindowEvidence(ev)
 	return ClosedWindow{
-		WorkspaceID:      testWorkspace,
-		ChatID:           testChat,
-		WindowStart:      start,
-		WindowEnd:        start.Add(10 * time.Minute),
-		ProcessorVersion: "v1",
-		EvidenceCount:    len(ev),
-		Evidence:         ev,
-		AggregateHash:    WindowAggregateHash(ev),
-		ClosedAt:         start.Add(13 * time.Minute),
-		Reason:           CloseReasonGraceElapsedHistoryCovered,
+		WorkspaceID:       testWorkspace,
+		ChatID:            testChat,
+		WindowStart:       start,
+		WindowEnd:         start.Add(10 * time.Minute),
+		ProcessorVersion:  "v1",
+		EvidenceCount:     3,
+		ClosedAt:          start.Add(13 * time.Minute),
+		Reason:            CloseReasonGraceElapsedHistoryCovered,
+		EvidencePartition: 2,
+		EvidenceLowOffset: 40,
+		EvidenceEndOffset: 57,
+		FirstOccurredAt:   start.Add(30 * time.Second),
+		LastOccurredAt:    start.Add(90 * time.Second),
+		Oversized:         true,
 	}
 }
 

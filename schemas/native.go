@@ -10,26 +10,14 @@ import (
 	"github.com/linkedin/goavro/v2"
 )
 
-// This file converts between goavro's native form (map[string]any with goavro's
-// union, logical-type and numeric conventions) and Go values, explicitly, field by
-// field. goavro decodes with the writer schema and does not resolve; reading here
-// does the part of Avro schema resolution larkline needs: a field the writer schema
-// did not have takes the reader schema's default, and the usual promotions apply
-// (int to long, a plain value to a nullable union and back, a long without logical
-// type to a timestamp). Anything else is ErrIncompatibleSchema.
-
-// ---- writing
+// Conversion between goavro's native form and Go values, field by field. goavro
+// decodes with the writer schema and does not resolve; fieldReader does the part of
+// Avro schema resolution larkline needs: a field the writer lacked takes the reader
+// schema's default, and the usual promotions apply (int to long, a plain value to a
+// nullable union and back, a plain long to a timestamp). Anything else is
+// ErrIncompatibleSchema.
 
 func millis(t time.Time) int64 { return t.UnixMilli() }
-
-// optMillis encodes an optional timestamp whose field defaults to 0: the zero time
-// is 0 (the epoch), which optTimestamp reads back as the zero time.
-func optMillis(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixMilli()
-}
 
 // nullableString encodes "" as null.
 func nullableString(s string) any {
@@ -47,32 +35,25 @@ func nullableBytes(b []byte) any {
 	return goavro.Union("bytes", b)
 }
 
-// ---- reading
-
-// fieldReader reads one record's native map: a field the writer lacked takes the
-// reader schema's default. The first problem is kept in err; later calls return
-// zero values.
+// fieldReader reads one record's native map against the reader schema s. The first
+// problem is kept in err; later calls return zero values.
 type fieldReader struct {
-	s    *Schema // the reader schema
-	name string  // the record's full name in s
-	m    map[string]any
-	err  error
+	s   *Schema
+	m   map[string]any
+	err error
 }
 
-func newFieldReader(s *Schema, name string, v any) *fieldReader {
-	r := &fieldReader{s: s, name: name}
-	m, ok := v.(map[string]any)
-	if !ok {
-		r.err = fmt.Errorf("%w: %s is a %T, want a record", ErrIncompatibleSchema, name, v)
-		return r
+func newFieldReader(s *Schema, v any) *fieldReader {
+	r := &fieldReader{s: s}
+	if r.m, _ = v.(map[string]any); r.m == nil {
+		r.err = fmt.Errorf("%w: %s is a %T, want a record", ErrIncompatibleSchema, s.Name, v)
 	}
-	r.m = m
 	return r
 }
 
 func (r *fieldReader) fail(name, format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: %s.%s: %s", ErrIncompatibleSchema, r.name, name, fmt.Sprintf(format, args...))
+		r.err = fmt.Errorf("%w: %s.%s: %s", ErrIncompatibleSchema, r.s.Name, name, fmt.Sprintf(format, args...))
 	}
 }
 
@@ -85,7 +66,7 @@ func (r *fieldReader) get(name string) (any, bool) {
 	if v, ok := r.m[name]; ok {
 		return v, true
 	}
-	if def, ok := r.s.records[r.name].defaults[name]; ok {
+	if def, ok := r.s.defaults[name]; ok {
 		return def, true
 	}
 	r.fail(name, "missing in the writer schema and has no default")
@@ -116,15 +97,10 @@ func (r *fieldReader) str(name string) string {
 
 // optStr reads a nullable string; null is "".
 func (r *fieldReader) optStr(name string) string {
-	v, ok := r.get(name)
-	if !ok || v == nil {
+	if v, ok := r.get(name); !ok || v == nil {
 		return ""
 	}
-	if s, ok := unwrap(v).(string); ok {
-		return s
-	}
-	r.fail(name, "want a string or null, have %T", v)
-	return ""
+	return r.str(name)
 }
 
 func (r *fieldReader) boolean(name string) bool {
@@ -140,38 +116,29 @@ func (r *fieldReader) boolean(name string) bool {
 }
 
 // integer returns an int or long (JSON defaults arrive as float64).
-func (r *fieldReader) integer(name string, allowLong bool) (int64, bool) {
+func (r *fieldReader) integer(name string, allowLong bool) int64 {
 	v, ok := r.get(name)
 	if !ok {
-		return 0, false
+		return 0
 	}
 	switch n := unwrap(v).(type) {
 	case int32:
-		return int64(n), true
+		return int64(n)
 	case int64:
 		if allowLong {
-			return n, true
+			return n
 		}
 	case float64:
-		if n == math.Trunc(n) && n >= math.MinInt64 && n < math.MaxInt64 {
-			if allowLong || (n >= math.MinInt32 && n <= math.MaxInt32) {
-				return int64(n), true
-			}
+		if n == math.Trunc(n) && n >= math.MinInt64 && n < math.MaxInt64 && (allowLong || n >= math.MinInt32 && n <= math.MaxInt32) {
+			return int64(n)
 		}
 	}
 	r.fail(name, "want an integer, have %T", v)
-	return 0, false
+	return 0
 }
 
-func (r *fieldReader) long(name string) int64 {
-	n, _ := r.integer(name, true)
-	return n
-}
-
-func (r *fieldReader) int32(name string) int32 {
-	n, _ := r.integer(name, false)
-	return int32(n)
-}
+func (r *fieldReader) long(name string) int64  { return r.integer(name, true) }
+func (r *fieldReader) int32(name string) int32 { return int32(r.integer(name, false)) }
 
 // timestamp reads a timestamp-millis (or a plain long of Unix milliseconds) in UTC.
 func (r *fieldReader) timestamp(name string) time.Time {
@@ -193,35 +160,14 @@ func (r *fieldReader) timestamp(name string) time.Time {
 	return time.Time{}
 }
 
-// optTimestamp reads a timestamp whose 0 (the epoch, the field's default) means
-// unknown: it returns the zero time for it.
-func (r *fieldReader) optTimestamp(name string) time.Time {
-	t := r.timestamp(name)
-	if t.UnixMilli() == 0 {
-		return time.Time{}
-	}
-	return t
-}
-
 // optBytes reads nullable bytes; null is nil. The result never aliases the input.
 func (r *fieldReader) optBytes(name string) []byte {
 	v, ok := r.get(name)
 	if !ok || v == nil {
 		return nil
 	}
-	switch b := unwrap(v).(type) {
-	case []byte:
+	if b, ok := unwrap(v).([]byte); ok {
 		return bytes.Clone(b)
-	case string: // a JSON default: code points 0-255 are the bytes
-		out := make([]byte, 0, len(b))
-		for _, c := range b {
-			if c > 0xff {
-				r.fail(name, "default has a code point above 255")
-				return nil
-			}
-			out = append(out, byte(c))
-		}
-		return out
 	}
 	r.fail(name, "want bytes or null, have %T", v)
 	return nil
@@ -238,22 +184,6 @@ func (r *fieldReader) list(name string) []any {
 		r.fail(name, "want an array, have %T", v)
 	}
 	return a
-}
-
-// records reads an array of records: a field reader per item.
-func (r *fieldReader) records(name string) []*fieldReader {
-	a, item := r.list(name), r.s.records[r.name].items[name]
-	if item == "" && r.err == nil {
-		r.fail(name, "the reader schema's items are not records")
-	}
-	if r.err != nil {
-		return nil
-	}
-	out := make([]*fieldReader, len(a))
-	for i, x := range a {
-		out[i] = newFieldReader(r.s, item, x)
-	}
-	return out
 }
 
 // truncateUTF8 cuts s to at most n bytes without splitting a rune.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/sr"
@@ -28,29 +27,22 @@ const (
 // ErrInvalidRegistryOptions: RegistryOptions.Check refused the options.
 var ErrInvalidRegistryOptions = errors.New("invalid schema registry options")
 
-// RegistryOptions configures the schema registry client (franz-go's sr.Client, which
-// speaks the Confluent REST API).
+// RegistryOptions configures the schema registry client (franz-go's sr.Client).
 type RegistryOptions struct {
-	// URL is the registry base URL, e.g. https://registry:8081 (a path prefix is
-	// kept). Required; no credentials, query or fragment.
+	// URL is the registry base URL (a path prefix is kept); required, without
+	// credentials, query or fragment.
 	URL string
-	// Username and Password: HTTP basic auth, when Username is set.
-	Username string
-	Password string
-	// BearerToken: an "Authorization: Bearer" token; exclusive with Username.
-	BearerToken string
-	// CAFile (PEM) verifies the registry's certificate instead of the system roots;
-	// CertFile and KeyFile (PEM, together) are the client certificate of mTLS;
-	// ServerName overrides the name the certificate is checked against. https only.
+	// Username and Password: basic auth. BearerToken: exclusive with Username.
+	Username, Password, BearerToken string
+	// CAFile, CertFile and KeyFile (PEM; the last two together, for mTLS) and
+	// ServerName configure TLS; https only.
 	CAFile, CertFile, KeyFile, ServerName string
 	// Timeout bounds each request; 0 means DefaultRegistryTimeout.
 	Timeout time.Duration
-	// AutoRegister registers a codec's schema under its subject on first use. When
-	// false the schema must already be registered (`larkline schemas register`):
-	// the codec only looks it up, and a missing schema is ErrSchemaNotRegistered.
+	// AutoRegister registers a codec's schema on first use; when false the codec
+	// only looks it up (ErrSchemaNotRegistered when missing).
 	AutoRegister bool
-	// Transport carries the requests (tests); nil means a clone of
-	// http.DefaultTransport with the TLS settings above.
+	// Transport carries the requests (tests); nil means http.DefaultTransport's clone.
 	Transport http.RoundTripper
 }
 
@@ -61,9 +53,8 @@ type RegistryProblem struct {
 	Message string
 }
 
-// RegistryOptionsError lists every problem Check found. It matches (errors.Is)
-// ErrInvalidRegistryOptions. (schemas is below internal, so it carries its problems
-// itself; the configuration layer maps them onto keys like every stage's.)
+// RegistryOptionsError lists every problem Check found; it matches
+// ErrInvalidRegistryOptions. The configuration layer maps the fields onto keys.
 type RegistryOptionsError struct{ Problems []RegistryProblem }
 
 func (e *RegistryOptionsError) Error() string {
@@ -86,9 +77,8 @@ func (p *registryProblems) Add(field string, value any, format string, args ...a
 	*p = append(*p, RegistryProblem{Field: field, Value: value, Message: fmt.Sprintf(format, args...)})
 }
 
-// Check reports every field that breaks the client's rules, as a
-// *RegistryOptionsError naming the fields, or nil. It does no I/O: the TLS files are
-// read by NewRegistry.
+// Check reports every field that breaks the client's rules as a
+// *RegistryOptionsError, or nil. It does no I/O.
 func (o RegistryOptions) Check() error {
 	bad := new(registryProblems)
 	u, err := url.Parse(o.URL)
@@ -131,19 +121,14 @@ func (o RegistryOptions) Check() error {
 	return &RegistryOptionsError{Problems: *bad}
 }
 
-// Registry is the schema registry as the codecs use it: franz-go's sr.Client, plus
-// a bounded cache of schemas by id (a registry never changes the schema behind an
-// id). It is safe for concurrent use.
+// Registry is the schema registry as the codecs use it (each codec caches the
+// schemas it met by id). It is safe for concurrent use.
 type Registry struct {
 	cl           *sr.Client
 	autoRegister bool
-
-	mu   sync.Mutex
-	byID map[uint32]string
 }
 
-// NewRegistry checks o, loads its TLS files and returns a client. It does not
-// contact the registry.
+// NewRegistry checks o, loads its TLS files and returns a client; no I/O to the registry.
 func NewRegistry(o RegistryOptions) (*Registry, error) {
 	if err := o.Check(); err != nil {
 		return nil, fmt.Errorf("schema registry: %w", err)
@@ -175,7 +160,7 @@ func NewRegistry(o RegistryOptions) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema registry: %w", err)
 	}
-	return &Registry{cl: cl, autoRegister: o.AutoRegister, byID: map[uint32]string{}}, nil
+	return &Registry{cl: cl, autoRegister: o.AutoRegister}, nil
 }
 
 func registryTLS(o RegistryOptions) (*tls.Config, error) {
@@ -206,9 +191,8 @@ func (r *Registry) AutoRegister() bool { return r.autoRegister }
 
 func avroSchema(schema string) sr.Schema { return sr.Schema{Schema: schema, Type: sr.TypeAvro} }
 
-// Register registers schema under subject and returns its id; registering an
-// already registered schema returns the existing id. A refusal (409: incompatible
-// under the subject's compatibility rule; 422: invalid) wraps ErrSchemaRejected.
+// Register registers schema under subject and returns its id (the existing id when
+// registered already). A refusal (409, 422) wraps ErrSchemaRejected.
 func (r *Registry) Register(ctx context.Context, subject, schema string) (uint32, error) {
 	if subject == "" || len(subject) > maxSubjectLen {
 		return 0, fmt.Errorf("schema registry: subject must be 1..%d bytes", maxSubjectLen)
@@ -217,7 +201,7 @@ func (r *Registry) Register(ctx context.Context, subject, schema string) (uint32
 	if err != nil {
 		return 0, toRegistryError("register subject "+subject, err, true)
 	}
-	return r.remember(id, schema)
+	return checkID(id)
 }
 
 // Lookup returns the id of schema under subject without registering it; a schema
@@ -232,13 +216,11 @@ func (r *Registry) Lookup(ctx context.Context, subject, schema string) (uint32, 
 		}
 		return 0, re
 	}
-	return r.remember(ss.ID, schema)
+	return checkID(ss.ID)
 }
 
-// Compatible asks the registry whether schema may be registered as the next
-// version of subject under the subject's compatibility rule. It returns nil when
-// it may (or the subject is new), else an error wrapping ErrIncompatibleChange
-// with the registry's reasons.
+// Compatible asks the registry whether schema may be subject's next version: nil
+// when it may (or the subject is new), else ErrIncompatibleChange with the reasons.
 func (r *Registry) Compatible(ctx context.Context, subject, schema string) error {
 	res, err := r.cl.CheckCompatibility(sr.WithParams(ctx, sr.Verbose), subject, -1, avroSchema(schema))
 	if err != nil {
@@ -262,31 +244,21 @@ func (r *Registry) Compatible(ctx context.Context, subject, schema string) error
 	return nil
 }
 
-func (r *Registry) remember(id int, schema string) (uint32, error) {
+func checkID(id int) (uint32, error) {
 	if id < 0 || int64(id) > int64(^uint32(0)) {
 		return 0, &RegistryError{Op: "register", StatusCode: http.StatusOK, Message: "response has no valid id"}
 	}
-	r.mu.Lock()
-	putBounded(r.byID, uint32(id), schema, DefaultRegistryMaxCachedSchemas)
-	r.mu.Unlock()
 	return uint32(id), nil
 }
 
-// SchemaByID fetches the schema text with the given id. An id the registry does
-// not know wraps ErrUnknownSchema; a schema that is not Avro wraps
-// ErrIncompatibleSchema.
+// SchemaByID fetches the schema text of id: ErrUnknownSchema when the registry
+// does not know it, ErrIncompatibleSchema when it is not Avro.
 func (r *Registry) SchemaByID(ctx context.Context, id uint32) (string, error) {
-	r.mu.Lock()
-	s, ok := r.byID[id]
-	r.mu.Unlock()
-	if ok {
-		return s, nil
-	}
 	got, err := r.cl.SchemaByID(ctx, int(id))
 	if err != nil {
 		re := toRegistryError("fetch schema id "+strconv.FormatUint(uint64(id), 10), err, false)
-		// Only the registry's own "schema not found" means the id is unknown; a bare
-		// 404 (a wrong base path, a proxy) stays a registry error.
+		// Only the registry's own "schema not found" means unknown; a bare 404 (a
+		// wrong base path, a proxy) stays a registry error.
 		if re.StatusCode == http.StatusNotFound && re.Code == sr.ErrSchemaNotFound.Code {
 			return "", fmt.Errorf("%w: schema registry has no schema with id %d", ErrUnknownSchema, id)
 		}
@@ -295,9 +267,6 @@ func (r *Registry) SchemaByID(ctx context.Context, id uint32) (string, error) {
 	if got.Type != sr.TypeAvro {
 		return "", fmt.Errorf("%w: schema id %d is a %s schema, not AVRO", ErrIncompatibleSchema, id, got.Type)
 	}
-	r.mu.Lock()
-	putBounded(r.byID, id, got.Schema, DefaultRegistryMaxCachedSchemas)
-	r.mu.Unlock()
 	return got.Schema, nil
 }
 

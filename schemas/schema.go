@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
-	"path"
 	"regexp"
 	"slices"
 	"strconv"
@@ -18,8 +17,8 @@ import (
 // Namespace is the Avro namespace of every larkline schema.
 const Namespace = "io.larkline"
 
-// VersionField is the first field of every larkline record schema: the version of the
-// schema that wrote the record. Its default is the schema's version.
+// VersionField is the first field of every larkline record schema; its default is
+// the schema's version.
 const VersionField = "schema_version"
 
 // Full Avro names of the record types.
@@ -34,47 +33,25 @@ const (
 //go:embed *.avsc
 var embedded embed.FS
 
-// fileNamePattern is <base>.v<version>.avsc.
 var fileNamePattern = regexp.MustCompile(`^([a-z][a-z0-9_]*)\.v([0-9]+)\.avsc$`)
 
 // Schema is one parsed Avro record schema.
 type Schema struct {
-	// File is the embedded file name (e.g. evidence.v1.avsc); empty for a schema
-	// that came from a registry.
-	File string
-	// Name is the full Avro name of the record (e.g. io.larkline.EvidenceRecord).
-	Name string
-	// Version is the default of the schema_version field, 0 when the schema has none.
-	Version int
-	// JSON is the schema text as written.
-	JSON string
-	// Canonical is the Avro parsing canonical form.
-	Canonical string
-	// Fingerprint is the CRC-64-AVRO (Rabin) fingerprint of Canonical, the one the
-	// single-object encoding carries.
-	Fingerprint uint64
+	File        string // embedded file name (evidence.v1.avsc); "" when from a registry
+	Name        string // full Avro name
+	Version     int    // default of schema_version; 0 when the schema has none
+	JSON        string // the text as written
+	Canonical   string // Avro parsing canonical form
+	Fingerprint uint64 // CRC-64-AVRO of Canonical, as the single-object encoding carries
 
-	codec *goavro.Codec
-	// records holds, by full name, the fields of every record type the schema
-	// defines and their defaults: what a reader takes for a field its writer lacked.
-	records map[string]record
+	codec    *goavro.Codec
+	fields   []string       // the record's field names, in order
+	defaults map[string]any // field defaults: what a reader takes for a field its writer lacked
 }
 
-// record is one record type of a schema: its field defaults (a field without a
-// default is absent) and, for a field that is an array of records, the items'
-// record name.
-type record struct {
-	fields   []string
-	defaults map[string]any
-	items    map[string]string
-}
-
-// maxGoavroBlockCount bounds an array or map block goavro decodes. goavro sizes
-// an array by the count a block announces before reading its items, so corrupted
-// bytes could make it allocate up to 2^31 items; no record larkline writes has a
-// block of more than this many items (a record is bounded by the topics'
-// max.message.bytes, a few MiB). goavro's limit is process-wide; larkline is its
-// only user.
+// maxGoavroBlockCount bounds an array or map block goavro decodes, so no count in
+// corrupted bytes makes it allocate without bound (a record is at most a few MiB).
+// goavro's limit is process-wide; larkline is its only user.
 const maxGoavroBlockCount = 1 << 20
 
 func init() { goavro.MaxBlockCount = maxGoavroBlockCount }
@@ -85,74 +62,51 @@ func ParseSchema(schemaJSON string) (*Schema, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse avro schema: %w", err)
 	}
-	var raw map[string]any
-	if err := json.Unmarshal([]byte(schemaJSON), &raw); err != nil || raw["type"] != "record" {
+	var raw struct {
+		Type      string `json:"type"`
+		Name      string `json:"name"`
+		Namespace string `json:"namespace"`
+		Fields    []struct {
+			Name    string          `json:"name"`
+			Default json.RawMessage `json:"default"` // "null" for a null default
+		} `json:"fields"`
+	}
+	if err := json.Unmarshal([]byte(schemaJSON), &raw); err != nil || raw.Type != "record" {
 		return nil, fmt.Errorf("parse avro schema: top-level type is not a record")
 	}
-	s := &Schema{JSON: schemaJSON, Canonical: codec.CanonicalSchema(), Fingerprint: codec.Rabin,
-		codec: codec, records: map[string]record{}}
-	s.Name = s.collect(raw, "")
-	if def, ok := s.records[s.Name].defaults[VersionField]; ok {
-		v, ok := def.(float64)
+	s := &Schema{JSON: schemaJSON, Canonical: codec.CanonicalSchema(), Fingerprint: codec.Rabin, codec: codec,
+		Name: raw.Name, defaults: map[string]any{}}
+	if raw.Namespace != "" && !strings.Contains(raw.Name, ".") {
+		s.Name = raw.Namespace + "." + raw.Name
+	}
+	for _, f := range raw.Fields {
+		s.fields = append(s.fields, f.Name)
+		if len(f.Default) > 0 {
+			var def any
+			_ = json.Unmarshal(f.Default, &def) // valid JSON: goavro parsed it
+			s.defaults[f.Name] = def
+		}
+	}
+	if slices.Contains(s.fields, VersionField) {
+		v, ok := s.defaults[VersionField].(float64)
 		if !ok || v != float64(int(v)) || v < 0 {
 			return nil, fmt.Errorf("parse avro schema %s: field %s must have a non-negative integer default", s.Name, VersionField)
 		}
 		s.Version = int(v)
-	} else if slices.Contains(s.records[s.Name].fields, VersionField) {
-		return nil, fmt.Errorf("parse avro schema %s: field %s must have a non-negative integer default", s.Name, VersionField)
 	}
 	return s, nil
 }
 
-// collect records the record type rec (already checked by goavro) and the record
-// types nested in its fields, and returns its full name.
-func (s *Schema) collect(rec map[string]any, enclosingNS string) string {
-	name, _ := rec["name"].(string)
-	ns, _ := rec["namespace"].(string)
-	if ns == "" {
-		ns = enclosingNS
-	}
-	if i := strings.LastIndexByte(name, '.'); i >= 0 {
-		ns = name[:i]
-	} else if ns != "" {
-		name = ns + "." + name
-	}
-	r := record{defaults: map[string]any{}, items: map[string]string{}}
-	fields, _ := rec["fields"].([]any)
-	for _, f := range fields {
-		fm, _ := f.(map[string]any)
-		fname, _ := fm["name"].(string)
-		r.fields = append(r.fields, fname)
-		if def, ok := fm["default"]; ok {
-			r.defaults[fname] = def
-		}
-		t, _ := fm["type"].(map[string]any)
-		switch {
-		case t["type"] == "record":
-			s.collect(t, ns)
-		case t["type"] == "array":
-			if items, ok := t["items"].(map[string]any); ok && items["type"] == "record" {
-				r.items[fname] = s.collect(items, ns)
-			}
-		}
-	}
-	s.records[name] = r
-	return name
-}
-
-// FingerprintString formats a single-object fingerprint the way dead letters and
-// logs carry it: avro-crc64:<16 lower-case hex digits>.
+// FingerprintString formats a single-object fingerprint: avro-crc64:<16 hex digits>.
 func FingerprintString(fp uint64) string { return fmt.Sprintf("avro-crc64:%016x", fp) }
 
-// ConfluentIDString formats a schema registry id the way dead letters and logs carry
-// it: confluent-id:<id>.
+// ConfluentIDString formats a schema registry id: confluent-id:<id>.
 func ConfluentIDString(id uint32) string { return "confluent-id:" + strconv.FormatUint(uint64(id), 10) }
 
 // catalog is the embedded schemas: one file per record type, its current version.
 type catalog struct {
 	all    []*Schema // sorted by name
 	byName map[string]*Schema
-	byFP   map[uint64]*Schema
 }
 
 var loadCatalog = sync.OnceValues(func() (*catalog, error) { return buildCatalog(embedded) })
@@ -162,13 +116,12 @@ func buildCatalog(fsys fs.FS) (*catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list embedded schemas: %w", err)
 	}
-	c := &catalog{byName: map[string]*Schema{}, byFP: map[uint64]*Schema{}}
+	c := &catalog{byName: map[string]*Schema{}}
 	for _, file := range files {
-		m := fileNamePattern.FindStringSubmatch(path.Base(file))
+		m := fileNamePattern.FindStringSubmatch(file)
 		if m == nil {
 			return nil, fmt.Errorf("embedded schema %s: file name is not <name>.v<version>.avsc", file)
 		}
-		fileVersion, _ := strconv.Atoi(m[2])
 		text, err := fs.ReadFile(fsys, file)
 		if err != nil {
 			return nil, fmt.Errorf("read embedded schema %s: %w", file, err)
@@ -181,32 +134,22 @@ func buildCatalog(fsys fs.FS) (*catalog, error) {
 		switch {
 		case !strings.HasPrefix(s.Name, Namespace+"."):
 			return nil, fmt.Errorf("embedded schema %s: name %s is outside namespace %s", file, s.Name, Namespace)
-		case s.records[s.Name].fields[0] != VersionField:
+		case len(s.fields) == 0 || s.fields[0] != VersionField:
 			return nil, fmt.Errorf("embedded schema %s: first field must be %s", file, VersionField)
-		case s.Version != fileVersion:
+		case strconv.Itoa(s.Version) != m[2]:
 			return nil, fmt.Errorf("embedded schema %s: %s default %d does not match the file name", file, VersionField, s.Version)
 		case c.byName[s.Name] != nil:
 			return nil, fmt.Errorf("embedded schemas %s and %s are both of %s: a record type has one schema", c.byName[s.Name].File, file, s.Name)
 		}
-		c.byName[s.Name], c.byFP[s.Fingerprint] = s, s
+		c.byName[s.Name] = s
 		c.all = append(c.all, s)
 	}
 	slices.SortFunc(c.all, func(a, b *Schema) int { return strings.Compare(a.Name, b.Name) })
 	return c, nil
 }
 
-// current returns the embedded schema of a record type.
-func (c *catalog) current(name string) (*Schema, error) {
-	if s := c.byName[name]; s != nil {
-		return s, nil
-	}
-	return nil, fmt.Errorf("no embedded schema for %s", name)
-}
-
 // Embedded returns (copies of) every schema file of this package, ordered by record
-// name: one per record type, its current version. A schema change adds the next
-// version in place of the file (and bumps schema_version); a reader resolves data of
-// an older writer schema it meets through the registry into the current one.
+// name: one per record type, its current version.
 func Embedded() ([]Schema, error) {
 	c, err := loadCatalog()
 	if err != nil {

@@ -39,8 +39,8 @@ func TestReleasedSchemasAreImmutable(t *testing.T) {
 			if got := crc64Avro([]byte(s.Canonical)); got != s.Fingerprint {
 				t.Fatalf("goavro fingerprint %#016x, CRC-64-AVRO of the canonical form %#016x", s.Fingerprint, got)
 			}
-			if !strings.HasPrefix(s.Name, Namespace+".") || s.Version < 1 || s.records[s.Name].fields[0] != VersionField {
-				t.Fatalf("schema %s version %d fields %v", s.Name, s.Version, s.records[s.Name].fields)
+			if !strings.HasPrefix(s.Name, Namespace+".") || s.Version < 1 || s.fields[0] != VersionField {
+				t.Fatalf("schema %s version %d fields %v", s.Name, s.Version, s.fields)
 			}
 		})
 	}
@@ -89,6 +89,7 @@ func TestBuildCatalogRejects(t *testing.T) {
 		{"not a record", fstest.MapFS{"x.v1.avsc": {Data: []byte(`"string"`)}}, "not a record"},
 		{"outside namespace", fstest.MapFS{"x.v1.avsc": {Data: []byte(strings.Replace(string(v("1")), "io.larkline", "com.example", 1))}}, "outside namespace"},
 		{"no version field", fstest.MapFS{"x.v1.avsc": {Data: []byte(`{"type":"record","name":"X","namespace":"io.larkline","fields":[{"name":"a","type":"string"}]}`)}}, "first field"},
+		{"no fields", fstest.MapFS{"x.v1.avsc": {Data: []byte(`{"type":"record","name":"X","namespace":"io.larkline","fields":[]}`)}}, "first field"},
 		{"version not integer", fstest.MapFS{"x.v1.avsc": {Data: v("1.5")}}, "integer default"},
 		{"two versions of one type", fstest.MapFS{"x.v1.avsc": {Data: v("1")}, "x.v2.avsc": {Data: []byte(strings.Replace(string(v("2")), `"string"`, `"long"`, 1))}}, "are both of io.larkline.X"},
 	}

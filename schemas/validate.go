@@ -18,8 +18,6 @@ const (
 	// MaxTokenLen bounds short codes: message types, reasons, stages, statuses,
 	// workspace types, reconcile versions.
 	MaxTokenLen = 64
-	// MaxWindowEvidence bounds the evidence list of one closed window.
-	MaxWindowEvidence = 100_000
 	// MaxWorkspaceChats bounds the chats bound to one workspace.
 	MaxWorkspaceChats = 10_000
 	// MaxDeadLetterErrorBytes bounds DeadLetter.Error.

@@ -1,8 +1,6 @@
 package schemas
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -109,54 +107,19 @@ func TestValidateClosedWindow(t *testing.T) {
 		{"end before start", func(w *ClosedWindow) { w.WindowEnd = w.WindowStart }, false, false},
 		{"zero start", func(w *ClosedWindow) { w.WindowStart = time.Time{} }, false, false},
 		{"processor version with slash", func(w *ClosedWindow) { w.ProcessorVersion = "v/2" }, false, true},
-		{"empty window", func(w *ClosedWindow) { w.Evidence, w.EvidenceCount = nil, 0 }, false, false},
-		{"count mismatch", func(w *ClosedWindow) { w.EvidenceCount++ }, false, false},
-		{"key of another chat", func(w *ClosedWindow) {
-			w.Evidence[1].Key = ids.EvidenceKey(w.WorkspaceID, "oc_other", w.Evidence[1].MessageID)
-		}, false, false},
-		{"key of another message", func(w *ClosedWindow) { w.Evidence[1].Key = w.Evidence[0].Key }, false, false},
-		{"message id invalid", func(w *ClosedWindow) {
-			w.Evidence[0].MessageID = "bad"
-			w.Evidence[0].Key = ids.EvidenceKey(w.WorkspaceID, w.ChatID, "bad")
-		}, false, true},
-		{"out of order", func(w *ClosedWindow) { w.Evidence[0], w.Evidence[1] = w.Evidence[1], w.Evidence[0] }, false, false},
-		{"duplicate", func(w *ClosedWindow) { w.Evidence[2] = w.Evidence[1] }, false, false},
-		{"same time ordered by message id", func(w *ClosedWindow) { w.Evidence[1], w.Evidence[2] = w.Evidence[2], w.Evidence[1] }, false, false},
-		{"before the window", func(w *ClosedWindow) { w.Evidence[0].OccurredAt = w.WindowStart.Add(-time.Millisecond) }, false, false},
-		{"at the window end", func(w *ClosedWindow) { w.Evidence[2].OccurredAt = w.WindowEnd }, false, false},
-		{"at the window start", func(w *ClosedWindow) { w.Evidence[0].OccurredAt = w.WindowStart }, true, false},
-		{"bad evidence hash", func(w *ClosedWindow) { w.Evidence[0].ContentHash = "x" }, false, false},
-		{"source_updated_at at the epoch", func(w *ClosedWindow) { w.Evidence[1].SourceUpdatedAt = time.UnixMilli(0) }, false, false},
-		{"source_updated_at before the epoch", func(w *ClosedWindow) { w.Evidence[1].SourceUpdatedAt = time.UnixMilli(-5) }, false, false},
-		{"every rank unknown", func(w *ClosedWindow) {
-			for i := range w.Evidence {
-				w.Evidence[i].SourceUpdatedAt, w.Evidence[i].Deleted = time.Time{}, false
-			}
-		}, true, false},
-		{"bad aggregate hash", func(w *ClosedWindow) { w.AggregateHash = "" }, false, false},
+		{"negative partition", func(w *ClosedWindow) { w.EvidencePartition = -1 }, false, false},
+		{"negative low offset", func(w *ClosedWindow) { w.EvidenceLowOffset = -1 }, false, false},
+		{"empty range", func(w *ClosedWindow) { w.EvidenceEndOffset = w.EvidenceLowOffset }, false, false},
+		{"no evidence", func(w *ClosedWindow) { w.EvidenceCount = 0 }, false, false},
+		{"more evidence than offsets", func(w *ClosedWindow) { w.EvidenceCount = 18 }, false, false},
+		{"as many evidence versions as offsets", func(w *ClosedWindow) { w.EvidenceCount = 17 }, true, false},
+		{"first occurred before the window", func(w *ClosedWindow) { w.FirstOccurredAt = w.WindowStart.Add(-time.Millisecond) }, false, false},
+		{"last occurred at the window end", func(w *ClosedWindow) { w.LastOccurredAt = w.WindowEnd }, false, false},
+		{"last before first", func(w *ClosedWindow) { w.LastOccurredAt = w.FirstOccurredAt.Add(-time.Millisecond) }, false, false},
+		{"first and last at the window start", func(w *ClosedWindow) { w.FirstOccurredAt, w.LastOccurredAt = w.WindowStart, w.WindowStart }, true, false},
 		{"zero closed_at", func(w *ClosedWindow) { w.ClosedAt = time.Time{} }, false, false},
 		{"empty reason", func(w *ClosedWindow) { w.Reason = "" }, false, false},
 	})
-}
-
-func TestWindowAggregateHash(t *testing.T) {
-	w := sampleWindow()
-	h := sha256.New()
-	for _, e := range w.Evidence {
-		h.Write([]byte(e.Key + "\n" + e.ContentHash + "\n"))
-	}
-	if want := hex.EncodeToString(h.Sum(nil)); WindowAggregateHash(w.Evidence) != want {
-		t.Fatalf("aggregate hash %s, want %s", WindowAggregateHash(w.Evidence), want)
-	}
-	changed := append([]WindowEvidence(nil), w.Evidence...)
-	changed[1].ContentHash = hashOf("edited")
-	swapped := append([]WindowEvidence(nil), w.Evidence...)
-	swapped[0], swapped[1] = swapped[1], swapped[0]
-	for name, ev := range map[string][]WindowEvidence{"edited": changed, "reordered": swapped, "shorter": w.Evidence[:2]} {
-		if WindowAggregateHash(ev) == w.AggregateHash {
-			t.Fatalf("%s evidence has the same aggregate hash", name)
-		}
-	}
 }
 
 func TestValidateCheckpoint(t *testing.T) {

@@ -85,7 +85,7 @@ func (w *Worker) newAttemptRun(st store.WindowState, j *job, tk *gateTicket, log
 		chunk:  st.Meta.ChunkCount,
 		mem:    &recent{size: min(max(4*w.o.EvidenceBatchLimit, 100), store.MaxPageSize)},
 	}
-	// A version 3 window reads the messages its record names; a sweep's takeover has
+	// A window reads the messages its record names; a sweep's takeover has
 	// no record, the window state remembers the bound.
 	a.below = j.belowOffset()
 	if a.below == 0 {

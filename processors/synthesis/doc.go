@@ -13,19 +13,12 @@
 //  1. A duplicate record of a window already terminal (completed, ignored,
 //     needs_attention, or failed with its attempts spent) is skipped at once.
 //  2. The worker waits until the window's evidence is in the table, holding no claim
-//     and spending no attempt. A closed record of version 3 names its evidence as an
-//     offset range of the chat's evidence partition: the worker waits until the
-//     evidence sink's group has committed the range's end (SinkProgress; each
-//     EvidenceWait without it is counted in _sink_wait_timeouts_total and the wait goes
-//     on). An older record names its versions: the worker waits, EvidenceWait at a
-//     time with backoff, until the evidence table holds every one of them. A
-//     stored version with another content hash counts when it ranks at least as high
-//     as the window's by the evidence version rule (schemas.EvidenceRank: a deletion
-//     outranks a live version, then the later source_updated_at); for a closed record
-//     without ranks (written by an older window processor) when it is deleted, or
-//     observed or updated after the window closed. A window is never processed with
-//     evidence missing: after MaxAttempts waits without its versions (or MaxAttempts
-//     claims finding no evidence of the window at all), it ends in the terminal
+//     and spending no attempt. A closed record names its evidence as an offset range
+//     of the chat's evidence partition: the worker waits until the evidence sink's
+//     group has committed the range's end (SinkProgress; each EvidenceWait without it
+//     is counted in _sink_wait_timeouts_total and the wait goes on). A window is never
+//     processed with evidence missing: after MaxAttempts claims finding no evidence of
+//     the window in the table, it ends in the terminal
 //     needs_attention state with diagnostics (store.MarkWindowNeedsAttention), which an
 //     operator finds by status and alert.
 //  3. The window's sync-state row is claimed by compare-and-set (store.ClaimWindow):

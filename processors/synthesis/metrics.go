@@ -55,7 +55,7 @@ type metrics struct {
 	inFlight        prometheus.Gauge
 	windowDuration  prometheus.Histogram
 	evidenceWait    prometheus.Histogram
-	// sinkWaitTimeouts: EvidenceWait periods a version 3 window waited for the sink.
+	// sinkWaitTimeouts: EvidenceWait periods a window waited for the sink.
 	sinkWaitTimeouts   prometheus.Counter
 	sinkProgressErrors prometheus.Counter
 
@@ -118,9 +118,9 @@ func newMetrics(reg *prometheus.Registry, outageSeconds func() float64) (*metric
 		windowDuration: hist("larkline_synthesis_window_duration_seconds",
 			"Time from claiming a window to its terminal state or failed attempt.", seconds),
 		evidenceWait: hist("larkline_synthesis_evidence_wait_seconds",
-			"Time spent waiting for a closed window's evidence to reach the evidence table (the versions it lists, or for version 3 records the sink's commit of its offset range).", seconds),
+			"Time spent waiting for a closed window's evidence to reach the evidence table (the sink's commit of its offset range).", seconds),
 		sinkWaitTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_sink_wait_timeouts_total",
-			Help: "Periods of synthesis.evidenceWait a closed window (version 3) waited for the evidence sink to commit its evidence range; the wait goes on and spends no attempt."}),
+			Help: "Periods of synthesis.evidenceWait a closed window waited for the evidence sink to commit its evidence range; the wait goes on and spends no attempt."}),
 		sinkProgressErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "larkline_synthesis_sink_progress_errors_total",
 			Help: "Failed reads of the evidence sink group's committed offsets (retried)."}),
 

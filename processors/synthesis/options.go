@@ -46,7 +46,7 @@ const (
 	// DefaultProximityGap joins otherwise unrelated messages into one conversation
 	// when they follow each other within it (§12.2 step 4).
 	DefaultProximityGap = 2 * time.Minute
-	// DefaultEvidenceWait bounds the wait for the evidence a closed window names.
+	// DefaultEvidenceWait is EvidenceWait's default.
 	DefaultEvidenceWait = 2 * time.Minute
 	// DefaultChunkTimeout bounds one Synthesize call.
 	DefaultChunkTimeout = 3 * time.Minute
@@ -183,14 +183,11 @@ type Options struct {
 	MaxConcurrentSynthesis int
 	// ProximityGap joins unrelated messages into one conversation. Default DefaultProximityGap.
 	ProximityGap time.Duration
-	// EvidenceWait bounds the wait for the evidence versions a closed window of
-	// version 1 or 2 names (the sink may lag); when it passes, the whole-window
-	// attempt fails and is retried. For a version 3 window (an offset range) it is
-	// the period after which a wait for the sink is counted and logged; that wait
-	// goes on and spends no attempt. Default DefaultEvidenceWait.
+	// EvidenceWait is the period after which a closed window's wait for the sink's
+	// commit of its evidence range is counted and logged; the wait goes on and
+	// spends no attempt. Default DefaultEvidenceWait.
 	EvidenceWait time.Duration
-	// SinkProgress reads the evidence sink's committed offsets, for version 3
-	// windows (KadmSinkProgress). Without it such a window is synthesized from what
+	// SinkProgress reads the evidence sink's committed offsets (KadmSinkProgress). Without it such a window is synthesized from what
 	// the evidence table holds when it is claimed.
 	SinkProgress SinkProgress
 	// ChunkTimeout bounds one Synthesize call. Default DefaultChunkTimeout.

@@ -12,7 +12,7 @@ import (
 )
 
 // SinkProgress tells how far the evidence sink has stored the evidence topic: a
-// closed record of version 3 names its evidence as an offset range of the chat's
+// closed record names its evidence as an offset range of the chat's
 // evidence partition, and the range is in the evidence table once the sink's
 // consumer group has committed its end offset (the sink commits only after its
 // database commit).
@@ -83,7 +83,7 @@ func (k *KadmSinkProgress) Committed(ctx context.Context, partition int32) (int6
 // claim is held meanwhile. It returns ctx's error when ctx ends first.
 func (w *Worker) waitSink(ctx context.Context, j *job, log *slog.Logger) error {
 	if w.o.SinkProgress == nil {
-		return nil // a worker without one reads what the table holds (tests of older paths)
+		return nil // a worker without one reads what the table holds (tests)
 	}
 	started := w.o.Clock()
 	defer func() { w.m.evidenceWait.Observe(w.o.Clock().Sub(started).Seconds()) }()

@@ -80,10 +80,9 @@ func (d *synthesisDeployment) Message(t *testing.T, r conformance.Record) confor
 		t.Fatalf("read back evidence of %v: %d rows, %v", r, len(rows), err)
 	}
 	d.labels[rows[0].ID] = r.String()
-	evidence := []schemas.WindowEvidence{{Key: ids.EvidenceKey(d.e.ws, chat, msg), MessageID: msg, OccurredAt: at, ContentHash: ev.ContentHash}}
 	cw := schemas.ClosedWindow{WorkspaceID: d.e.ws, ChatID: chat, WindowStart: start, WindowEnd: start.Add(winLen),
-		ProcessorVersion: ids.DefaultProcessorVersion, EvidenceCount: 1, Evidence: evidence,
-		AggregateHash: schemas.WindowAggregateHash(evidence), ClosedAt: start.Add(winLen + 3*time.Minute),
+		ProcessorVersion: ids.DefaultProcessorVersion, EvidenceCount: 1, EvidenceEndOffset: 1,
+		FirstOccurredAt: at, LastOccurredAt: at, ClosedAt: start.Add(winLen + 3*time.Minute),
 		Reason: schemas.CloseReasonGraceElapsed}
 	v, err := d.e.codecs.ClosedWindow.Encode(ctx, cw)
 	if err != nil {

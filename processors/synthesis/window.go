@@ -24,17 +24,13 @@ const releaseTimeout = 5 * time.Second
 type job struct {
 	key store.WindowKey
 	end time.Time
-	// versions are the evidence versions the closed window names; nil for a sweep.
-	versions []store.EvidenceVersion
-	// closedAt and closedAggregate come from the closed-window record (zero for a sweep).
-	closedAt        time.Time
-	closedAggregate string
+	// closedAt comes from the closed-window record (zero for a sweep).
+	closedAt time.Time
 	// sweep marks a job of the stale sweep: it does not wait for evidence and leaves a
 	// window another worker is on alone.
 	sweep bool
-	// ranged: a version 3 record, whose evidence is the offsets below endOffset on the
-	// evidence partition; it waits for the sink's commit of them (waitSink).
-	ranged    bool
+	// A record's evidence is the offsets below endOffset on the evidence partition;
+	// the job waits for the sink's commit of them (waitSink).
 	partition int32
 	endOffset int64
 	// drafted: this attempt created an entry (the first one was observed in
@@ -46,19 +42,9 @@ func jobOf(cw *schemas.ClosedWindow) *job {
 	j := &job{
 		key: store.WindowKey{Workspace: cw.WorkspaceID, Chat: cw.ChatID, ProcessorVersion: cw.ProcessorVersion,
 			Start: cw.WindowStart.UTC()},
-		end:             cw.WindowEnd.UTC(),
-		closedAt:        cw.ClosedAt,
-		closedAggregate: cw.AggregateHash,
-	}
-	if cw.Ranged() {
-		j.ranged, j.partition, j.endOffset = true, cw.EvidencePartition, cw.EvidenceEndOffset
-		return j
-	}
-	j.versions = make([]store.EvidenceVersion, len(cw.Evidence))
-	for i, e := range cw.Evidence {
-		rank, known := e.Rank()
-		j.versions[i] = store.EvidenceVersion{SourceKey: ids.MessageSourceKey(cw.ChatID, e.MessageID), ContentHash: e.ContentHash,
-			Rank: rank, RankKnown: known}
+		end:       cw.WindowEnd.UTC(),
+		closedAt:  cw.ClosedAt,
+		partition: cw.EvidencePartition, endOffset: cw.EvidenceEndOffset,
 	}
 	return j
 }
@@ -74,11 +60,10 @@ func (j *job) validate() error {
 	return nil
 }
 
-// belowOffset limits a ranged job's reads to the messages its record names: those
-// first carried below its end offset (store.RangeQuery.BelowOffset); 0 (no limit)
-// for older records and sweeps.
+// belowOffset limits a job's reads to the messages its record names: those first
+// carried below its end offset (store.RangeQuery.BelowOffset); 0 (no limit) for a sweep.
 func (j *job) belowOffset() int64 {
-	if !j.ranged {
+	if j.sweep {
 		return 0
 	}
 	return j.endOffset
@@ -99,9 +84,6 @@ func (j *job) claimOptions(o *Options) store.ClaimOptions {
 func (j *job) logAttrs() []any {
 	attrs := []any{"workspace_id", string(j.key.Workspace), "chat_id", string(j.key.Chat),
 		"window_key", j.key.SourceKey(), "processor_version", j.processorVersion()}
-	if j.closedAggregate != "" {
-		attrs = append(attrs, "closed_aggregate_hash", j.closedAggregate)
-	}
 	if j.sweep {
 		attrs = append(attrs, "sweep", true)
 	}
@@ -156,12 +138,6 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 				return out, err
 			}
 		}
-		if !r.verified {
-			if out, done, err := r.evidenceMissing(wait); err != nil || done {
-				return out, err
-			}
-			continue
-		}
 		out, next, err := r.claim(ctx, wait)
 		if err != nil {
 			return "", err
@@ -182,10 +158,9 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 	}
 }
 
-// namesEvidence reports whether the job's record names evidence to wait for (the
-// message versions of an older record, the offset range of a version 3 one); a sweep's
+// namesEvidence reports whether the job's record names evidence to wait for; a sweep's
 // takeover names none.
-func (j *job) namesEvidence() bool { return j.versions != nil || j.ranged }
+func (j *job) namesEvidence() bool { return !j.sweep }
 
 // windowRun is the state of runWindow between claims.
 type windowRun struct {
@@ -196,44 +171,20 @@ type windowRun struct {
 	// verified: the window's evidence is known to be in the table (a sweep names no
 	// evidence to wait for).
 	verified bool
-	missing  string // what the last evidence wait did not find
-	empty    int    // claims in a row that found no evidence in the table
-	waits    int    // evidence waits in a row that ran out
+	empty    int // claims in a row that found no evidence in the table
 }
 
 // verify checks whether a duplicate record names a window already terminal (done),
-// then waits for the window's evidence: for a ranged job the sink's commit of it, else
-// the versions the record names; r.verified says whether it arrived.
+// then waits for the sink's commit of the window's evidence.
 func (r *windowRun) verify(ctx context.Context) (string, bool, error) {
 	if out, done, err := r.w.alreadyTerminal(ctx, r.j, r.retry, r.log); err != nil || done {
 		return out, done, err
 	}
-	if r.j.ranged {
-		if err := r.w.waitSink(ctx, r.j, r.log); err != nil {
-			return "", false, err
-		}
-		r.verified = true
-		return "", false, nil
-	}
-	ok, diag, err := r.w.waitEvidence(ctx, r.j, r.log)
-	if err != nil {
+	if err := r.w.waitSink(ctx, r.j, r.log); err != nil {
 		return "", false, err
 	}
-	r.verified, r.missing = ok, diag
+	r.verified = true
 	return "", false, nil
-}
-
-// evidenceMissing follows an evidence wait that ran out, then backs off.
-func (r *windowRun) evidenceMissing(ctx context.Context) (string, bool, error) {
-	// The evidence wait ran out: no claim and no attempt; after MaxAttempts
-	// waits the window ends needing attention.
-	if r.waits++; r.waits >= r.w.o.MaxAttempts {
-		if out, done, err := r.w.needsAttention(ctx, r.j, r.missing, r.log); err != nil || done {
-			return out, done, err
-		}
-		r.waits = 0
-	}
-	return "", false, sleep(ctx, r.retry.next())
 }
 
 // claim passes the model gate and takes a workspace slot, waiting under wait, then
@@ -271,7 +222,7 @@ func (r *windowRun) emptyClaim(ctx context.Context) (string, bool, error) {
 	j := r.j
 	if r.empty++; r.empty >= r.w.o.MaxAttempts {
 		diag := fmt.Sprintf("the table holds no evidence of the window after %d claims", r.empty)
-		if j.ranged {
+		if !j.sweep {
 			diag = fmt.Sprintf("the evidence sink stored partition %d up to offset %d, but the table holds no evidence of the window after %d claims",
 				j.partition, j.endOffset, r.empty)
 		}
@@ -318,96 +269,6 @@ func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *
 	w.m.storeRetries.WithLabelValues(op).Inc()
 	log.Warn("store call failed; retrying", "operation", op, "retryable", store.IsRetryable(err), "error", err)
 	return sleep(ctx, retry.next())
-}
-
-// waitEvidence waits, up to EvidenceWait, until the evidence table holds every version
-// the closed window names (the sink may lag behind the window processor). A stored
-// version with another content hash will do when it is at least as new as the
-// window's: by the evidence version rule when the closed record carries the version's
-// rank (schema version 2: source_updated_at and deleted; store.MissingVersions), and
-// otherwise (records of an older window processor) when it was deleted, or observed or
-// updated after the window closed (an edit after the close, which design §16 says does
-// not reopen the window). ok is false when the wait ran out; diag then says what is
-// missing (ids and counts only).
-func (w *Worker) waitEvidence(ctx context.Context, j *job, log *slog.Logger) (ok bool, diag string, err error) {
-	started := w.o.Clock()
-	defer func() { w.m.evidenceWait.Observe(w.o.Clock().Sub(started).Seconds()) }()
-	deadline := started.Add(w.o.EvidenceWait)
-	retry := w.backoff()
-	verified := 0 // versions[:verified] are known to be present
-	for {
-		missing, total, err := w.missingVersions(ctx, j, &verified)
-		switch {
-		case err != nil && ctx.Err() != nil:
-			return false, "", ctx.Err()
-		case err != nil:
-			w.m.storeRetries.WithLabelValues("evidence_by_keys").Inc()
-			log.Warn("reading the window's evidence failed; retrying", "error", err)
-			diag = fmt.Sprintf("reading the window's evidence failed: %v", err)
-		case len(missing) == 0:
-			return true, "", nil
-		default:
-			diag = fmt.Sprintf("%d of %d evidence versions the closed window names are not in the evidence table after %s (first: %s content_hash %s)",
-				total, len(j.versions), w.o.EvidenceWait, missing[0].SourceKey, missing[0].ContentHash)
-		}
-		left := deadline.Sub(w.o.Clock())
-		if left <= 0 {
-			log.Warn("evidence of the closed window did not arrive in time", "missing", total, "evidence", len(j.versions))
-			return false, diag, nil
-		}
-		if err := sleep(ctx, min(retry.next(), left)); err != nil {
-			return false, "", err
-		}
-	}
-}
-
-// missingVersions checks the job's versions from *verified on, in batches, and moves
-// *verified past every batch found complete. It returns the first incomplete batch's
-// missing versions and how many versions are missing in all.
-func (w *Worker) missingVersions(ctx context.Context, j *job, verified *int) ([]store.EvidenceVersion, int, error) {
-	const batch = 1000
-	var (
-		first []store.EvidenceVersion
-		total int
-	)
-	for from := *verified; from < len(j.versions); from += batch {
-		want := j.versions[from:min(from+batch, len(j.versions))]
-		keys := make([]string, len(want))
-		for i, v := range want {
-			keys[i] = v.SourceKey
-		}
-		stored, err := w.o.Store.EvidenceByKeys(ctx, j.key.Workspace, store.LarkMessageEvidence, keys)
-		if err != nil {
-			return nil, 0, err
-		}
-		missing := store.MissingVersions(stored, want)
-		if len(missing) > 0 {
-			newer := make(map[string]bool, len(stored))
-			for i := range stored {
-				e := &stored[i]
-				newer[e.SourceKey] = e.Deleted || (!j.closedAt.IsZero() && (e.ObservedAt.After(j.closedAt) || e.SourceUpdatedAt.After(j.closedAt)))
-			}
-			kept := missing[:0]
-			for _, v := range missing {
-				// a version of known rank was judged by the version rule already
-				if v.RankKnown || !newer[v.SourceKey] {
-					kept = append(kept, v)
-				}
-			}
-			missing = kept
-		}
-		if len(missing) == 0 {
-			if first == nil && total == 0 {
-				*verified = from + len(want)
-			}
-			continue
-		}
-		if first == nil {
-			first = missing
-		}
-		total += len(missing)
-	}
-	return first, total, nil
 }
 
 // claimOnce claims the window and, when it gets it, runs one whole-window attempt.

@@ -203,142 +203,26 @@ func TestCrashWhileProcessingThenStaleTakeover(t *testing.T) {
 	}
 }
 
-// TestEvidenceWait: the worker waits for the evidence a closed window names. A version
-// that arrives during the wait is used; a version that never arrives spends no
-// attempt: after MaxAttempts waits the window ends needing attention, with
-// diagnostics; a stored version newer than the window's (edited after the close) is
-// accepted.
-func TestEvidenceWait(t *testing.T) {
-	t.Run("arrives during the wait", func(t *testing.T) {
-		e := newEnv(t)
-		rows := e.seed(win, incidentLines[:3]...)
-		late := e.evidence(win, incidentLines[3])
-		cw := e.closedWindow(win, append(rows, late))
-		checked := make(chan struct{}, 1)
-		o := e.options()
-		o.EvidenceWait = waitFor
-		o.Store = &watchStore{Store: e.st, byKeys: checked}
-		e.start(o)
-		e.produce(cw)
-		select {
-		case <-checked:
-		case <-time.After(waitFor):
-			t.Fatal("the worker never checked the evidence")
-		}
-		if _, err := e.st.GetWindow(context.Background(), e.key(win)); !errors.Is(err, store.ErrNotFound) {
-			t.Fatalf("a window state exists while its evidence is missing: %v", err)
-		}
-		if _, err := e.st.UpsertEvidence(context.Background(), []store.Evidence{late}); err != nil {
-			t.Fatal(err)
-		}
-		st := e.waitState(win, "the window to finish", terminal)
-		if st.Attempts != 1 || st.Meta.EvidenceCount != 4 {
-			t.Fatalf("attempt %d with %d evidence, want 1 and 4", st.Attempts, st.Meta.EvidenceCount)
-		}
+// TestEvidenceNeverInTheTable: a closed window whose evidence the table does not hold
+// although the sink is past its range spends no attempt: after MaxAttempts empty
+// claims it ends needing attention, with diagnostics, and its offset is committed.
+func TestEvidenceNeverInTheTable(t *testing.T) {
+	e := newEnv(t)
+	cw := e.closedWindow(win, []store.Evidence{e.evidence(win, incidentLines[0]), e.evidence(win, incidentLines[1])})
+	o := e.options()
+	o.MaxAttempts = 2
+	r := e.start(o)
+	off := e.produce(cw)[0]
+	st := e.waitState(win, "the window to need attention", func(s store.WindowState) bool {
+		return s.Status == store.WindowNeedsAttention
 	})
-	t.Run("never arrives", func(t *testing.T) {
-		e := newEnv(t)
-		rows := e.seed(win, incidentLines[:3]...)
-		cw := e.closedWindow(win, append(rows, e.evidence(win, incidentLines[3])))
-		o := e.options()
-		o.EvidenceWait, o.MaxAttempts = 200*time.Millisecond, 2
-		r := e.start(o)
-		off := e.produce(cw)[0]
-		st := e.waitState(win, "the window to need attention", func(s store.WindowState) bool {
-			return s.Status == store.WindowNeedsAttention
-		})
-		if !strings.Contains(st.Meta.Error, "not in the evidence table") || !strings.Contains(st.Meta.Error, "om_4") {
-			t.Errorf("diagnostics %q should say which evidence is missing", st.Meta.Error)
-		}
-		if st.Attempts != 0 {
-			t.Errorf("waiting for evidence spent %d attempts, want none", st.Attempts)
-		}
-		eventually(t, "the needs_attention outcome", func() bool {
-			return r.counter("larkline_synthesis_windows_total", "outcome", outcomeNeedsAttention) == 1
-		})
-		if st.Cursor != nil || st.Meta.ChunkCount != 0 {
-			t.Errorf("a window with missing evidence was processed: cursor %v, %d chunks", st.Cursor, st.Meta.ChunkCount)
-		}
-		eventually(t, "the offset commit", func() bool { return e.committed() == off+1 })
-	})
-	t.Run("newer version after the close", func(t *testing.T) {
-		e := newEnv(t)
-		rows := e.seed(win, incidentLines...)
-		cw := e.closedWindow(win, rows)
-		cw.ClosedAt = time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond) // rows were observed after it
-		cw.Evidence[0].ContentHash = hashText("the version before an edit")
-		cw.AggregateHash = schemasAggregate(cw)
-		o := e.options()
-		o.EvidenceWait = waitFor
-		e.start(o)
-		e.produce(cw)
-		if st := e.waitState(win, "the window to finish", terminal); st.Attempts != 1 {
-			t.Fatalf("attempt %d, want 1", st.Attempts)
-		}
-	})
-	// Closed windows of schema version 2 carry each version's rank; the wait compares
-	// by the evidence version rule instead of the close time.
-	ranked := func(cw *schemas.ClosedWindow, rows []store.Evidence) {
-		for i := range cw.Evidence {
-			cw.Evidence[i].SourceUpdatedAt, cw.Evidence[i].Deleted = rows[i].SourceUpdatedAt, rows[i].Deleted
-		}
+	if !strings.Contains(st.Meta.Error, "up to offset 2, but the table holds no evidence") || st.Attempts != 0 {
+		t.Errorf("diagnostics %q (attempts %d) should say the evidence is missing, with no attempt spent", st.Meta.Error, st.Attempts)
 	}
-	t.Run("stored version newer by rank, observed before the close", func(t *testing.T) {
-		e := newEnv(t)
-		rows := e.seed(win, incidentLines...)
-		cw := e.closedWindow(win, rows) // closed now: the rows were observed before
-		ranked(&cw, rows)
-		// the window names the version before an edit the table already holds
-		cw.Evidence[0].ContentHash = hashText("the version before an edit")
-		cw.Evidence[0].SourceUpdatedAt = rows[0].SourceUpdatedAt.Add(-time.Minute)
-		cw.AggregateHash = schemasAggregate(cw)
-		o := e.options()
-		o.EvidenceWait = waitFor
-		e.start(o)
-		e.produce(cw)
-		if st := e.waitState(win, "the window to finish", terminal); st.Attempts != 1 || st.Status == store.WindowFailed {
-			t.Fatalf("attempt %d status %s, want one successful attempt", st.Attempts, st.Status)
-		}
+	eventually(t, "the needs_attention outcome", func() bool {
+		return r.counter("larkline_synthesis_windows_total", "outcome", outcomeNeedsAttention) == 1
 	})
-	t.Run("stored version older by rank, observed after the close", func(t *testing.T) {
-		e := newEnv(t)
-		rows := e.seed(win, incidentLines...)
-		cw := e.closedWindow(win, rows)
-		cw.ClosedAt = time.Now().Add(-time.Hour).UTC().Truncate(time.Millisecond) // the old heuristic would accept
-		ranked(&cw, rows)
-		// the window names an edit the table has not received yet
-		cw.Evidence[0].ContentHash = hashText("an edit still on its way")
-		cw.Evidence[0].SourceUpdatedAt = rows[0].SourceUpdatedAt.Add(time.Minute)
-		cw.AggregateHash = schemasAggregate(cw)
-		o := e.options()
-		o.EvidenceWait, o.MaxAttempts = 200*time.Millisecond, 1
-		r := e.start(o)
-		e.produce(cw)
-		st := e.waitState(win, "the window to need attention", func(s store.WindowState) bool {
-			return s.Status == store.WindowNeedsAttention
-		})
-		if !strings.Contains(st.Meta.Error, "not in the evidence table") || st.Attempts != 0 {
-			t.Errorf("diagnostics %q (attempts %d) should say the evidence is missing, with no attempt spent", st.Meta.Error, st.Attempts)
-		}
-		eventually(t, "the needs_attention outcome", func() bool {
-			return r.counter("larkline_synthesis_windows_total", "outcome", outcomeNeedsAttention) == 1
-		})
-	})
-}
-
-// watchStore signals the first evidence check of a closed window.
-type watchStore struct {
-	*store.Store
-	byKeys chan struct{}
-}
-
-func (s *watchStore) EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, keys []string) ([]store.Evidence, error) {
-	rows, err := s.Store.EvidenceByKeys(ctx, ws, kind, keys)
-	select {
-	case s.byKeys <- struct{}{}:
-	default:
-	}
-	return rows, err
+	eventually(t, "the offset commit", func() bool { return e.committed() == off+1 })
 }
 
 // TestBadRecordsAreDeadLettered: records that are no closed window, whose key does not
@@ -365,9 +249,9 @@ func TestBadRecordsAreDeadLettered(t *testing.T) {
 			rows := e.seed(win, incidentLines...)
 			cw := e.closedWindow(win, rows)
 			cw.WindowStart = win.Add(3 * time.Second)
-			cw.Evidence = cw.Evidence[1:] // the first message is before the shifted start
-			cw.EvidenceCount = len(cw.Evidence)
-			cw.AggregateHash = schemasAggregate(cw)
+			if cw.FirstOccurredAt.Before(cw.WindowStart) { // the first message is before the shifted start
+				cw.FirstOccurredAt = cw.WindowStart
+			}
 			v, err := e.codecs.ClosedWindow.Encode(context.Background(), cw)
 			if err != nil {
 				t.Fatal(err)

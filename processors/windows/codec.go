@@ -11,15 +11,12 @@ import (
 // every record of its chat. Every value starts with a format byte; an unknown format
 // fails the processor loudly instead of misreading state.
 //
-// Format 4 is the third generation: one value per chat (chatValue). Formats 1 to 3
-// (per-window values, pages and message refs) belong to the second generation and
-// are refused with ErrEarlierGeneration: that state is not migrated, a deployment
-// moves to this generation under a new processor version (larkline replay), which
+// State format 4 is one value per chat (chatValue). State format 5 adds the note
+// chains of D28: a chat value's Run and RunNext after Applied, a note's Run and
+// After after its Offset; format 4 values decode with them zero. Any other state
+// format is refused with ErrStateFormat: state is not migrated, a deployment moves
+// to a new state format under a new processor version (larkline replay), which
 // rebuilds its state from the evidence topic beside the old version.
-//
-// Format 5 adds the note chains of D28: a chat value's Run and RunNext after
-// Applied, a note's Run and After after its Offset. Format 4 values decode with
-// them zero (a format-4 note is applied by its offset alone, as before).
 
 const (
 	formatV4 byte = 4
@@ -31,13 +28,10 @@ const (
 	tagLoop byte = 2
 )
 
-// ErrStateFormat means a table or loop value was written by an unknown encoding.
-var ErrStateFormat = errors.New("windows: unknown state encoding")
-
-// ErrEarlierGeneration means the state table of this processor version was written
-// by the second-generation window processor (formats 1 to 3). Run this generation
-// under a new processor version (larkline replay --processor-version ...).
-var ErrEarlierGeneration = fmt.Errorf("%w: written by an earlier window processor generation; replay under a new processor version", ErrStateFormat)
+// ErrStateFormat means a table or loop value is corrupt or of a state format this
+// binary does not read: replay under a new processor version (larkline replay
+// --processor-version ...).
+var ErrStateFormat = errors.New("windows: unknown state format")
 
 // maxStateItems bounds a decoded list so corrupt bytes cannot allocate without limit.
 const maxStateItems = 1 << 16
@@ -120,11 +114,8 @@ func (d *dec) header(tag byte) (byte, error) {
 	if d.err != nil {
 		return 0, d.err
 	}
-	switch {
-	case f >= 1 && f <= 3:
-		return 0, fmt.Errorf("format %d: %w", f, ErrEarlierGeneration)
-	case f != formatV4 && f != formatV5:
-		return 0, fmt.Errorf("%w: format %d", ErrStateFormat, f)
+	if f != formatV4 && f != formatV5 {
+		return 0, fmt.Errorf("%w: state format %d, this binary reads %d and %d; replay under a new processor version", ErrStateFormat, f, formatV4, formatV5)
 	}
 	if t := d.byte(); d.err == nil && t != tag {
 		return 0, fmt.Errorf("%w: tag %d, want %d", ErrStateFormat, t, tag)

@@ -63,7 +63,7 @@
 // size. Synthesis waits until the evidence sink has committed the range's end, then
 // reads the window from the evidence table. A window with more than
 // Options.OversizedVersions versions is flagged (counted, logged, alerted on), never
-// failed. State written by the second-generation processor (formats 1 to 3) is
-// refused with ErrEarlierGeneration: run this generation under a new processor
-// version (larkline replay). docs/perf.md records throughput and memory.
+// failed. State of a state format this binary does not read is refused with
+// ErrStateFormat: replay under a new processor version (larkline replay).
+// docs/perf.md records throughput and memory.
 package windows

@@ -50,7 +50,7 @@ func TestRestartReason(t *testing.T) {
 		{"registry 401", &schemas.RegistryError{Op: "get schema 7", StatusCode: 401}, ""},
 		{"geometry changed", fmt.Errorf("start: %w", ErrGeometryChanged), ""},
 		{"geometry changed while the broker flaps", errors.Join(ErrGeometryChanged, sarama.ErrOutOfBrokers), ""},
-		{"unknown state", fmt.Errorf("windows: processor g: %w (goka: %w)", ErrEarlierGeneration, sarama.ErrOutOfBrokers), ""},
+		{"unknown state", fmt.Errorf("windows: processor g: %w (goka: %w)", ErrStateFormat, sarama.ErrOutOfBrokers), ""},
 		{"topic mismatch", fmt.Errorf("checking: %w", kafka.ErrTopicMismatch), ""},
 		{"unknown", errors.New("something else"), ""},
 	} {

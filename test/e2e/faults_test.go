@@ -267,24 +267,21 @@ func (p *pipeline) checkClosedWindows(ctx context.Context) {
 		}
 		seen[k] = w
 	}
-	// A version 3 record names its evidence as an offset range: a message is in the
+	// A closed record names its evidence as an offset range: a message is in the
 	// window when one of its eligible versions sits below the range's end.
 	type mkey struct {
 		ws, chat, msg string
 	}
 	firstEligible := map[mkey]evidenceRecord{}
-	for _, w := range seen {
-		if w.Ranged() {
-			for _, r := range p.evidenceRecords(ctx) {
-				if !r.ev.SynthesisEligible {
-					continue
-				}
-				k := mkey{string(r.ev.WorkspaceID), string(r.ev.ChatID), string(r.ev.MessageID)}
-				if prev, ok := firstEligible[k]; !ok || r.offset < prev.offset {
-					firstEligible[k] = r
-				}
+	if len(seen) > 0 {
+		for _, r := range p.evidenceRecords(ctx) {
+			if !r.ev.SynthesisEligible {
+				continue
 			}
-			break
+			k := mkey{string(r.ev.WorkspaceID), string(r.ev.ChatID), string(r.ev.MessageID)}
+			if prev, ok := firstEligible[k]; !ok || r.offset < prev.offset {
+				firstEligible[k] = r
+			}
 		}
 	}
 	for k, w := range seen {
@@ -303,15 +300,10 @@ func (p *pipeline) checkClosedWindows(ctx context.Context) {
 		}
 		rows.Close()
 		named := map[string]bool{}
-		for _, e := range w.Evidence {
-			named[string(e.MessageID)] = true
-		}
-		if w.Ranged() {
-			for id := range stored {
-				if r, ok := firstEligible[mkey{k.ws, k.chat, id}]; ok && r.partition == w.EvidencePartition &&
-					r.offset >= w.EvidenceLowOffset && r.offset < w.EvidenceEndOffset {
-					named[id] = true
-				}
+		for id := range stored {
+			if r, ok := firstEligible[mkey{k.ws, k.chat, id}]; ok && r.partition == w.EvidencePartition &&
+				r.offset >= w.EvidenceLowOffset && r.offset < w.EvidenceEndOffset {
+				named[id] = true
 			}
 		}
 		var missing []string
