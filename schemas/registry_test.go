@@ -1,12 +1,15 @@
 package schemas
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -283,6 +286,12 @@ func TestRegistryMutualTLS(t *testing.T) {
 	fake := newFakeRegistry()
 	srv := httptest.NewUnstartedServer(fake)
 	srv.TLS = pki.ServerTLS(t, true)
+	// The server's side of a refused handshake: under TLS 1.3 the client learns of the
+	// refusal only if it reads the alert before its request write fails, so the
+	// client's error is "certificate required" or a broken pipe; the server's log
+	// always names the cause.
+	serverLog := &lockedBuffer{}
+	srv.Config.ErrorLog = log.New(serverLog, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	full := RegistryOptions{URL: srv.URL, CAFile: pki.CAFile, CertFile: pki.ClientCertFile, KeyFile: pki.ClientKeyFile,
@@ -291,13 +300,14 @@ func TestRegistryMutualTLS(t *testing.T) {
 	noName.ServerName = ""
 	noCert.CertFile, noCert.KeyFile = "", ""
 	for _, tc := range []struct {
-		name string
-		o    RegistryOptions
-		want string
+		name       string
+		o          RegistryOptions
+		want       string // in the client's error; "" for none
+		wantServer string // in the server's log
 	}{
-		{"mutual TLS with the server name", full, ""},
-		{"no server name", noName, "doesn't contain any IP SANs"},
-		{"no client certificate", noCert, "certificate required"},
+		{"mutual TLS with the server name", full, "", ""},
+		{"no server name", noName, "doesn't contain any IP SANs", ""},
+		{"no client certificate", noCert, "", "client didn't provide a certificate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			reg, err := NewRegistry(tc.o)
@@ -306,11 +316,40 @@ func TestRegistryMutualTLS(t *testing.T) {
 			}
 			_, err = reg.Register(context.Background(), "tls-value", mustSchemaText(t, "workspace.v1.avsc"))
 			switch {
-			case tc.want == "" && err != nil:
+			case tc.want == "" && tc.wantServer == "" && err != nil:
 				t.Fatal(err)
 			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
 				t.Fatalf("error %v, want one saying %q", err, tc.want)
+			case tc.wantServer != "" && err == nil:
+				t.Fatal("registered without a client certificate")
+			}
+			if tc.wantServer != "" {
+				deadline := time.Now().Add(10 * time.Second)
+				for !strings.Contains(serverLog.String(), tc.wantServer) {
+					if time.Now().After(deadline) {
+						t.Fatalf("server log %q does not say %q (client error: %v)", serverLog.String(), tc.wantServer, err)
+					}
+					time.Sleep(5 * time.Millisecond) // the server logs the handshake error on its own goroutine
+				}
 			}
 		})
 	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines and the test.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
