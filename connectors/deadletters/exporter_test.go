@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/conformance"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -49,30 +50,8 @@ func TestExporterRunAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for testutil.ToFloat64(e.parked.WithLabelValues(string(ids.StageSink), dl.Reason)) != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("parked = %v, want 1", testutil.ToFloat64(e.parked.WithLabelValues(string(ids.StageSink), dl.Reason)))
-		}
-		time.Sleep(10 * time.Millisecond) // polling a gauge the Run goroutine sets
-	}
-	if err := e.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if e.life.Running() {
-		t.Fatal("Close returned while Run was still running")
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v, want nil after Close", err)
-		}
-	case <-time.After(10 * time.Second): // a deadline for a hang, not a wait
-		t.Fatal("Run did not return after Close")
-	}
-	if err := e.Run(ctx); !errors.Is(err, ErrExporterClosed) {
-		t.Fatalf("Run after Close = %v, want ErrExporterClosed", err)
-	}
+	// The first scan runs in Run; Close stops it (the component contract, D29).
+	conformance.CloseStopsRun(t, e, func() bool {
+		return testutil.ToFloat64(e.parked.WithLabelValues(string(ids.StageSink), dl.Reason)) == 1 && e.life.Running()
+	}, ErrExporterClosed)
 }

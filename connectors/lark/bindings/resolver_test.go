@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/larkline/larkline/internal/conformance"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -553,28 +554,10 @@ func TestRunAndResolveAfterClose(t *testing.T) {
 	}
 }
 
-// TestCloseStopsRun: Close ends a running Run (the listener's context) and returns
-// only after Run did, with the cache dropped (the component contract, D29).
+// TestCloseStopsRun: the component contract (D29).
 func TestCloseStopsRun(t *testing.T) {
-	src := newFakeSource()
-	r := newResolver(t, src, &clock{now: t0}, nil)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(context.Background()) }()
-	waitFor(t, "Run started", r.life.Running)
-	if err := r.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if r.life.Running() {
-		t.Fatal("Close returned while Run was still running")
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v, want nil after Close", err)
-		}
-	case <-time.After(10 * time.Second): // a deadline for a hang, not a wait
-		t.Fatal("Run did not return after Close")
-	}
+	r := newResolver(t, newFakeSource(), &clock{now: t0}, nil)
+	conformance.CloseStopsRun(t, r, r.life.Running, ErrClosed)
 }
 
 func TestRunTwiceIsRefused(t *testing.T) {

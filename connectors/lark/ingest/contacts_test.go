@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/conformance"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -202,27 +203,10 @@ func TestContactsOptionsAndLifecycle(t *testing.T) {
 	}
 }
 
-// TestContactsCloseStopsRun: Close ends a running Run and returns only after it did
-// (the component contract, D29).
+// TestContactsCloseStopsRun: the component contract (D29).
 func TestContactsCloseStopsRun(t *testing.T) {
 	c := newContacts(t, &fakeDirectory{}, nil)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(context.Background()) }()
-	waitUntil(t, "Run started", c.life.Running)
-	if err := c.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if c.life.Running() {
-		t.Fatal("Close returned while Run was still running")
-	}
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Run = %v, want nil after Close", err)
-		}
-	case <-time.After(10 * time.Second): // a deadline for a hang, not a wait
-		t.Fatal("Run did not return after Close")
-	}
+	conformance.CloseStopsRun(t, c, c.life.Running, ErrClosed)
 }
 
 func TestLRU(t *testing.T) {
