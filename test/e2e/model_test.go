@@ -78,6 +78,7 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
+		Model    string `json:"model"`
 		Messages []struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`
@@ -146,7 +147,7 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(content)
 	resp, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-e2e", "object": "chat.completion", "model": "e2e-model",
+		"id": "chatcmpl-e2e", "object": "chat.completion", "model": req.Model, // as a real endpoint, the model asked for
 		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(b)}, "finish_reason": "stop"}},
 		"usage":   map[string]any{"prompt_tokens": len(user) / 4, "completion_tokens": len(b) / 4, "total_tokens": (len(user) + len(b)) / 4},
 	})
