@@ -482,7 +482,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	o := synthesisOptions(rt.cfg)
 	o.SinkProgress = &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: rt.cfg.Kafka.Topics.Evidence}
 	o.Store, o.Codecs, o.Synthesizer, o.Summarizer = st, rt.codecs, syn, sum
-	// A processor version with settings of its own synthesizes with them (D28).
+	// A processor version with settings of its own synthesizes with them (D29).
 	o.Versions = &versionSettings{cfg: rt.cfg, store: st, log: rt.log}
 	o.Logger, o.Registry = rt.log, rt.reg
 	w, err := synthesis.New(o)

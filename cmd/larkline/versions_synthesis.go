@@ -19,7 +19,7 @@ import (
 	"github.com/larkline/larkline/processors/synthesis/synth"
 )
 
-// A processor version's own synthesis (decisions D28): `versions start` records the
+// A processor version's own synthesis (decisions D29): `versions start` records the
 // settings its flags give, checked by the configuration's own rules against this
 // deployment; the synthesis workers build each such version's synthesizer once and
 // use it for the version's windows. The model endpoint and its API key are never a

@@ -7,7 +7,7 @@ import (
 	"fmt"
 )
 
-// VersionSynthesis is a processor version's own synthesis settings (decisions D28),
+// VersionSynthesis is a processor version's own synthesis settings (decisions D29),
 // recorded when the version starts and never changed: every window of the version is
 // synthesized with them, whether it is serving or a candidate. The fields are the
 // configuration keys they stand in for (the JSON names are the keys' last parts);

@@ -161,7 +161,7 @@ type Options struct {
 	// synthesizer's own Result.PromptVersion replaces it when the window finishes.
 	PromptVersion string
 	// Versions, when set, gives the processor versions that have their own synthesis
-	// (decisions D28) their synthesizer, summarizer, prompt version and chunk budget;
+	// (decisions D29) their synthesizer, summarizer, prompt version and chunk budget;
 	// a version it has none for, and every version when it is nil, synthesizes with
 	// Synthesizer, Summarizer and PromptVersion above.
 	Versions VersionSettings

@@ -19,7 +19,7 @@ const reasonVersionSettings = "version_settings"
 var ErrVersionSettings = errors.New("synthesis: processor version's synthesis settings")
 
 // Settings is the synthesis of one processor version that has its own (decisions
-// D28): what drafts its windows and writes its summaries, instead of the Options'.
+// D29): what drafts its windows and writes its summaries, instead of the Options'.
 type Settings struct {
 	// Synthesizer drafts the version's windows. Required.
 	Synthesizer synth.Synthesizer

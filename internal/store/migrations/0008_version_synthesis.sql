@@ -1,4 +1,4 @@
--- Issue #31, decisions D28: a processor version's own synthesis settings, recorded
+-- Issue #31, decisions D29: a processor version's own synthesis settings, recorded
 -- when `larkline versions start` is given any (synthesizer, model, prompt version,
 -- output and chunk token budgets). NULL: the version synthesizes with the deployment's
 -- configuration, as every version did before. The settings never change once recorded
