@@ -470,7 +470,7 @@ func buildSynthesize(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	syn, sum, err := newSynthesizer(rt.cfg, rt.log, rt.reg)
+	syn, sum, err := newSynthesizer(rt.cfg, "", rt.log, rt.reg)
 	if err != nil {
 		return nil, err
 	}

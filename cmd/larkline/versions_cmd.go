@@ -149,11 +149,12 @@ type versionJSON struct {
 	SynthesisOf   string     `json:"synthesis_of,omitempty"`
 	// Synthesis is the version's own synthesis settings (no endpoint, no key); absent
 	// when it synthesizes with the deployment's configuration.
-	Synthesis     *store.VersionSynthesis `json:"synthesis,omitempty"`
-	SynthesisHash string                  `json:"synthesis_hash,omitempty"`
-	CreatedAt     time.Time               `json:"created_at"`
-	PromotedAt    *time.Time              `json:"promoted_at,omitempty"`
-	RetiredAt     *time.Time              `json:"retired_at,omitempty"`
+	Synthesis     *synthesisJSON `json:"synthesis,omitempty"`
+	SynthesisHash string         `json:"synthesis_hash,omitempty"`
+	describe      string         // the synthesis as the text list shows it
+	CreatedAt     time.Time      `json:"created_at"`
+	PromotedAt    *time.Time     `json:"promoted_at,omitempty"`
+	RetiredAt     *time.Time     `json:"retired_at,omitempty"`
 	// LagRecords and LagSeconds are the version's windows group's lag on the evidence
 	// topic; -1 when unknown (the group has not started, or is retired).
 	LagRecords         int64      `json:"lag_records"`
@@ -232,7 +233,7 @@ func (c *versionsCmd) list(ctx context.Context) error {
 		j := versionJSON{Name: v.Name, State: string(v.State), WindowSeconds: int64(v.Window / time.Second),
 			GraceSeconds: int64(v.Grace / time.Second), CodeVersion: v.CodeVersion, Groups: groups, Topics: topics,
 			StartFrom: v.StartFrom, SynthesisOf: v.SynthesisOf, CreatedAt: v.CreatedAt, PromotedAt: v.PromotedAt, RetiredAt: v.RetiredAt,
-			LagRecords: -1, LagSeconds: -1, Synthesis: v.Synthesis}
+			LagRecords: -1, LagSeconds: -1, Synthesis: synthesisView(v.Synthesis), describe: describeSynthesis(v.Synthesis)}
 		if v.Synthesis != nil {
 			j.SynthesisHash = v.Synthesis.Hash()
 		}
@@ -274,7 +275,7 @@ func (c *versionsCmd) list(ctx context.Context) error {
 		} else {
 			fmt.Fprintf(c.out, "%s: groups %s; topics %s\n", j.Name, strings.Join(j.Groups, ","), strings.Join(j.Topics, ","))
 		}
-		fmt.Fprintf(c.out, "%s: synthesis: %s\n", j.Name, describeSynthesis(j.Synthesis))
+		fmt.Fprintf(c.out, "%s: synthesis: %s\n", j.Name, j.describe)
 	}
 	return nil
 }
@@ -379,7 +380,7 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 	if c.json {
 		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State,
 			"window_seconds": int64(window / time.Second), "grace_seconds": int64(grace / time.Second),
-			"groups": v.Groups, "topics": v.Topics, "from": origin, "synthesis": v.Synthesis}); err != nil {
+			"groups": v.Groups, "topics": v.Topics, "from": origin, "synthesis": synthesisView(v.Synthesis)}); err != nil {
 			return err
 		}
 	} else {
@@ -462,7 +463,7 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string, own *
 	}
 	if c.json {
 		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State, "synthesis_of": serving.Name,
-			"synthesis": v.Synthesis}); err != nil {
+			"synthesis": synthesisView(v.Synthesis)}); err != nil {
 			return err
 		}
 	} else {

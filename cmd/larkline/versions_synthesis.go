@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -29,9 +30,9 @@ import (
 // synthesisFlags are the `versions start` flags of a version's own synthesis, each
 // the configuration key it stands in for.
 type synthesisFlags struct {
-	synthesizer, model, promptVersion  *string
-	maxOutputTokens, maxTokensPerChunk *int
-	set                                map[string]bool // flag names given
+	synthesizer, model, promptVersion, promptFile *string
+	maxOutputTokens, maxTokensPerChunk            *int
+	set                                           map[string]bool // flag names given
 }
 
 // synthesisFlagKeys maps each flag onto its configuration key.
@@ -41,6 +42,7 @@ var synthesisFlagKeys = map[string]string{
 	"prompt-version":       "synthesis.promptVersion",
 	"max-output-tokens":    "synthesis.openai.maxOutputTokens",
 	"max-tokens-per-chunk": tl + "maxEstimatedTokensPerChunk",
+	"prompt-file":          "", // no key: the instructions are a version's only
 }
 
 func addSynthesisFlags(fs *flag.FlagSet) *synthesisFlags {
@@ -50,6 +52,7 @@ func addSynthesisFlags(fs *flag.FlagSet) *synthesisFlags {
 		promptVersion:     fs.String("prompt-version", "", "the version's own prompt version (synthesis.promptVersion)"),
 		maxOutputTokens:   fs.Int("max-output-tokens", 0, "the version's own output token limit per model call (synthesis.openai.maxOutputTokens)"),
 		maxTokensPerChunk: fs.Int("max-tokens-per-chunk", 0, "the version's own estimated prompt budget per chunk ("+tl+"maxEstimatedTokensPerChunk)"),
+		promptFile:        fs.String("prompt-file", "", "a file of the version's own synthesis prompt instructions, in place of the built-in ones (openai only; needs its own --prompt-version)"),
 	}
 }
 
@@ -88,10 +91,16 @@ func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, 
 	if f.set["max-tokens-per-chunk"] {
 		s.MaxEstimatedTokensPerChunk = *f.maxTokensPerChunk
 	}
+	if f.set["prompt-file"] {
+		if err := f.instructions(cfg, s); err != nil {
+			return nil, err
+		}
+	}
 	if s.Synthesizer != string(config.SynthesizerOpenAI) {
 		s.OpenAI = store.VersionOpenAI{} // the rules call no model
 	}
-	if err := validateConfig(versionConfig(cfg, s)); err != nil {
+	vc := versionConfig(cfg, s)
+	if err := validateConfig(vc); err != nil {
 		var ce *config.Error
 		if errors.As(err, &ce) {
 			for i, p := range ce.Problems {
@@ -104,7 +113,36 @@ func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, 
 		}
 		return nil, fmt.Errorf("%w: the version's synthesis settings are refused: %w", errUsage, err)
 	}
+	if s.OpenAI.Instructions != "" {
+		// the model client's own rules on them (size, UTF-8, their own prompt version)
+		o := openaiOptions(vc)
+		o.Instructions = s.OpenAI.Instructions
+		if err := o.Check(); err != nil {
+			return nil, fmt.Errorf("%w: the version's synthesis settings are refused: --prompt-file %s: %w", errUsage, *f.promptFile, err)
+		}
+	}
 	return s, nil
+}
+
+// instructions reads --prompt-file into s: only for the openai synthesizer, and with
+// a --prompt-version of its own (the entries record it as the prompt that wrote them).
+func (f *synthesisFlags) instructions(cfg *config.Config, s *store.VersionSynthesis) error {
+	switch {
+	case s.Synthesizer != string(config.SynthesizerOpenAI):
+		return fmt.Errorf("%w: --prompt-file needs the openai synthesizer (--synthesizer openai): the rules take no prompt", errUsage)
+	case !f.set["prompt-version"] || *f.promptVersion == cfg.Synthesis.PromptVersion:
+		return fmt.Errorf("%w: --prompt-file needs a --prompt-version of its own, other than the configuration's %q: entries record it as the prompt that wrote them",
+			errUsage, cfg.Synthesis.PromptVersion)
+	}
+	b, err := os.ReadFile(*f.promptFile)
+	if err != nil {
+		return fmt.Errorf("%w: --prompt-file: %w", errUsage, err)
+	}
+	if len(b) > openai.MaxInstructionsBytes {
+		return fmt.Errorf("%w: --prompt-file %s: %d bytes, at most %d", errUsage, *f.promptFile, len(b), openai.MaxInstructionsBytes)
+	}
+	s.OpenAI.Instructions = string(b)
+	return nil
 }
 
 // deploymentSynthesis is the configuration's synthesis, as a version records it.
@@ -140,18 +178,46 @@ func describeSynthesis(s *store.VersionSynthesis) string {
 	parts := []string{s.Synthesizer}
 	if s.Synthesizer == string(config.SynthesizerOpenAI) {
 		parts = append(parts, "model "+s.OpenAI.Model, fmt.Sprintf("max output tokens %d", s.OpenAI.MaxOutputTokens))
+		if h := s.OpenAI.InstructionsHash(); h != "" {
+			parts = append(parts, "prompt instructions "+h)
+		} else {
+			parts = append(parts, "built-in prompt")
+		}
 	}
 	parts = append(parts, "prompt version "+s.PromptVersion, fmt.Sprintf("chunk budget %d tokens", s.MaxEstimatedTokensPerChunk),
 		"settings "+s.Hash())
 	return strings.Join(parts, ", ")
 }
 
-// newSynthesizer builds the synthesizer and summarizer cfg configures. A nil logger
+// synthesisJSON is a version's own synthesis in `versions list --json`: its
+// settings, the prompt instructions as their hash.
+type synthesisJSON struct {
+	Synthesizer   string `json:"synthesizer"`
+	PromptVersion string `json:"promptVersion,omitempty"`
+	OpenAI        struct {
+		Model            string `json:"model,omitempty"`
+		MaxOutputTokens  int    `json:"maxOutputTokens,omitempty"`
+		InstructionsHash string `json:"instructionsHash,omitempty"`
+	} `json:"openai,omitzero"`
+	MaxEstimatedTokensPerChunk int `json:"maxEstimatedTokensPerChunk,omitempty"`
+}
+
+func synthesisView(s *store.VersionSynthesis) *synthesisJSON {
+	if s == nil {
+		return nil
+	}
+	j := &synthesisJSON{Synthesizer: s.Synthesizer, PromptVersion: s.PromptVersion, MaxEstimatedTokensPerChunk: s.MaxEstimatedTokensPerChunk}
+	j.OpenAI.Model, j.OpenAI.MaxOutputTokens, j.OpenAI.InstructionsHash = s.OpenAI.Model, s.OpenAI.MaxOutputTokens, s.OpenAI.InstructionsHash()
+	return j
+}
+
+// newSynthesizer builds the synthesizer and summarizer cfg configures, the model
+// client with instructions in place of its built-in ones when given. A nil logger
 // or registry leaves the model client's logs or metrics out.
-func newSynthesizer(cfg *config.Config, log *slog.Logger, reg *prometheus.Registry) (synth.Synthesizer, synth.Summarizer, error) {
+func newSynthesizer(cfg *config.Config, instructions string, log *slog.Logger, reg *prometheus.Registry) (synth.Synthesizer, synth.Summarizer, error) {
 	if cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI {
 		o := openaiOptions(cfg)
-		o.Logger, o.Registry = log, reg
+		o.Logger, o.Registry, o.Instructions = log, reg, instructions
 		c, err := openai.New(o)
 		if err != nil {
 			return nil, nil, err
@@ -228,7 +294,7 @@ func (v *versionSettings) Settings(ctx context.Context, version string) (synthes
 // same families on one registry.
 func (v *versionSettings) build(s *store.VersionSynthesis) (synthesis.Settings, error) {
 	vc := versionConfig(v.cfg, s)
-	syn, sum, err := newSynthesizer(vc, v.log, nil)
+	syn, sum, err := newSynthesizer(vc, s.OpenAI.Instructions, v.log, nil)
 	if err != nil {
 		return synthesis.Settings{}, err
 	}

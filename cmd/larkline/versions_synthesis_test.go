@@ -6,6 +6,8 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -30,6 +32,15 @@ func modelDeployment() *config.Config {
 // rules refuse are refused at start, naming the key and the flag.
 func TestVersionStartSynthesisFlags(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	const instructions = "Write an entry only for decisions the responders took."
+	prompt, blank := filepath.Join(dir, "prompt.txt"), filepath.Join(dir, "blank.txt")
+	if err := os.WriteFile(prompt, []byte(instructions), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(blank, []byte("\n \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		cfg  *config.Config
@@ -37,6 +48,8 @@ func TestVersionStartSynthesisFlags(t *testing.T) {
 		want *store.VersionSynthesis
 		// refused: the key and flag named by the error
 		refused []string
+		// byFlag: refused by the flags' own rule, not the configuration's
+		byFlag bool
 	}{
 		{name: "no flags", cfg: modelDeployment(), args: nil, want: nil},
 		{name: "model candidate", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "model-b", "--prompt-version", "p2"},
@@ -56,6 +69,19 @@ func TestVersionStartSynthesisFlags(t *testing.T) {
 			refused: []string{"synthesis.promptVersion", "--prompt-version"}},
 		{name: "tiny chunk budget", cfg: config.Default(), args: []string{"--max-tokens-per-chunk", "10"},
 			refused: []string{tl + "maxEstimatedTokensPerChunk", "--max-tokens-per-chunk"}},
+		{name: "own prompt", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-version", "p3", "--prompt-file", prompt},
+			want: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: "p3",
+				OpenAI: store.VersionOpenAI{Model: "m", MaxOutputTokens: 2048, Instructions: instructions}, MaxEstimatedTokensPerChunk: 6000}},
+		{name: "prompt for the rules", cfg: modelDeployment(), args: []string{"--prompt-version", "p3", "--prompt-file", prompt},
+			refused: []string{"--prompt-file needs the openai synthesizer"}, byFlag: true},
+		{name: "prompt without its own version", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-file", prompt},
+			refused: []string{"--prompt-version of its own"}, byFlag: true},
+		{name: "prompt under the package's version", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m",
+			"--prompt-version", openai.DefaultPromptVersion, "--prompt-file", prompt}, refused: []string{"--prompt-file", "PromptVersion"}, byFlag: true},
+		{name: "blank prompt", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-version", "p3", "--prompt-file", blank},
+			refused: []string{"--prompt-file", "Instructions"}, byFlag: true},
+		{name: "missing prompt file", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-version", "p3",
+			"--prompt-file", filepath.Join(dir, "none.txt")}, refused: []string{"--prompt-file", "none.txt"}, byFlag: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -69,7 +95,7 @@ func TestVersionStartSynthesisFlags(t *testing.T) {
 			got, err := f.settings(tc.cfg)
 			if tc.refused != nil {
 				t.Logf("refused: %v", err)
-				if !errors.Is(err, errUsage) || !errors.Is(err, config.ErrInvalid) {
+				if !errors.Is(err, errUsage) || (!tc.byFlag && !errors.Is(err, config.ErrInvalid)) {
 					t.Fatalf("settings: %v, want a usage error with the configuration's problems", err)
 				}
 				for _, w := range tc.refused {
@@ -132,6 +158,10 @@ func TestVersionSettingsSelection(t *testing.T) {
 		"v1":     {Name: "v1"},
 		"model":  {Name: "model", Synthesis: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: "p2", OpenAI: store.VersionOpenAI{Model: "model-b"}}},
 		"budget": {Name: "budget", Synthesis: &store.VersionSynthesis{Synthesizer: "rules", PromptVersion: "v1", MaxEstimatedTokensPerChunk: 3000}},
+		"prompted": {Name: "prompted", Synthesis: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: "p3",
+			OpenAI: store.VersionOpenAI{Model: "model-b", Instructions: "Write only decisions."}}},
+		"misprompted": {Name: "misprompted", Synthesis: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: openai.DefaultPromptVersion,
+			OpenAI: store.VersionOpenAI{Model: "model-b", Instructions: "Write only decisions."}}},
 	}}
 	vs := &versionSettings{cfg: modelDeployment(), store: reg, log: slog.New(slog.DiscardHandler)}
 
@@ -148,8 +178,9 @@ func TestVersionSettingsSelection(t *testing.T) {
 		{version: "model", own: true, synth: "openai", prompt: "p2", readsAfter: 2},
 		{version: "model", own: true, synth: "openai", prompt: "p2", readsAfter: 2},
 		{version: "budget", own: true, synth: "rules", prompt: "v1", budget: 3000, readsAfter: 3},
-		{version: "unknown", own: false, readsAfter: 4},
-		{version: "unknown", own: false, readsAfter: 5}, // not cached: it may appear
+		{version: "prompted", own: true, synth: "openai", prompt: "p3", readsAfter: 4},
+		{version: "unknown", own: false, readsAfter: 5},
+		{version: "unknown", own: false, readsAfter: 6}, // not cached: it may appear
 	} {
 		s, own, err := vs.Settings(ctx, tc.version)
 		if err != nil {
@@ -184,6 +215,10 @@ func TestVersionSettingsSelection(t *testing.T) {
 		t.Errorf("unknown after it appeared: %+v %v %v", s, own, err)
 	}
 
+	// instructions under the package's prompt version are refused by the client
+	if _, _, err := vs.Settings(ctx, "misprompted"); !errors.Is(err, openai.ErrInvalidOptions) || !strings.Contains(err.Error(), "PromptVersion") {
+		t.Errorf("building misprompted: %v, want openai's ErrInvalidOptions naming PromptVersion", err)
+	}
 	// a deployment without the model endpoint cannot build an openai version
 	bare := &versionSettings{cfg: config.Default(), store: reg, log: slog.New(slog.DiscardHandler)}
 	if _, _, err := bare.Settings(ctx, "model"); !errors.Is(err, openai.ErrInvalidOptions) || !strings.Contains(err.Error(), "processor version model") {

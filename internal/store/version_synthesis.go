@@ -31,6 +31,22 @@ type VersionOpenAI struct {
 	Model string `json:"model,omitempty"`
 	// MaxOutputTokens is synthesis.openai.maxOutputTokens.
 	MaxOutputTokens int `json:"maxOutputTokens,omitempty"`
+	// Instructions replace the synthesis prompt's instructions (openai
+	// Options.Instructions); "" keeps the package's. Not a key of the configuration:
+	// `versions start --prompt-file` reads them.
+	Instructions string `json:"instructions,omitempty"`
+}
+
+// MaxVersionInstructions bounds VersionOpenAI.Instructions in the registry.
+const MaxVersionInstructions = 64 << 10
+
+// InstructionsHash is a short SHA-256 of the instructions; "" when there are none.
+func (o VersionOpenAI) InstructionsHash() string {
+	if o.Instructions == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(o.Instructions))
+	return hex.EncodeToString(sum[:6])
 }
 
 func (s *VersionSynthesis) validate() error {
@@ -41,6 +57,8 @@ func (s *VersionSynthesis) validate() error {
 		return fmt.Errorf("synthesis settings: prompt version must be at most 64 bytes")
 	case len(s.OpenAI.Model) > 256:
 		return fmt.Errorf("synthesis settings: model must be at most 256 bytes")
+	case len(s.OpenAI.Instructions) > MaxVersionInstructions:
+		return fmt.Errorf("synthesis settings: instructions must be at most %d bytes", MaxVersionInstructions)
 	case s.OpenAI.MaxOutputTokens < 0 || s.MaxEstimatedTokensPerChunk < 0:
 		return fmt.Errorf("synthesis settings: token budgets must not be negative")
 	}

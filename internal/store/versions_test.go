@@ -597,7 +597,7 @@ func TestVersionSynthesisRecorded(t *testing.T) {
 	s := newTestStore(t)
 	ctx := context.Background()
 	own := &VersionSynthesis{Synthesizer: "openai", PromptVersion: "p2",
-		OpenAI: VersionOpenAI{Model: "model-b", MaxOutputTokens: 512}, MaxEstimatedTokensPerChunk: 3000}
+		OpenAI: VersionOpenAI{Model: "model-b", MaxOutputTokens: 512, Instructions: "Write only decisions."}, MaxEstimatedTokensPerChunk: 3000}
 	for _, tc := range []struct {
 		name    string
 		set     *VersionSynthesis
@@ -609,6 +609,7 @@ func TestVersionSynthesisRecorded(t *testing.T) {
 		{"blank", &VersionSynthesis{}, true},
 		{"negative", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{MaxOutputTokens: -1}}, true},
 		{"long", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{Model: strings.Repeat("m", 257)}}, true},
+		{"long-instructions", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{Instructions: strings.Repeat("i", MaxVersionInstructions+1)}}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := s.RegisterVersion(ctx, VersionSpec{Name: "s-" + tc.name, Window: 5 * time.Minute, SynthesisOf: "v1", Synthesis: tc.set})
