@@ -31,6 +31,8 @@ type fakeModel struct {
 	// chunks counts the synthesis calls answered per chunk, a chunk named by its
 	// lowest primary evidence id.
 	chunks map[int64]int
+	// systems holds every system prompt received.
+	systems map[string]bool
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
@@ -89,6 +91,12 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := req.Messages[len(req.Messages)-1].Content
+	m.mu.Lock()
+	if m.systems == nil {
+		m.systems = map[string]bool{}
+	}
+	m.systems[req.Messages[0].Content] = true
+	m.mu.Unlock()
 	// The data comes as one delimited block of untrusted chat data (issue #29): the
 	// JSON is the line between the opening and the closing line.
 	if lines := strings.Split(user, "\n"); len(lines) == 3 && strings.HasPrefix(lines[0], "<untrusted-chat-data ") {
@@ -153,6 +161,18 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resp)
+}
+
+// sawSystemPrompt reports whether a system prompt holding s was received.
+func (m *fakeModel) sawSystemPrompt(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := range m.systems {
+		if strings.Contains(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkCalls is how many times each chunk was answered (by its lowest primary

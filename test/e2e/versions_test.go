@@ -291,15 +291,24 @@ func (p *pipeline) ownSynthesisCandidate(ctx context.Context, t *testing.T, mode
 		t.Error("a version whose synthesis settings were refused was registered")
 	}
 
+	// the candidate's own prompt instructions, which the model must receive
+	const marker = "E2E-CANDIDATE-INSTRUCTIONS"
+	promptFile := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(promptFile, []byte(marker+": write one finding per conversation group, citing its first message."), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	calls := model.calls()
 	out := p.cli(ctx, "versions", "start", version, "--synthesis-only", "--synthesizer", "openai", "--model", candidateModel,
-		"--prompt-version", "p6", "--progress", "1s")
+		"--prompt-version", "p6", "--prompt-file", promptFile, "--progress", "1s")
 	t.Logf("versions start %s --synthesis-only --synthesizer openai:\n%s", version, out)
 	if !strings.Contains(out, "caught up: "+version) || !strings.Contains(out, "openai, model "+candidateModel) {
 		t.Fatalf("versions start %s printed:\n%s", version, out)
 	}
 	if model.calls() == calls {
 		t.Errorf("%s never called the model", version)
+	}
+	if !model.sawSystemPrompt(marker) {
+		t.Errorf("the model never received %s's prompt instructions", version)
 	}
 
 	bySynth := func(v string) map[string]int {
@@ -369,7 +378,7 @@ func (p *pipeline) ownSynthesisCandidate(ctx context.Context, t *testing.T, mode
 		}
 	}
 	text := p.cli(ctx, "versions", "list")
-	for _, want := range []string{serving + ": synthesis: the deployment's configuration", version + ": synthesis: openai, model " + candidateModel} {
+	for _, want := range []string{serving + ": synthesis: the deployment's configuration", version + ": synthesis: openai, model " + candidateModel, "prompt instructions "} {
 		if !strings.Contains(text, want) {
 			t.Errorf("versions list lacks %q:\n%s", want, text)
 		}
@@ -377,6 +386,9 @@ func (p *pipeline) ownSynthesisCandidate(ctx context.Context, t *testing.T, mode
 	var stored string
 	if err := p.pool.QueryRow(ctx, `SELECT synthesis::text FROM processor_versions WHERE name = $1`, version).Scan(&stored); err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(stored, marker) {
+		t.Errorf("processor_versions does not hold %s's prompt instructions: %s", version, stored)
 	}
 	if strings.Contains(stored, "e2e-not-a-secret") || strings.Contains(stored, model.url()) {
 		t.Errorf("processor_versions holds the deployment's key or endpoint: %s", stored)
