@@ -72,7 +72,7 @@ func (f *synthesisFlags) given(fs *flag.FlagSet) {
 // (every stage's Options.Check, openai's when the synthesizer is openai) on the
 // configuration as the version would run it; a problem names the flag.
 func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, error) {
-	if len(f.set) == 0 {
+	if f == nil || len(f.set) == 0 {
 		return nil, nil
 	}
 	s := deploymentSynthesis(cfg)
