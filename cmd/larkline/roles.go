@@ -33,9 +33,6 @@ import (
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/retention"
 	"github.com/larkline/larkline/processors/synthesis"
-	"github.com/larkline/larkline/processors/synthesis/openai"
-	"github.com/larkline/larkline/processors/synthesis/rules"
-	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/processors/windows"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -484,31 +481,16 @@ func cursorKey(cfg *config.Config, log *slog.Logger) ([]byte, error) {
 	return key, nil
 }
 
-// buildSynthesis runs the synthesis worker with the configured synthesizer.
+// buildSynthesis runs the synthesis worker with the configured synthesizer (and each
+// processor version's own, when it has one).
 func buildSynthesis(ctx context.Context, rt *runtime) ([]component, error) {
 	st, err := rt.store(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var (
-		syn synth.Synthesizer
-		sum synth.Summarizer
-	)
-	switch rt.cfg.Synthesis.Synthesizer {
-	case config.SynthesizerOpenAI:
-		o := openaiOptions(rt.cfg)
-		o.Logger, o.Registry = rt.log, rt.reg
-		c, err := openai.New(o)
-		if err != nil {
-			return nil, err
-		}
-		syn, sum = c, c
-	default:
-		r, err := rules.New(rules.Options{})
-		if err != nil {
-			return nil, err
-		}
-		syn, sum = r, r
+	syn, sum, err := newSynthesizer(rt.cfg, "", rt.log, rt.reg)
+	if err != nil {
+		return nil, err
 	}
 	// Version 3 closed windows wait for the evidence sink's committed offsets.
 	progress, err := newKafkaClient(rt.cfg, "synthesis-sink-progress")
@@ -518,6 +500,8 @@ func buildSynthesis(ctx context.Context, rt *runtime) ([]component, error) {
 	o := synthesisOptions(rt.cfg)
 	o.SinkProgress = &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: rt.cfg.Kafka.Topics.Evidence}
 	o.Store, o.Codecs, o.Synthesizer, o.Summarizer = st, rt.codecs, syn, sum
+	// A processor version with settings of its own synthesizes with them (D31).
+	o.Versions = &versionSettings{cfg: rt.cfg, store: st, log: rt.log}
 	o.Logger, o.Registry = rt.log, rt.reg
 	w, err := synthesis.New(o)
 	if err != nil {

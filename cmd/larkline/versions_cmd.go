@@ -45,7 +45,8 @@ func runVersions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		v.grace = fs.Duration("grace", -1, "the version's close grace (default: the configured synthesisWindowCloseGrace)")
 		v.wait = fs.Bool("wait", true, "print progress until the version has caught up with the evidence topic")
 		v.every = fs.Duration("progress", 10*time.Second, "how often to print progress")
-		v.synthesisOnly = fs.Bool("synthesis-only", false, "run no window processor: synthesize the serving version's closed windows again, under the synthesis configured now (a prompt or model change)")
+		v.synthesisOnly = fs.Bool("synthesis-only", false, "run no window processor: synthesize the serving version's closed windows again, under the version's own synthesis settings (a prompt or model change: see --synthesizer, --model, --prompt-version)")
+		v.synth = addSynthesisFlags(fs)
 	case "diff":
 		v.workspace = fs.String("workspace", "", "compare one workspace (default: every workspace)")
 		v.details = fs.Bool("details", false, "list the differing entries and windows, not only their counts")
@@ -58,6 +59,9 @@ func runVersions(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	names, err := parseVersionArgs(fs, args)
 	if err != nil {
 		return err
+	}
+	if v.synth != nil {
+		v.synth.given(fs)
 	}
 	want := map[string]int{"list": 0, "start": 1, "promote": 1, "retire": 1, "diff": 2}[sub]
 	if len(names) != want {
@@ -119,6 +123,7 @@ type versionsFlags struct {
 	fromBeginning, wait, details, dryRun, synthesisOnly *bool
 	fromTime, workspace                                 *string
 	window, grace, every, timeout                       *time.Duration
+	synth                                               *synthesisFlags
 }
 
 type versionsCmd struct {
@@ -142,9 +147,14 @@ type versionJSON struct {
 	Topics        []string   `json:"topics"`
 	StartFrom     *time.Time `json:"start_from,omitempty"`
 	SynthesisOf   string     `json:"synthesis_of,omitempty"`
-	CreatedAt     time.Time  `json:"created_at"`
-	PromotedAt    *time.Time `json:"promoted_at,omitempty"`
-	RetiredAt     *time.Time `json:"retired_at,omitempty"`
+	// Synthesis is the version's own synthesis settings (no endpoint, no key); absent
+	// when it synthesizes with the deployment's configuration.
+	Synthesis     *synthesisJSON `json:"synthesis,omitempty"`
+	SynthesisHash string         `json:"synthesis_hash,omitempty"`
+	describe      string         // the synthesis as the text list shows it
+	CreatedAt     time.Time      `json:"created_at"`
+	PromotedAt    *time.Time     `json:"promoted_at,omitempty"`
+	RetiredAt     *time.Time     `json:"retired_at,omitempty"`
 	// LagRecords and LagSeconds are the version's windows group's lag on the evidence
 	// topic; -1 when unknown (the group has not started, or is retired).
 	LagRecords         int64      `json:"lag_records"`
@@ -223,7 +233,10 @@ func (c *versionsCmd) list(ctx context.Context) error {
 		j := versionJSON{Name: v.Name, State: string(v.State), WindowSeconds: int64(v.Window / time.Second),
 			GraceSeconds: int64(v.Grace / time.Second), CodeVersion: v.CodeVersion, Groups: groups, Topics: topics,
 			StartFrom: v.StartFrom, SynthesisOf: v.SynthesisOf, CreatedAt: v.CreatedAt, PromotedAt: v.PromotedAt, RetiredAt: v.RetiredAt,
-			LagRecords: -1, LagSeconds: -1}
+			LagRecords: -1, LagSeconds: -1, Synthesis: synthesisView(v.Synthesis), describe: describeSynthesis(v.Synthesis)}
+		if v.Synthesis != nil {
+			j.SynthesisHash = v.Synthesis.Hash()
+		}
 		if v.State != store.VersionRetired && v.SynthesisOf == "" {
 			if l, err := c.lag(ctx, v.Name, true); err == nil && l.committed {
 				j.LagRecords, j.LagSeconds, j.CaughtUp = l.records, l.age.Seconds(), l.records == 0
@@ -259,9 +272,10 @@ func (c *versionsCmd) list(ctx context.Context) error {
 	for _, j := range out {
 		if j.SynthesisOf != "" {
 			fmt.Fprintf(c.out, "%s: synthesis-only, synthesizes the windows of %s; no groups or topics\n", j.Name, j.SynthesisOf)
-			continue
+		} else {
+			fmt.Fprintf(c.out, "%s: groups %s; topics %s\n", j.Name, strings.Join(j.Groups, ","), strings.Join(j.Topics, ","))
 		}
-		fmt.Fprintf(c.out, "%s: groups %s; topics %s\n", j.Name, strings.Join(j.Groups, ","), strings.Join(j.Topics, ","))
+		fmt.Fprintf(c.out, "%s: synthesis: %s\n", j.Name, j.describe)
 	}
 	return nil
 }
@@ -317,13 +331,18 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return err
 	}
+	own, err := f.synth.settings(c.cfg)
+	if err != nil {
+		return err
+	}
 	if *f.synthesisOnly {
 		if from != nil || *f.window > 0 || *f.grace >= 0 {
 			return fmt.Errorf("%w: --synthesis-only reuses the serving version's windows: no --from-time, --window or --grace", errUsage)
 		}
-		return c.startSynthesisOnly(ctx, name)
+		return c.startSynthesisOnly(ctx, name, own)
 	}
 	spec := versionSpec(c.cfg, name, window, grace, from)
+	spec.Synthesis = own
 	// A group of this name with offsets ran before the registry (an old replay): its
 	// table would not be rebuilt from the start.
 	offs, err := c.adm.FetchOffsets(ctx, spec.Groups[0])
@@ -361,13 +380,14 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 	if c.json {
 		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State,
 			"window_seconds": int64(window / time.Second), "grace_seconds": int64(grace / time.Second),
-			"groups": v.Groups, "topics": v.Topics, "from": origin}); err != nil {
+			"groups": v.Groups, "topics": v.Topics, "from": origin, "synthesis": synthesisView(v.Synthesis)}); err != nil {
 			return err
 		}
 	} else {
 		fmt.Fprintf(c.out, "started %s as a candidate: window %s, grace %s, from %s; group %s\n",
 			name, window, grace, origin, v.Groups[0])
 		fmt.Fprintf(c.out, "the windows role of the running processes picks it up within %s; users keep seeing the serving version\n", versionsPollInterval)
+		fmt.Fprintf(c.out, "synthesis: %s\n", describeSynthesis(v.Synthesis))
 	}
 	if !*f.wait {
 		return nil
@@ -422,7 +442,7 @@ func (c *versionsCmd) follow(ctx context.Context, name string) error {
 
 // startSynthesisOnly registers a synthesis-only version of the serving one and follows
 // its windows until it synthesized every window the serving version had closed.
-func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error {
+func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string, own *store.VersionSynthesis) error {
 	servingName, err := c.st.ServingVersion(ctx)
 	if err != nil {
 		return err
@@ -437,17 +457,18 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string) error
 		window, grace = l.SynthesisWindow, l.SynthesisWindowCloseGrace
 	}
 	v, err := c.st.RegisterVersion(ctx, store.VersionSpec{Name: name, Window: window, Grace: grace,
-		CodeVersion: codeVersion(), SynthesisOf: serving.Name})
+		CodeVersion: codeVersion(), SynthesisOf: serving.Name, Synthesis: own})
 	if err != nil {
 		return err
 	}
 	if c.json {
-		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State, "synthesis_of": serving.Name}); err != nil {
+		if err := printJSON(c.out, map[string]any{"event": "started", "version": v.Name, "state": v.State, "synthesis_of": serving.Name,
+			"synthesis": synthesisView(v.Synthesis)}); err != nil {
 			return err
 		}
 	} else {
-		fmt.Fprintf(c.out, "started %s as a synthesis-only candidate of %s: the windows role seeds it %s's closed windows within %s, the synthesis workers synthesize them under the synthesis configured now\n",
-			name, serving.Name, serving.Name, versionsPollInterval)
+		fmt.Fprintf(c.out, "started %s as a synthesis-only candidate of %s: the windows role seeds it %s's closed windows within %s, the synthesis workers synthesize them with %s's synthesis: %s\n",
+			name, serving.Name, serving.Name, versionsPollInterval, name, describeSynthesis(v.Synthesis))
 	}
 	if !*c.f.wait {
 		return nil

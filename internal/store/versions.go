@@ -58,9 +58,11 @@ type ProcessorVersion struct {
 	// SynthesisOf names the version whose closed windows a synthesis-only version
 	// synthesizes again; "" for a version with its own window processor.
 	SynthesisOf string
-	CreatedAt   time.Time
-	PromotedAt  *time.Time
-	RetiredAt   *time.Time
+	// Synthesis is the version's own synthesis settings; nil: the deployment's.
+	Synthesis  *VersionSynthesis
+	CreatedAt  time.Time
+	PromotedAt *time.Time
+	RetiredAt  *time.Time
 }
 
 // VersionSpec is what a version records when it starts.
@@ -73,6 +75,9 @@ type VersionSpec struct {
 	StartFrom     *time.Time
 	// SynthesisOf makes a synthesis-only version of that one (see SeedSynthesisWindows).
 	SynthesisOf string
+	// Synthesis records the version's own synthesis settings; nil leaves it to the
+	// deployment's configuration.
+	Synthesis *VersionSynthesis
 }
 
 func (v *VersionSpec) validate() error {
@@ -86,6 +91,11 @@ func (v *VersionSpec) validate() error {
 	}
 	if v.Window < time.Second || v.Grace < 0 {
 		return fmt.Errorf("%w: version %s: window %s, grace %s", ErrInvalid, v.Name, v.Window, v.Grace)
+	}
+	if v.Synthesis != nil {
+		if err := v.Synthesis.validate(); err != nil {
+			return fmt.Errorf("%w: version %s: %w", ErrInvalid, v.Name, err)
+		}
 	}
 	return nil
 }
@@ -101,7 +111,7 @@ func versionName(name string) (string, error) {
 }
 
 const versionColumns = `name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from,
-	coalesce(synthesis_of, ''), created_at, promoted_at, retired_at`
+	coalesce(synthesis_of, ''), synthesis, created_at, promoted_at, retired_at`
 
 func scanVersion(row pgx.CollectableRow) (ProcessorVersion, error) {
 	var (
@@ -110,7 +120,7 @@ func scanVersion(row pgx.CollectableRow) (ProcessorVersion, error) {
 		window, grace *int64
 	)
 	err := row.Scan(&v.Name, &state, &window, &grace, &v.CodeVersion, &v.Groups, &v.Topics, &v.StartFrom,
-		&v.SynthesisOf, &v.CreatedAt, &v.PromotedAt, &v.RetiredAt)
+		&v.SynthesisOf, &v.Synthesis, &v.CreatedAt, &v.PromotedAt, &v.RetiredAt)
 	v.State = VersionState(state)
 	if window != nil {
 		v.Window = time.Duration(*window) * time.Second
@@ -139,10 +149,10 @@ func (s *Store) RegisterVersion(ctx context.Context, spec VersionSpec) (Processo
 		of = &spec.SynthesisOf
 	}
 	rows, err := s.pool.Query(ctx, `INSERT INTO processor_versions
-			(name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from, synthesis_of)
-		VALUES ($1, 'candidate', $2, $3, $4, $5, $6, $7, $8) RETURNING `+versionColumns,
+			(name, state, window_seconds, grace_seconds, code_version, groups, topics, start_from, synthesis_of, synthesis)
+		VALUES ($1, 'candidate', $2, $3, $4, $5, $6, $7, $8, $9) RETURNING `+versionColumns,
 		spec.Name, int64(spec.Window/time.Second), int64(spec.Grace/time.Second), spec.CodeVersion,
-		nonNil(spec.Groups), nonNil(spec.Topics), spec.StartFrom, of)
+		nonNil(spec.Groups), nonNil(spec.Topics), spec.StartFrom, of, spec.Synthesis)
 	if err != nil {
 		return ProcessorVersion{}, fmt.Errorf("register processor version %s: %w", spec.Name, err)
 	}

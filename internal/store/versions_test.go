@@ -65,10 +65,13 @@ func TestMigrationMovesRowsIntoDefaultVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	later := 0 // 0007 and the migrations after it
 	for _, e := range entries {
 		if e.Name() < "0007" {
 			b, _ := fs.ReadFile(embeddedMigrations, "migrations/"+e.Name())
 			old["migrations/"+e.Name()] = &fstest.MapFile{Data: b}
+		} else {
+			later++
 		}
 	}
 	if _, err := migrateFS(ctx, pool, old, "migrations"); err != nil {
@@ -109,8 +112,8 @@ func TestMigrationMovesRowsIntoDefaultVersion(t *testing.T) {
 		}
 		before = append(before, title)
 	}
-	if n, err := Migrate(ctx, pool); err != nil || n != 1 {
-		t.Fatalf("migrate 0007: %d %v", n, err)
+	if n, err := Migrate(ctx, pool); err != nil || n != later {
+		t.Fatalf("migrate 0007 on: %d %v, want %d", n, err, later)
 	}
 	visible, err := s.ListVisibleEntries(ctx, ws)
 	if err != nil {
@@ -583,5 +586,58 @@ func TestSeedSynthesisWindows(t *testing.T) {
 	}
 	if n, err := s.SeedSynthesisWindows(ctx, "s2", "v1"); err != nil || n != 0 {
 		t.Errorf("seeding a retired version: %d %v", n, err)
+	}
+}
+
+// TestVersionSynthesisRecorded: a version's own synthesis settings are stored as
+// given and read back; a version without keeps none (the deployment's); settings the
+// store cannot hold are refused and register nothing.
+func TestVersionSynthesisRecorded(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	own := &VersionSynthesis{Synthesizer: "openai", PromptVersion: "p2",
+		OpenAI: VersionOpenAI{Model: "model-b", MaxOutputTokens: 512, Instructions: "Write only decisions."}, MaxEstimatedTokensPerChunk: 3000}
+	for _, tc := range []struct {
+		name    string
+		set     *VersionSynthesis
+		invalid bool
+	}{
+		{"own", own, false},
+		{"none", nil, false},
+		{"rules", &VersionSynthesis{Synthesizer: "rules"}, false},
+		{"blank", &VersionSynthesis{}, true},
+		{"negative", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{MaxOutputTokens: -1}}, true},
+		{"long", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{Model: strings.Repeat("m", 257)}}, true},
+		{"long-instructions", &VersionSynthesis{Synthesizer: "openai", OpenAI: VersionOpenAI{Instructions: strings.Repeat("i", MaxVersionInstructions+1)}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := s.RegisterVersion(ctx, VersionSpec{Name: "s-" + tc.name, Window: 5 * time.Minute, SynthesisOf: "v1", Synthesis: tc.set})
+			if tc.invalid {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("register: %v, want ErrInvalid", err)
+				}
+				if _, err := s.GetVersion(ctx, "s-"+tc.name); !errors.Is(err, ErrNotFound) {
+					t.Fatalf("a refused version was registered: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.GetVersion(ctx, "s-"+tc.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got.Synthesis) != fmt.Sprint(tc.set) || (got.Synthesis == nil) != (tc.set == nil) {
+				t.Fatalf("read back %+v, want %+v", got.Synthesis, tc.set)
+			}
+			if tc.set != nil && *got.Synthesis != *tc.set {
+				t.Fatalf("read back %+v, want %+v", *got.Synthesis, *tc.set)
+			}
+		})
+	}
+	if h := own.Hash(); len(h) != 12 || h == (&VersionSynthesis{Synthesizer: "openai", PromptVersion: "p3"}).Hash() {
+		t.Errorf("hash %q does not tell settings apart", h)
 	}
 }

@@ -155,7 +155,7 @@ func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPla
 	// The budget is shared: existing entries take at most an eighth, a quarter is
 	// kept for read-only context, primary evidence takes the rest (and the context
 	// whatever primary evidence left).
-	budget := w.o.MaxEstimatedTokensPerChunk
+	budget := w.synthesisOf(j).budget
 	exist, existTokens := pickExisting(existing, budget/8, w.o.MaxExistingEntries)
 	reserve := 0
 	if w.o.MaxContextMessages > 0 {
@@ -186,7 +186,7 @@ func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPla
 // past it.
 func (a *attemptRun) commit(ctx context.Context, c chunkPlan) error {
 	w := a.w
-	out, err := w.synthesizeChunk(ctx, c.req, c.batchID, a.tk, a.log)
+	out, err := w.synthesizeChunk(ctx, w.synthesisOf(a.j), c.req, c.batchID, a.tk, a.log)
 	if err != nil {
 		return err
 	}
@@ -460,16 +460,16 @@ func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingE
 // errModelOutage (refunded by the caller). No call is made while the gate is open for
 // tk. Invalid output (after the model client's own bounded retries) and rejected
 // requests fail the attempt at once; they are answers, so they close the gate.
-func (w *Worker) synthesizeChunk(ctx context.Context, req synth.Request, batchID string, tk *gateTicket, log *slog.Logger) (synth.Result, error) {
+func (w *Worker) synthesizeChunk(ctx context.Context, syn *jobSynthesis, req synth.Request, batchID string, tk *gateTicket, log *slog.Logger) (synth.Result, error) {
 	retry := w.backoff()
 	for try := 0; ; try++ {
 		if !w.gate.allow(tk) {
 			return synth.Result{}, failAttempt(reasonModelUnavailable,
 				fmt.Errorf("chunk %s: %w: the model gate is open, no call made", batchID, errModelOutage))
 		}
-		cctx, cancel := context.WithTimeout(ctx, w.o.ChunkTimeout)
+		cctx, cancel := context.WithTimeout(ctx, syn.chunkTimeout)
 		started := time.Now()
-		res, err := w.o.Synthesizer.Synthesize(cctx, req)
+		res, err := syn.syn.Synthesize(cctx, req)
 		cancel()
 		label := "ok"
 		if err != nil {

@@ -87,6 +87,16 @@
 // recorded (FinishWindow failed with diagnostics) and the window is claimed again
 // after a backoff until MaxAttempts.
 //
+// # Processor versions with their own synthesis
+//
+// Options.Versions, when set, is asked before each claim for the window's processor
+// version's own Settings (decisions D31): its synthesizer, summarizer, prompt version
+// (recorded at the claim), chunk budget and chunk timeout replace the Options' for
+// that window. A version it has no settings for uses the Options'. A failed lookup
+// fails the claimed attempt (reason version_settings, counted against MaxAttempts),
+// so a misconfigured version's window ends failed with diagnostics rather than
+// holding back its partition's commits. The model gate stays one per worker.
+//
 // # Offsets, ordering and concurrency
 //
 // Autocommit commits only marked records (kgo.AutoCommitMarks), and a record is

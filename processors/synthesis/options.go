@@ -157,6 +157,11 @@ type Options struct {
 	// PromptVersion is recorded in a window's state when it is claimed; the
 	// synthesizer's own Result.PromptVersion replaces it when the window finishes.
 	PromptVersion string
+	// Versions, when set, gives the processor versions that have their own synthesis
+	// (decisions D31) their synthesizer, summarizer, prompt version and chunk budget;
+	// a version it has none for, and every version when it is nil, synthesizes with
+	// Synthesizer, Summarizer and PromptVersion above.
+	Versions VersionSettings
 
 	// ContextLookback is synthesisContextLookback. Default DefaultContextLookback.
 	ContextLookback time.Duration

@@ -33,7 +33,7 @@ func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *
 		return
 	}
 	s := summaryRun{w: w, j: j, log: log}
-	if w.o.Summarizer == nil {
+	if w.synthesisOf(j).sum == nil {
 		s.skip(skipDisabled)
 		return
 	}
@@ -159,7 +159,7 @@ func (s summaryRun) request(ctx context.Context, previous store.Summary) (synth.
 // false when it failed.
 func (s summaryRun) call(ctx context.Context, req synth.SummaryRequest) (string, synth.Usage, bool) {
 	sctx, cancel := context.WithTimeout(ctx, s.w.o.SummaryTimeout)
-	text, usage, err := s.w.o.Summarizer.Summarize(sctx, req)
+	text, usage, err := s.w.synthesisOf(s.j).sum.Summarize(sctx, req)
 	cancel()
 	if err == nil {
 		err = synth.ValidateSummary(text)

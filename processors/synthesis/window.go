@@ -36,6 +36,9 @@ type job struct {
 	// drafted: this attempt created an entry (the first one was observed in
 	// larkline_synthesis_window_end_to_first_draft_seconds).
 	drafted bool
+	// syn is the synthesis of the job's processor version, resolved before each claim
+	// (resolveSynthesis); nil before the first.
+	syn *jobSynthesis
 }
 
 func jobOf(cw *schemas.ClosedWindow) *job {
@@ -78,7 +81,7 @@ func (j *job) processorVersion() string {
 
 func (j *job) claimOptions(o *Options) store.ClaimOptions {
 	return store.ClaimOptions{WindowLength: j.end.Sub(j.key.Start), MaxAttempts: o.MaxAttempts,
-		StaleAfter: o.StaleTimeout, PromptVersion: o.PromptVersion, BelowOffset: j.belowOffset()}
+		StaleAfter: o.StaleTimeout, PromptVersion: j.promptVersion(o), BelowOffset: j.belowOffset()}
 }
 
 func (j *job) logAttrs() []any {
@@ -274,12 +277,16 @@ func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *
 // claimOnce claims the window and, when it gets it, runs one whole-window attempt.
 // The caller holds the workspace lock and a global slot.
 func (w *Worker) claimOnce(ctx context.Context, j *job, tk *gateTicket, log *slog.Logger) (string, step, error) {
+	serr := w.resolveSynthesis(ctx, j)
 	st, oc, err := w.o.Store.ClaimWindow(ctx, j.key, j.claimOptions(&w.o))
 	if err != nil {
 		return w.claimFailed(ctx, err, log)
 	}
 	if out, next, ok := w.claimOutcome(j, st, oc, log); !ok {
 		return out, next, nil
+	}
+	if serr != nil {
+		return w.attemptFailed(ctx, st, serr, log)
 	}
 	log = log.With("attempt", st.Attempts)
 	log.Info("window claimed", "claim", oc.String())

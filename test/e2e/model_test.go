@@ -31,6 +31,8 @@ type fakeModel struct {
 	// chunks counts the synthesis calls answered per chunk, a chunk named by its
 	// lowest primary evidence id.
 	chunks map[int64]int
+	// systems holds every system prompt received.
+	systems map[string]bool
 }
 
 func newFakeModel(t testing.TB) *fakeModel {
@@ -78,6 +80,7 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req struct {
+		Model    string `json:"model"`
 		Messages []struct {
 			Role    string `json:"role"`
 			Content string `json:"content"`
@@ -88,6 +91,12 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	user := req.Messages[len(req.Messages)-1].Content
+	m.mu.Lock()
+	if m.systems == nil {
+		m.systems = map[string]bool{}
+	}
+	m.systems[req.Messages[0].Content] = true
+	m.mu.Unlock()
 	// The data comes as one delimited block of untrusted chat data (issue #29): the
 	// JSON is the line between the opening and the closing line.
 	if lines := strings.Split(user, "\n"); len(lines) == 3 && strings.HasPrefix(lines[0], "<untrusted-chat-data ") {
@@ -146,12 +155,24 @@ func (m *fakeModel) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	b, _ := json.Marshal(content)
 	resp, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-e2e", "object": "chat.completion", "model": "e2e-model",
+		"id": "chatcmpl-e2e", "object": "chat.completion", "model": req.Model, // as a real endpoint, the model asked for
 		"choices": []any{map[string]any{"index": 0, "message": map[string]any{"role": "assistant", "content": string(b)}, "finish_reason": "stop"}},
 		"usage":   map[string]any{"prompt_tokens": len(user) / 4, "completion_tokens": len(b) / 4, "total_tokens": (len(user) + len(b)) / 4},
 	})
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(resp)
+}
+
+// sawSystemPrompt reports whether a system prompt holding s was received.
+func (m *fakeModel) sawSystemPrompt(s string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for p := range m.systems {
+		if strings.Contains(p, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // chunkCalls is how many times each chunk was answered (by its lowest primary

@@ -87,6 +87,9 @@ type pipelineOptions struct {
 	// ModelURL selects the OpenAI-compatible synthesizer at this base URL; empty
 	// selects the rules synthesizer.
 	ModelURL string
+	// ModelForVersions keeps the rules synthesizer for the deployment but configures
+	// ModelURL's endpoint and key, for processor versions that choose openai.
+	ModelForVersions bool
 	// Env overrides configuration keys for every process (LARKLINE_…=value).
 	Env []string
 	// Live keeps the scenario's times as they are (events are posted as they happen)
@@ -305,6 +308,9 @@ func (p *pipeline) config(o pipelineOptions, lk *larktest.Server, appSecret, ver
 		synthesis = map[string]any{"synthesizer": "openai", "openai": map[string]any{
 			"baseURL": o.ModelURL, "model": "e2e-model", "apiKey": "e2e-not-a-secret", "timeout": "5s", "maxRetries": 1,
 		}}
+		if o.ModelForVersions {
+			synthesis["synthesizer"] = "rules"
+		}
 	}
 	topic := func(s string) string { return p.prefix + "." + s }
 	return map[string]any{

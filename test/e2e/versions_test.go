@@ -30,10 +30,13 @@ import (
 // v2`; `diff v1 v2` names exactly the entries and windows that differ; after the
 // promotion the API serves v2 with the human content still there; `retire v1` leaves
 // no v1 group, topic, row or state directory. A second run of every command is a
-// no-op.
+// no-op. Last, a synthesis-only candidate with its own synthesizer (the model, where
+// the deployment runs the rules) drafts differently from the serving version in the
+// same deployment, leaving the serving version's drafts as they were.
 func TestVersionsSideBySide(t *testing.T) {
 	t.Parallel()
-	p := newPipeline(t, pipelineOptions{})
+	model := newFakeModel(t)
+	p := newPipeline(t, pipelineOptions{ModelURL: model.url(), ModelForVersions: true})
 	ctx := p.ctx
 	p.deliver(ctx)
 	p.finish(4 * time.Minute)
@@ -263,6 +266,160 @@ func TestVersionsSideBySide(t *testing.T) {
 	if msg := p.cliFails(ctx, t, "versions", "retire", "v2"); !strings.Contains(msg, "in use") {
 		t.Errorf("retiring v2, whose windows v4 synthesizes, was not refused:\n%s", msg)
 	}
+
+	p.ownSynthesisCandidate(ctx, t, model, "v4", "v6")
+}
+
+// ownSynthesisCandidate starts version, a synthesis-only candidate of serving with
+// its own synthesis settings (decisions D31): the model where the deployment runs
+// the rules, another prompt version. Settings the configuration refuses are refused
+// at start, registering nothing. The candidate's drafts are the model's; the serving
+// version's drafts, and what users see, stay byte for byte as they were; `versions
+// diff` names the difference; `versions list` shows both versions' synthesis, and
+// Postgres holds no endpoint or key.
+func (p *pipeline) ownSynthesisCandidate(ctx context.Context, t *testing.T, model *fakeModel, serving, version string) {
+	t.Helper()
+	const candidateModel = "e2e-candidate-model"
+	before := p.usersView(ctx, t)
+	servingRows := p.versionEntries(ctx, t, serving)
+
+	msg := p.cliFails(ctx, t, "versions", "start", "v7", "--synthesis-only", "--synthesizer", "openai", "--model", candidateModel, "--max-output-tokens", "-1")
+	if !strings.Contains(msg, "synthesis.openai.maxOutputTokens") || !strings.Contains(msg, "--max-output-tokens") {
+		t.Errorf("bad synthesis settings were not refused naming the key and the flag:\n%s", msg)
+	}
+	if _, ok := p.versionsList(ctx, t)["v7"]; ok {
+		t.Error("a version whose synthesis settings were refused was registered")
+	}
+
+	// the candidate's own prompt instructions, which the model must receive
+	const marker = "E2E-CANDIDATE-INSTRUCTIONS"
+	promptFile := filepath.Join(t.TempDir(), "prompt.txt")
+	if err := os.WriteFile(promptFile, []byte(marker+": write one finding per conversation group, citing its first message."), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	calls := model.calls()
+	out := p.cli(ctx, "versions", "start", version, "--synthesis-only", "--synthesizer", "openai", "--model", candidateModel,
+		"--prompt-version", "p6", "--prompt-file", promptFile, "--progress", "1s")
+	t.Logf("versions start %s --synthesis-only --synthesizer openai:\n%s", version, out)
+	if !strings.Contains(out, "caught up: "+version) || !strings.Contains(out, "openai, model "+candidateModel) {
+		t.Fatalf("versions start %s printed:\n%s", version, out)
+	}
+	if model.calls() == calls {
+		t.Errorf("%s never called the model", version)
+	}
+	if !model.sawSystemPrompt(marker) {
+		t.Errorf("the model never received %s's prompt instructions", version)
+	}
+
+	bySynth := func(v string) map[string]int {
+		rows, err := p.pool.Query(ctx, `SELECT coalesce(ai_metadata->>'synthesizer', '') || '/' || coalesce(ai_metadata->>'model', '')
+			|| '/' || coalesce(ai_metadata->>'prompt_version', ''), count(*)
+			FROM workspace_timeline_entries WHERE processor_version = $1 GROUP BY 1`, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for rows.Next() {
+			var k string
+			var n int
+			if err := rows.Scan(&k, &n); err != nil {
+				t.Fatal(err)
+			}
+			out[k] = n
+		}
+		return out
+	}
+	cand, serv := bySynth(version), bySynth(serving)
+	t.Logf("entries by synthesizer/model/prompt: %s %v, %s %v", serving, serv, version, cand)
+	if len(cand) != 1 || cand["openai/"+candidateModel+"/p6"] == 0 {
+		t.Errorf("%s's entries by synthesizer/model/prompt: %v, want the candidate model's only", version, cand)
+	}
+	for k := range serv {
+		if !strings.HasPrefix(k, "rules/") {
+			t.Errorf("%s, serving, has entries of %s", serving, k)
+		}
+	}
+	if after := p.versionEntries(ctx, t, serving); after != servingRows {
+		t.Errorf("the candidate changed the serving version's entries:\nbefore %s\nafter  %s", servingRows, after)
+	}
+	if after := p.usersView(ctx, t); after != before {
+		t.Errorf("a candidate with its own synthesis changed what users see")
+	}
+	if len(p.expectedDiff(ctx, t, serving, version)) == 0 {
+		t.Errorf("%s and %s hold the same entries: the candidate's synthesis made no difference", serving, version)
+	}
+	p.checkDiff(ctx, t, serving, version)
+
+	var listed []struct {
+		Name      string `json:"name"`
+		Synthesis *struct {
+			Synthesizer   string `json:"synthesizer"`
+			PromptVersion string `json:"promptVersion"`
+			OpenAI        struct {
+				Model string `json:"model"`
+			} `json:"openai"`
+		} `json:"synthesis"`
+		SynthesisHash      string `json:"synthesis_hash"`
+		WindowsSynthesized int64  `json:"windows_synthesized"`
+	}
+	if err := json.Unmarshal([]byte(p.cli(ctx, "versions", "list", "--json")), &listed); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range listed {
+		switch v.Name {
+		case serving:
+			if v.Synthesis != nil {
+				t.Errorf("%s lists its own synthesis %+v, want the deployment's", serving, *v.Synthesis)
+			}
+		case version:
+			if s := v.Synthesis; s == nil || s.Synthesizer != "openai" || s.OpenAI.Model != candidateModel || s.PromptVersion != "p6" || v.SynthesisHash == "" {
+				t.Errorf("%s lists synthesis %+v hash %q", version, s, v.SynthesisHash)
+			}
+		}
+	}
+	text := p.cli(ctx, "versions", "list")
+	for _, want := range []string{serving + ": synthesis: the deployment's configuration", version + ": synthesis: openai, model " + candidateModel, "prompt instructions "} {
+		if !strings.Contains(text, want) {
+			t.Errorf("versions list lacks %q:\n%s", want, text)
+		}
+	}
+	var stored string
+	if err := p.pool.QueryRow(ctx, `SELECT synthesis::text FROM processor_versions WHERE name = $1`, version).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(stored, marker) {
+		t.Errorf("processor_versions does not hold %s's prompt instructions: %s", version, stored)
+	}
+	if strings.Contains(stored, "e2e-not-a-secret") || strings.Contains(stored, model.url()) {
+		t.Errorf("processor_versions holds the deployment's key or endpoint: %s", stored)
+	}
+}
+
+// versionEntries is every entry of a version, with its text and update time, as one
+// string to compare.
+func (p *pipeline) versionEntries(ctx context.Context, t *testing.T, version string) string {
+	t.Helper()
+	rows, err := p.pool.Query(ctx, `SELECT id, title, body, status, updated_at FROM workspace_timeline_entries
+		WHERE processor_version = $1 ORDER BY id`, version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for rows.Next() {
+		var (
+			id                  int64
+			title, body, status string
+			updated             time.Time
+		)
+		if err := rows.Scan(&id, &title, &body, &status, &updated); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%d|%s|%s|%s|%s\n", id, title, body, status, updated.Format(time.RFC3339Nano))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
 
 // brokenCandidate starts a version whose processor cannot start (its geometry topic

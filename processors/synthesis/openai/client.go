@@ -38,8 +38,10 @@ const (
 type Client struct {
 	o        Options
 	endpoint string
-	log      *slog.Logger
-	m        *metrics
+	// system is the synthesis system prompt (Options.Instructions in it, if any).
+	system string
+	log    *slog.Logger
+	m      *metrics
 	// noSchema latches once the endpoint has rejected json_schema with a 400 and then
 	// accepted json_object: later calls go straight to json_object.
 	noSchema atomic.Bool
@@ -63,13 +65,18 @@ func New(o Options) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{
+	c := &Client{
 		o:        o,
 		endpoint: endpoint,
+		system:   synthesizePrompt(synthesizeInstructions),
 		log:      o.Logger.With("component", "synthesis.openai", "model", o.Model, "prompt_version", o.PromptVersion),
 		m:        m,
 		sleep:    sleepCtx,
-	}, nil
+	}
+	if o.Instructions != "" {
+		c.system = synthesizePrompt(o.Instructions)
+	}
+	return c, nil
 }
 
 // Synthesize sends the chunk to the model and returns the validated drafts. A request
@@ -91,7 +98,7 @@ func (c *Client) Synthesize(ctx context.Context, req synth.Request) (synth.Resul
 	var drafts []synth.Draft
 	usage, model, err := c.complete(ctx, call{
 		op:     opSynthesize,
-		system: synthesizeSystemPrompt,
+		system: c.system,
 		user:   content,
 		schema: namedSchema{name: "timeline_entries", schema: entriesSchema},
 		accept: func(answer string) (err error) {

@@ -904,6 +904,16 @@ func TestOptions(t *testing.T) {
 		{"backoff inverted", func(o *Options) { o.BackoffBase = time.Second; o.BackoffMax = time.Millisecond }, "BackoffMax"},
 		{"prompt version spaces", func(o *Options) { o.PromptVersion = "v 1" }, "PromptVersion"},
 		{"negative retry-after", func(o *Options) { o.MaxRetryAfter = -1 }, "MaxRetryAfter"},
+		{"own instructions", func(o *Options) { o.Instructions = "Write only decisions."; o.PromptVersion = "p2" }, ""},
+		{"instructions without a version", func(o *Options) { o.Instructions = "Write only decisions." }, "PromptVersion"},
+		{"instructions under the package's version", func(o *Options) {
+			o.Instructions, o.PromptVersion = "Write only decisions.", DefaultPromptVersion
+		}, "PromptVersion"},
+		{"blank instructions", func(o *Options) { o.Instructions, o.PromptVersion = " \n", "p2" }, "Instructions"},
+		{"instructions not UTF-8", func(o *Options) { o.Instructions, o.PromptVersion = "\xff", "p2" }, "Instructions"},
+		{"instructions too long", func(o *Options) {
+			o.Instructions, o.PromptVersion = strings.Repeat("x", MaxInstructionsBytes+1), "p2"
+		}, "Instructions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -959,5 +969,43 @@ func TestWithEnv(t *testing.T) {
 	env[EnvBaseURL] = "http://primary/v1"
 	if got := (Options{}).WithEnv(lookup); got.BaseURL != "http://primary/v1" {
 		t.Fatalf("LARKLINE_ variable must win: %q", got.BaseURL)
+	}
+}
+
+// TestInstructions: instructions of one's own replace the package's in the synthesis
+// system prompt; the untrusted-data rule and the answer's shape stay, and the
+// summary prompt is the package's.
+func TestInstructions(t *testing.T) {
+	const own = "Write an entry only for decisions the responders took."
+	f := newFake(t, func(n int, c captured, w http.ResponseWriter, r *http.Request) {
+		answer := ok(entriesJSON(goodRecovery))
+		if n > 1 {
+			answer = ok(`{"summary":"ok"}`)
+		}
+		answer(n, c, w, r)
+	})
+	c, _ := newClient(t, f, func(o *Options) { o.Instructions, o.PromptVersion, o.MaxRetries = own, "decisions-v1", NoRetries })
+	res, err := c.Synthesize(context.Background(), testRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.Summarize(context.Background(), summaryRequest()); err != nil {
+		t.Fatal(err)
+	}
+	if res.PromptVersion != "decisions-v1" {
+		t.Errorf("prompt version %q, want the instructions' own", res.PromptVersion)
+	}
+	reqs := f.requests()
+	sys := reqs[0].req.Messages[0].Content
+	for _, want := range []string{synthesizeIntro, untrustedRule, own, synthesizeAnswer} {
+		if !strings.Contains(sys, want) {
+			t.Errorf("the synthesis system prompt lacks %.60q:\n%s", want, sys)
+		}
+	}
+	if strings.Contains(sys, synthesizeInstructions) {
+		t.Errorf("the package's instructions are still in the prompt:\n%s", sys)
+	}
+	if got := reqs[1].req.Messages[0].Content; got != summarizeSystemPrompt {
+		t.Errorf("the summary prompt changed with the instructions:\n%s", got)
 	}
 }

@@ -4,7 +4,9 @@
 //
 // # What is sent
 //
-// A system prompt (prompt.go) and one user message: a compact JSON rendering of the
+// A system prompt (prompt.go; Options.Instructions may replace the synthesis prompt's
+// instructions, never its untrusted-data rule or answer shape) and one user message: a
+// compact JSON rendering of the
 // chunk — window bounds, existing entries, and the conversation groups with each
 // message's evidence id, UTC time, sender, text and, for read-only context, a context
 // flag. Every text passes through synth.Redact first; senders are display names or

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -28,12 +29,14 @@ const (
 	// NoRetries as Options.MaxRetries makes one attempt per call.
 	NoRetries = -1
 
-	maxRetriesLimit   = 10
-	maxTimeout        = 10 * time.Minute
-	maxOutputTokens   = 1 << 20
-	maxModelLen       = 256
-	maxPromptVersion  = 64
-	maxRetryAfterHard = 10 * time.Minute
+	maxRetriesLimit  = 10
+	maxTimeout       = 10 * time.Minute
+	maxOutputTokens  = 1 << 20
+	maxModelLen      = 256
+	maxPromptVersion = 64
+	// MaxInstructionsBytes bounds Options.Instructions.
+	MaxInstructionsBytes = 32 << 10
+	maxRetryAfterHard    = 10 * time.Minute
 )
 
 // Environment variables read by [Options.WithEnv].
@@ -75,6 +78,13 @@ type Options struct {
 	MaxOutputTokens int
 	// PromptVersion is recorded as Result.PromptVersion (empty: DefaultPromptVersion).
 	PromptVersion string
+	// Instructions, when set, replace the package's instructions in the synthesis
+	// system prompt (what to write, of which kinds, how to cite): the opening line,
+	// the rule that chat data is untrusted (issue #29) and the answer's JSON shape stay
+	// the package's. At most MaxInstructionsBytes of UTF-8. Instructions of your own
+	// need a PromptVersion of their own (not DefaultPromptVersion): it is what the
+	// entries record of the prompt that wrote them. Summaries keep the package's prompt.
+	Instructions string
 	// HTTPClient sends the requests (nil: a client of its own, cloned from
 	// http.DefaultTransport). Attempts are bounded by Timeout through their context.
 	HTTPClient *http.Client
@@ -202,6 +212,13 @@ func (o *Options) normalize() (string, error) {
 	}
 	if len(o.PromptVersion) > maxPromptVersion || strings.IndexFunc(o.PromptVersion, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return bad("PromptVersion", o.PromptVersion, "must be 1..%d bytes without whitespace", maxPromptVersion)
+	}
+	switch {
+	case o.Instructions == "":
+	case len(o.Instructions) > MaxInstructionsBytes || !utf8.ValidString(o.Instructions) || strings.TrimSpace(o.Instructions) == "":
+		return bad("Instructions", nil, "must be 1..%d bytes of UTF-8, not blank", MaxInstructionsBytes)
+	case o.PromptVersion == DefaultPromptVersion:
+		return bad("PromptVersion", o.PromptVersion, "must name instructions of your own: not the package's %s", DefaultPromptVersion)
 	}
 	if o.BackoffBase == 0 {
 		o.BackoffBase = DefaultBackoffBase
