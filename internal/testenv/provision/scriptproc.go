@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -71,7 +74,32 @@ func (sp *scriptProc) Start(ctx context.Context) error {
 	if _, err := runLogged(cmd); err != nil {
 		return fmt.Errorf("starting the %s: %w", sp.what, err)
 	}
-	return sp.ready(ctx)
+	if err := sp.ready(ctx); err != nil {
+		// The script saw the port open; the service's own log says what came after.
+		return fmt.Errorf("%w\n%s", err, logTail(filepath.Join(sp.dir, sp.what+".log"), sp.what))
+	}
+	return nil
+}
+
+// logTailBytes bounds the log tail logTail reads.
+const logTailBytes = 4 << 10
+
+// logTail returns the last lines (at most logTailBytes) of a service's log, labelled,
+// or says why it has none.
+func logTail(path, what string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Sprintf("(no %s log: %v)", what, err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() > logTailBytes {
+		_, _ = f.Seek(-logTailBytes, io.SeekEnd)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, logTailBytes))
+	if err != nil {
+		return fmt.Sprintf("(reading the %s log: %v)", what, err)
+	}
+	return fmt.Sprintf("last lines of the %s log (%s):\n%s", what, path, strings.TrimRight(string(b), "\n"))
 }
 
 // Stop stops the service and keeps its directory (and so its data) for Start.
