@@ -348,8 +348,8 @@ func (l eqLatencies) report(b *testing.B, name string) {
 //     window chunk (design §12.1);
 //   - list_page: ListEvidence after a cursor at a random row, eqPageSize rows, as the
 //     API pages a workspace's evidence (design §9's hot query and index);
-//   - by_keys: EvidenceByKeys for the eqKeys versions a closed window names, and
-//     MissingVersions over them, as synthesis checks a closed window's versions.
+//   - by_keys: EvidenceByKeys for eqKeys consecutive messages of a chat, as
+//     reconciliation compares a page's messages with the stored versions.
 //
 // Design §9's workspace-wide (workspace, source, source_type, occurred_at) range is
 // served by ListEvidence alone; the store has no other query over it.
@@ -393,26 +393,19 @@ func BenchmarkEvidenceQuery(b *testing.B) {
 	listPage := func(s *Store, p eqPick) (EvidencePage, error) {
 		return s.ListEvidence(ctx, d.chats[p.w].ws, LarkMessageEvidence, &Cursor{OccurredAt: p.at, ID: p.id}, eqPageSize)
 	}
-	// versions names the eqKeys consecutive messages of p's chat from p on (fewer at the
-	// chat's end), with the hash and rank of what was loaded.
-	versions := func(p eqPick) ([]string, []EvidenceVersion) {
+	// keysOf names the eqKeys consecutive messages of p's chat from p on (fewer at the
+	// chat's end).
+	keysOf := func(p eqPick) []string {
 		first := max(0, min(p.m, len(d.chats[p.w].offsets)-eqKeys))
 		last := min(first+eqKeys, len(d.chats[p.w].offsets))
 		keys := make([]string, 0, last-first)
-		want := make([]EvidenceVersion, 0, last-first)
 		for m := first; m < last; m++ {
-			e := d.row(p.w, m)
-			keys = append(keys, e.SourceKey)
-			want = append(want, EvidenceVersion{SourceKey: e.SourceKey, ContentHash: e.ContentHash, Rank: rankOf(&e), RankKnown: true})
+			keys = append(keys, d.row(p.w, m).SourceKey)
 		}
-		return keys, want
+		return keys
 	}
-	byKeys := func(s *Store, p eqPick, keys []string, want []EvidenceVersion) ([]Evidence, []EvidenceVersion, error) {
-		stored, err := s.EvidenceByKeys(ctx, d.chats[p.w].ws, LarkMessageEvidence, keys)
-		if err != nil {
-			return nil, nil, err
-		}
-		return stored, MissingVersions(stored, want), nil
+	byKeys := func(s *Store, p eqPick, keys []string) ([]Evidence, error) {
+		return s.EvidenceByKeys(ctx, d.chats[p.w].ws, LarkMessageEvidence, keys)
 	}
 
 	// The plans are of a pick in its chat's busy first hours with a full page after it.
@@ -433,8 +426,7 @@ func BenchmarkEvidenceQuery(b *testing.B) {
 			return err
 		}},
 		{"by_keys (EvidenceByKeys)", "workspace_timeline_evidence_source_key_uq", func(s *Store) error {
-			keys, want := versions(pp)
-			_, _, err := byKeys(s, pp, keys, want)
+			_, err := byKeys(s, pp, keysOf(pp))
 			return err
 		}},
 	})
@@ -489,15 +481,15 @@ func BenchmarkEvidenceQuery(b *testing.B) {
 		}
 
 		for _, p := range picks {
-			keys, want := versions(p)
+			keys := keysOf(p)
 			began := time.Now()
-			stored, missing, err := byKeys(s, p, keys, want)
+			stored, err := byKeys(s, p, keys)
 			keysLat = append(keysLat, time.Since(began))
 			if err != nil {
 				b.Fatal(err)
 			}
-			if len(stored) != len(keys) || len(missing) != 0 {
-				b.Fatalf("%d keys of %s: %d stored, %d missing versions", len(keys), d.chats[p.w].ws, len(stored), len(missing))
+			if len(stored) != len(keys) {
+				b.Fatalf("%d keys of %s: %d stored", len(keys), d.chats[p.w].ws, len(stored))
 			}
 		}
 	}

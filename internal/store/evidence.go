@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -780,7 +779,7 @@ func (s *Store) EvidenceInRange(ctx context.Context, q RangeQuery) (EvidencePage
 }
 
 // EvidenceByKeys returns the stored rows among sourceKeys, in (occurred_at, id) order.
-// Keys without a row are simply absent; see MissingVersions.
+// Keys without a row are simply absent.
 func (s *Store) EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind EvidenceKind, sourceKeys []string) ([]Evidence, error) {
 	if err := validWorkspace(ws); err != nil {
 		return nil, err
@@ -833,49 +832,6 @@ func (s *Store) WorkspacesHoldingMessage(ctx context.Context, chat ids.ChatID, m
 		return nil, fmt.Errorf("workspaces holding message %s: %w", msg, err)
 	}
 	return out, nil
-}
-
-// EvidenceVersion names one version of one evidence row, as a closed window lists them.
-type EvidenceVersion struct {
-	SourceKey   string
-	ContentHash string
-	// Rank orders the version by the evidence version rule (evidenceVersionRule,
-	// mirrored by schemas.EvidenceRank) when RankKnown; closed windows written
-	// before schema version 2 do not carry it.
-	Rank      schemas.EvidenceRank
-	RankKnown bool
-}
-
-// MissingVersions returns the versions of want that stored (typically the result of
-// EvidenceByKeys for want's keys) does not hold, in want's order. A stored row holds a
-// version when it has its content hash or, for a version of known rank, when the
-// version rule ranks the stored row at least as high: the table will never go back to
-// the wanted version, so the stored one stands for it (an edit or recall that came
-// after it). A key stored with another hash and no known rank counts as missing: the
-// caller decides whether a different (possibly newer) version will do.
-func MissingVersions(stored []Evidence, want []EvidenceVersion) []EvidenceVersion {
-	have := make(map[string]*Evidence, len(stored))
-	for i := range stored {
-		have[stored[i].SourceKey] = &stored[i]
-	}
-	var missing []EvidenceVersion
-	for _, v := range want {
-		e, ok := have[v.SourceKey]
-		switch {
-		case !ok:
-		case e.ContentHash == v.ContentHash:
-			continue
-		case v.RankKnown && rankOf(e).Compare(v.Rank) >= 0:
-			continue
-		}
-		missing = append(missing, v)
-	}
-	return missing
-}
-
-// rankOf is the version rank of a stored row.
-func rankOf(e *Evidence) schemas.EvidenceRank {
-	return schemas.EvidenceRank{SourceUpdatedAt: e.SourceUpdatedAt, Deleted: e.Deleted}
 }
 
 // ChatRef names one chat of one workspace.

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
-
-	"github.com/larkline/larkline/schemas"
 )
 
 func TestCursorRoundTripAndOrder(t *testing.T) {
@@ -99,46 +97,5 @@ func TestTruncateUTF8(t *testing.T) {
 	}
 	if truncateUTF8("short", 10) != "short" {
 		t.Fatal("short string changed")
-	}
-}
-
-func TestMissingVersions(t *testing.T) {
-	t.Parallel()
-	t1 := time.Date(2026, 11, 30, 2, 0, 0, 0, time.UTC)
-	t2 := t1.Add(time.Minute)
-	live := func(at time.Time) schemas.EvidenceRank { return schemas.EvidenceRank{SourceUpdatedAt: at} }
-	gone := func(at time.Time) schemas.EvidenceRank {
-		return schemas.EvidenceRank{SourceUpdatedAt: at, Deleted: true}
-	}
-	stored := []Evidence{
-		{SourceKey: "k1", ContentHash: "h1", SourceUpdatedAt: t1},
-		{SourceKey: "k2", ContentHash: "h2-new", SourceUpdatedAt: t2},
-		{SourceKey: "k4", ContentHash: "h4-deleted", SourceUpdatedAt: t1, Deleted: true},
-	}
-	tests := []struct {
-		name    string
-		want    EvidenceVersion
-		missing bool
-	}{
-		{"same hash", EvidenceVersion{SourceKey: "k1", ContentHash: "h1"}, false},
-		{"not stored", EvidenceVersion{SourceKey: "k3", ContentHash: "h3", Rank: live(t1), RankKnown: true}, true},
-		{"another hash, rank unknown", EvidenceVersion{SourceKey: "k2", ContentHash: "h2"}, true},
-		{"stored version newer", EvidenceVersion{SourceKey: "k2", ContentHash: "h2", Rank: live(t1), RankKnown: true}, false},
-		{"stored version of equal rank", EvidenceVersion{SourceKey: "k2", ContentHash: "h2", Rank: live(t2), RankKnown: true}, false},
-		{"stored version older", EvidenceVersion{SourceKey: "k2", ContentHash: "h2", Rank: live(t2.Add(time.Millisecond)), RankKnown: true}, true},
-		{"stored deletion outranks a later live version", EvidenceVersion{SourceKey: "k4", ContentHash: "h4", Rank: live(t2), RankKnown: true}, false},
-		{"stored live version below a deletion", EvidenceVersion{SourceKey: "k1", ContentHash: "h1-deleted", Rank: gone(t1), RankKnown: true}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := MissingVersions(stored, []EvidenceVersion{tt.want})
-			if (len(got) == 1) != tt.missing || (tt.missing && got[0] != tt.want) {
-				t.Fatalf("MissingVersions = %v, want missing %v", got, tt.missing)
-			}
-		})
-	}
-	all := []EvidenceVersion{tests[0].want, tests[1].want, tests[2].want, tests[3].want}
-	if got := MissingVersions(stored, all); len(got) != 2 || got[0] != all[1] || got[1] != all[2] {
-		t.Fatalf("MissingVersions kept order %v, want [k3 k2]", got)
 	}
 }
