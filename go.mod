@@ -105,3 +105,4 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
+replace github.com/lovoo/goka v1.1.14 => ./internal/patched/goka
