@@ -31,13 +31,12 @@ type SDKOptions struct {
 }
 
 // NewSDK builds the official SDK client with larkline's settings: the sanitizing
-// logger at warn level, a token cache that forgets a refused token (tokens.go), the
-// given base URL and HTTP client.
+// logger at warn level, the given base URL and HTTP client. Its tokens live in the
+// cache that forgets a refused token (tokens.go), installed once per process.
 func NewSDK(o SDKOptions) *lark.Client {
 	opts := []lark.ClientOptionFunc{
 		lark.WithLogger(SDKLogger(o.Logger)),
 		lark.WithLogLevel(larkcore.LogLevelWarn),
-		lark.WithTokenCache(tokens),
 	}
 	if o.OpenBaseURL != "" {
 		opts = append(opts, lark.WithOpenBaseUrl(o.OpenBaseURL))

@@ -4,15 +4,27 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	lark "github.com/larksuite/oapi-sdk-go/v3"
+	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 )
 
-// tokens is the token cache of every SDK client NewSDK builds. The SDK keeps one token
-// cache per process (lark.WithTokenCache replaces it process-wide), and its own never
+// tokens is the token cache of every SDK client in the process. The SDK's own never
 // drops an entry before it expires: a tenant token Lark refuses (revoked, the app
 // re-authorized) was sent again on every call for up to two hours, and the SDK's one
 // repeat of a refused request reuses it too. answerError forgets every cached token
 // when Lark calls one invalid, so the next call fetches a new one.
 var tokens = &tokenCache{m: map[string]cachedToken{}}
+
+// The SDK keeps its token manager in a package variable, and lark.WithTokenCache
+// replaces it every time a client is built, unsynchronized with the requests of the
+// clients already running: building a client while another calls Lark was a data
+// race (parallel demo runs in one test binary met it). larkline installs its cache
+// once, when this package is initialized, before any client exists; NewSDK never
+// passes it again, and every client of the process, NewSDK's or not, uses it.
+func init() {
+	lark.NewClient("", "", lark.WithTokenCache(tokens), lark.WithLogLevel(larkcore.LogLevelError))
+}
 
 type cachedToken struct {
 	value   string

@@ -3,6 +3,7 @@ package larkapi_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,5 +55,49 @@ func TestRefusedTokenIsFetchedAgain(t *testing.T) {
 	}
 	if n := srv.Calls(larktest.PathTenantToken) - tokensBefore; n != 1 {
 		t.Fatalf("%d token requests after the revocation, want 1", n)
+	}
+}
+
+// TestClientsBuiltWhileOthersCall: building SDK clients while others call Lark is
+// race-free (-race is the verdict): the token cache is installed once, not by every
+// NewSDK, and each client still gets its tokens through it.
+func TestClientsBuiltWhileOthersCall(t *testing.T) {
+	app := larktest.NewAppID()
+	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+	if err := sc.AddEvent(larktest.DeliverOnce, larktest.Builder{AppID: app}.Text(
+		larktest.Msg{ID: "om_c1", Chat: "oc_concurrent", ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cli, err := larkapi.New(larkapi.NewSDK(larkapi.SDKOptions{AppID: srv.AppID(), AppSecret: "s3cret", OpenBaseURL: srv.URL()}))
+			if err == nil {
+				_, err = cli.GetChat(context.Background(), ids.ChatID("oc_concurrent"))
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
