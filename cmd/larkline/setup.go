@@ -97,7 +97,12 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 }
 
 func newKafkaClient(cfg *config.Config, clientSuffix string, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts, err := kafka.NewClientOptions(kafkaOptions(cfg, clientSuffix))
+	return newClient(kafkaOptions(cfg, clientSuffix), extra...)
+}
+
+// newClient is a franz-go client with o.
+func newClient(o kafka.Options, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := kafka.NewClientOptions(o)
 	if err != nil {
 		return nil, err
 	}
@@ -150,18 +155,18 @@ func poolConfig(cfg *config.Config) store.PoolConfig {
 // oneShotRuntime is the runtime of a one-shot command (refresh, retention run): the
 // validated config with the keys it needs, a logger on stderr and the codecs; no ops
 // server. Close it with rt.close.
-func oneShotRuntime(path string, stderr io.Writer, required ...string) (*runtime, error) {
+func oneShotRuntime(path string, stderr io.Writer, required ...string) (*runtime, *config.Config, error) {
 	cfg, err := loadConfig(path, required...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	codecs, err := newCodecs(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &runtime{cfg: cfg, log: log, codecs: codecs}, nil
+	return &runtime{opts: newRoleOptions(cfg), log: log, codecs: codecs}, cfg, nil
 }
