@@ -62,10 +62,6 @@ func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
 // kafkaOptions maps the kafka section onto internal/kafka's options.
 func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 	k := cfg.Kafka
-	linger := k.Producer.Linger
-	if linger == 0 {
-		linger = kafka.NoLinger // config 0 means "send at once"; kafka's 0 means its default
-	}
 	id := k.ClientID
 	if clientSuffix != "" {
 		id += "-" + clientSuffix
@@ -82,7 +78,7 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 		Producer: kafka.ProducerOptions{
 			Acks:               kafka.Acks(k.Producer.Acks),
 			DisableIdempotence: !k.Producer.Idempotent,
-			Linger:             linger,
+			Linger:             new(k.Producer.Linger), // 0: send at once
 			MaxBufferedRecords: k.Producer.MaxBufferedRecords,
 			Compression:        kafka.Compression(k.Producer.Compression),
 			// any producer may park a large record in the dead-letter topic

@@ -173,19 +173,18 @@ func windowsOptions(cfg *config.Config, version string) windows.Options {
 	l := cfg.Services.Workspace.Timeline.Lark
 	t := cfg.Kafka.Topics
 	return windows.Options{
-		ProcessorVersion: version,
-		GroupPrefix:      cfg.Kafka.GroupPrefix,
-		EvidenceTopic:    t.Evidence,
-		CheckpointTopic:  t.Checkpoints,
-		ClosedTopic:      t.WindowsClosed,
-		DeadLetterTopic:  t.DeadLetter,
-		Window:           l.SynthesisWindow,
-		Grace:            l.SynthesisWindowCloseGrace,
-		RequireCoverage:  l.ReconciliationActive(),
-		Retention:        l.IngestionLookback,
-		ScanInterval:     l.SynthesisScanInterval,
-		// config 0 is "never flag"; the package's 0 is its default
-		OversizedVersions: oversized(cfg.Windows.OversizedVersions),
+		ProcessorVersion:  version,
+		GroupPrefix:       cfg.Kafka.GroupPrefix,
+		EvidenceTopic:     t.Evidence,
+		CheckpointTopic:   t.Checkpoints,
+		ClosedTopic:       t.WindowsClosed,
+		DeadLetterTopic:   t.DeadLetter,
+		Window:            l.SynthesisWindow,
+		Grace:             l.SynthesisWindowCloseGrace,
+		RequireCoverage:   l.ReconciliationActive(),
+		Retention:         l.IngestionLookback,
+		ScanInterval:      l.SynthesisScanInterval,
+		OversizedVersions: new(cfg.Windows.OversizedVersions), // 0: never flag
 		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
 		TopicReplication:  cfg.Kafka.ReplicationFactor,
 	}
@@ -202,14 +201,6 @@ var windowsKeys = config.FieldKeys{
 	"Retention":         tl + "ingestionLookback",
 	"ScanInterval":      tl + "synthesisScanInterval",
 	"OversizedVersions": "windows.oversizedVersions",
-}
-
-// oversized maps windows.oversizedVersions onto windows.Options (0: never flag).
-func oversized(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }
 
 // reconcileOptions: history reconciliation.
@@ -321,13 +312,9 @@ var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}
 // openaiOptions: the OpenAI-compatible model client.
 func openaiOptions(cfg *config.Config) openai.Options {
 	o := cfg.Synthesis.OpenAI
-	retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
-	if retries == 0 {
-		retries = openai.NoRetries
-	}
 	return openai.Options{
 		BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
-		MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
+		MaxRetries: new(o.MaxRetries), MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
 		AllowInsecure: cfg.AllowInsecure,
 	}
 }
@@ -465,7 +452,7 @@ func (s synthesizerOptions) chunkTimeout() time.Duration {
 	if !s.openAI {
 		return 10 * time.Second
 	}
-	return time.Duration(max(s.openai.MaxRetries, 0)+1)*s.openai.Timeout + 10*time.Second
+	return time.Duration(*s.openai.MaxRetries+1)*s.openai.Timeout + 10*time.Second
 }
 
 // with lays a version's own synthesis settings over s.
