@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -182,7 +183,7 @@ func TestLoadConfigNamesTheSourceOfAStageProblem(t *testing.T) {
 	}
 	bySource := map[string]string{}
 	for _, p := range cerr.Problems {
-		bySource[p.Path] = p.Source + " " + p.Value
+		bySource[p.Field] = fmt.Sprint(p.Source, " ", p.Value)
 	}
 	for key, want := range map[string]string{
 		"kafka.partitions":     path + ":2 0",

@@ -105,7 +105,7 @@ func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, 
 		if errors.As(err, &ce) {
 			for i, p := range ce.Problems {
 				for name, key := range synthesisFlagKeys {
-					if p.Path == key && f.set[name] {
+					if p.Field == key && f.set[name] {
 						ce.Problems[i].Source = "--" + name
 					}
 				}

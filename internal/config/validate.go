@@ -52,7 +52,7 @@ type checker struct {
 
 func (ch *checker) bad(path string, value any, format string, args ...any) {
 	ch.problems = append(ch.problems, Problem{
-		Path:    path,
+		Field:   path,
 		Value:   display(value),
 		Source:  ch.c.Origin(path),
 		Message: fmt.Sprintf(format, args...),
@@ -292,7 +292,7 @@ func (c *Config) validateKafka(ch *checker) {
 	}
 	ch.minInt("kafka.partitions", int64(k.Partitions), 1)
 	ch.minInt("kafka.replicationFactor", int64(k.ReplicationFactor), 1)
-	// 0 is "send at once" in the file (NoLinger for the clients)
+	// 0 is "send at once"
 	ch.notNegative("kafka.producer.linger", k.Producer.Linger)
 	ch.minInt("kafka.producer.maxBufferedRecords", int64(k.Producer.MaxBufferedRecords), 1)
 	ch.positive("kafka.consumer.sessionTimeout", k.Consumer.SessionTimeout)
