@@ -124,12 +124,6 @@ func (ch *checker) minInt(path string, v, lo int64) {
 	}
 }
 
-func (ch *checker) rangeInt(path string, v, lo, hi int64, why string) {
-	if v < lo || v > hi {
-		ch.bad(path, v, "must be between %d and %d%s", lo, hi, why)
-	}
-}
-
 func oneOf[T ~string](ch *checker, path string, v T, allowed ...T) bool {
 	for _, a := range allowed {
 		if v == a {
