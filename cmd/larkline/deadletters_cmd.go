@@ -55,12 +55,12 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if sub == "redrive" && (stage == ids.StageSink || stage == ids.StageSynthesis) {
 		required = append(required, "postgres.dsn") // the store, or the bindings the checks read
 	}
-	rt, err := oneShotRuntime(*path, stderr, required...)
+	rt, cfg, err := oneShotRuntime(*path, stderr, required...)
 	if err != nil {
 		return err
 	}
 	defer rt.close()
-	cl, err := newKafkaClient(rt.cfg, "deadletters")
+	cl, err := newKafkaClient(cfg, "deadletters")
 	if err != nil {
 		return err
 	}
@@ -68,7 +68,7 @@ func runDeadLetters(ctx context.Context, args []string, stdout, stderr io.Writer
 	if sub == "list" {
 		return listDeadLetters(ctx, stdout, rt, cl, f, *format)
 	}
-	topics := rt.cfg.Kafka.Topics
+	topics := cfg.Kafka.Topics
 	r := deadletters.RedriverOptions{Client: cl, Codecs: rt.codecs, DeadLetterTopic: topics.DeadLetter, Logger: rt.log,
 		SourceTopics: map[ids.Stage]string{ids.StageSink: topics.Evidence,
 			ids.StageSynthesis: topics.WindowsClosed, ids.StageWorkspaces: topics.Workspaces}}
@@ -129,7 +129,7 @@ func writeRedriveTable(w io.Writer, rep deadletters.Report) error {
 // listDeadLetters prints the dead letters f selects: stage, reason, key (ids only)
 // and time, as a table or JSON; never a value or an error text.
 func listDeadLetters(ctx context.Context, stdout io.Writer, rt *runtime, cl *kgo.Client, f deadletters.Filter, format string) error {
-	all, err := deadletters.Scan(ctx, cl, rt.codecs.DeadLetter, rt.cfg.Kafka.Topics.DeadLetter)
+	all, err := deadletters.Scan(ctx, cl, rt.codecs.DeadLetter, rt.opts.topics.DeadLetter)
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func runRefresh(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return fmt.Errorf("%w: --workspace: %v", errUsage, err)
 	}
-	rt, err := oneShotRuntime(*path, stderr, "postgres.dsn", "lark.appID", "lark.appSecret")
+	rt, _, err := oneShotRuntime(*path, stderr, "postgres.dsn", "lark.appID", "lark.appSecret")
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,7 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	rt, err := oneShotRuntime(*path, stderr, "postgres.dsn")
+	rt, _, err := oneShotRuntime(*path, stderr, "postgres.dsn")
 	if err != nil {
 		return err
 	}

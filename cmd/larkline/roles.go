@@ -46,10 +46,10 @@ type component interface {
 
 // runtime is what roles share in one process.
 type runtime struct {
-	cfg *config.Config
-	log *slog.Logger
-	reg *prometheus.Registry
-	ops *opsserver.Server
+	opts *roleOptions
+	log  *slog.Logger
+	reg  *prometheus.Registry
+	ops  *opsserver.Server
 	// apiSrv and hookSrv serve the timeline API and the webhook: ops itself when
 	// their address is http.listen's, else their own bare listeners (issue #29).
 	apiSrv, hookSrv *opsserver.Server
@@ -75,11 +75,11 @@ type runtime struct {
 // roles can run with DML rights only) and registers its readiness.
 func (rt *runtime) pool(ctx context.Context) (*pgxpool.Pool, error) {
 	rt.poolOnce.Do(func() {
-		if err := rt.cfg.Require("postgres.dsn"); err != nil {
-			rt.poolErr = err
+		if rt.opts.poolMissing != nil {
+			rt.poolErr = rt.opts.poolMissing
 			return
 		}
-		p, err := openPool(ctx, rt.cfg)
+		p, err := store.OpenPool(ctx, rt.opts.pool)
 		if err != nil {
 			rt.poolErr = err
 			return
@@ -225,7 +225,7 @@ func startRoles(ctx context.Context, cfg *config.Config, log *slog.Logger, roles
 			return nil, fmt.Errorf("schemas.autoRegister is false: %w", err)
 		}
 	}
-	rt := &runtime{cfg: cfg, log: log, reg: reg, ops: ops, codecs: codecs}
+	rt := &runtime{opts: newRoleOptions(cfg), log: log, reg: reg, ops: ops, codecs: codecs}
 	// Readiness reflects the broker too: a process whose roles cannot reach Kafka
 	// should not receive webhook traffic or count as up.
 	probe, err := newKafkaClient(cfg, "readiness")
@@ -353,7 +353,8 @@ func (r *running) wait() error {
 }
 
 func gokaFor(rt *runtime, suffix string) (*kafka.Goka, error) {
-	o := gokaOptions(rt.cfg, suffix)
+	o := rt.opts.goka
+	o.Options = rt.opts.kafkaFor(suffix)
 	o.Logger = rt.log
 	return kafka.NewGoka(o)
 }
@@ -366,14 +367,14 @@ func newWindowsProcessor(rt *runtime, version string, window, grace time.Duratio
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(rt.cfg.Windows.StateDir, version)
-	copts, err := kafka.NewClientOptions(kafkaOptions(rt.cfg, "windows-"+version+"-publisher"))
+	dir := filepath.Join(rt.opts.stateDir, version)
+	copts, err := kafka.NewClientOptions(rt.opts.kafkaFor("windows-" + version + "-publisher"))
 	if err != nil {
 		return nil, err
 	}
-	o := windowsOptions(rt.cfg, version)
-	o.Window, o.Grace = window, grace
-	o.Client, o.Brokers = copts, rt.cfg.Kafka.Brokers
+	o := rt.opts.windows
+	o.ProcessorVersion, o.Window, o.Grace = version, window, grace
+	o.Client, o.Brokers = copts, rt.opts.kafka.Brokers
 	o.Codecs, o.Emitter = rt.codecs, g.EmitterOptions()
 	o.Logger, o.Registry = rt.log.With("processor_version", version), reg
 	o.Goka = append(g.ProcessorOptions(), goka.WithStorageBuilder(storage.DefaultBuilder(dir)))
@@ -394,12 +395,9 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := rt.cfg.Kafka.Topics
-	feed, err := workspaces.NewConsumer(workspaces.ConsumerOptions{
-		Kafka: kafkaOptions(rt.cfg, "workspaces"), Group: groupName(rt.cfg, groupWorkspaces), Topic: t.Workspaces,
-		DeadLetterTopic: t.DeadLetter, Codecs: rt.codecs, Applier: applier, Chats: guard,
-		Logger: rt.log, Registry: rt.reg,
-	})
+	fo := rt.opts.workspaces
+	fo.Codecs, fo.Applier, fo.Chats, fo.Logger, fo.Registry = rt.codecs, applier, guard, rt.log, rt.reg
+	feed, err := workspaces.NewConsumer(fo)
 	if err != nil {
 		return nil, err
 	}
@@ -407,10 +405,9 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	h, err := workspaces.NewHandler(admin, workspaces.HandlerOptions{
-		AdminTokenSHA256: rt.cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(rt.cfg), Logger: rt.log, Registry: rt.reg,
-		Refresh: rt.refresh,
-	})
+	ho := rt.opts.admin
+	ho.Logger, ho.Registry, ho.Refresh = rt.log, rt.reg, rt.refresh
+	h, err := workspaces.NewHandler(admin, ho)
 	if err != nil {
 		return nil, err
 	}
@@ -418,17 +415,6 @@ func buildWorkspaces(ctx context.Context, rt *runtime) ([]component, error) {
 		return nil, err
 	}
 	return []component{feed}, nil
-}
-
-// adminScopeTokens are the digests of the API tokens of scope admin.
-func adminScopeTokens(cfg *config.Config) []string {
-	var out []string
-	for _, t := range cfg.HTTP.APITokens {
-		if t.Scope == httpapi.ScopeAdmin {
-			out = append(out, t.SHA256)
-		}
-	}
-	return out
 }
 
 // held keeps a resource a role's components share (a Kafka client) until the role
@@ -444,23 +430,16 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	tokens := make([]httpapi.Token, len(rt.cfg.HTTP.APITokens))
-	for i, t := range rt.cfg.HTTP.APITokens {
-		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces, Scope: t.Scope}
+	o := rt.opts.api
+	if o.CursorKey, err = cursorKey(rt.opts.cursorKey, rt.log); err != nil {
+		return nil, err
 	}
-	key, err := cursorKey(rt.cfg, rt.log)
+	o.Store, o.Logger, o.Registry = st, rt.log, rt.reg
+	api, err := httpapi.New(o)
 	if err != nil {
 		return nil, err
 	}
-	api, err := httpapi.New(httpapi.Options{
-		Store: st, Tokens: tokens, CursorKey: key,
-		EvidenceListed: rt.cfg.Services.Workspace.Timeline.Lark.EvidenceListedInAPI,
-		Logger:         rt.log, Registry: rt.reg,
-	})
-	if err != nil {
-		return nil, err
-	}
-	if len(tokens) == 0 {
+	if len(o.Tokens) == 0 {
 		rt.log.Warn("timeline API refuses every request: no http.apiTokens configured")
 	}
 	return nil, api.Mount(rt.apiSrv)
@@ -469,8 +448,8 @@ func buildAPI(ctx context.Context, rt *runtime) ([]component, error) {
 // cursorKey is http.cursorKey, or a random key generated now (with a warning) when
 // none is configured: cursors then do not survive a restart and are not accepted by
 // another replica, but nobody can forge one (issue #19).
-func cursorKey(cfg *config.Config, log *slog.Logger) ([]byte, error) {
-	if k := cfg.HTTP.CursorKey.Value(); k != "" {
+func cursorKey(k string, log *slog.Logger) ([]byte, error) {
+	if k != "" {
 		return []byte(k), nil
 	}
 	key := make([]byte, 32)
@@ -488,20 +467,20 @@ func buildSynthesis(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	syn, sum, err := newSynthesizer(rt.cfg, "", rt.log, rt.reg)
+	syn, sum, err := newSynthesizer(rt.opts.synthesizer, "", rt.log, rt.reg)
 	if err != nil {
 		return nil, err
 	}
 	// Version 3 closed windows wait for the evidence sink's committed offsets.
-	progress, err := newKafkaClient(rt.cfg, "synthesis-sink-progress")
+	progress, err := newClient(rt.opts.kafkaFor("synthesis-sink-progress"))
 	if err != nil {
 		return nil, err
 	}
-	o := synthesisOptions(rt.cfg)
-	o.SinkProgress = &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: groupName(rt.cfg, groupSink), Topic: rt.cfg.Kafka.Topics.Evidence}
+	o := rt.opts.synthesis
+	o.SinkProgress = &synthesis.KadmSinkProgress{Admin: kadm.NewClient(progress), Group: rt.opts.sink.Group, Topic: rt.opts.topics.Evidence}
 	o.Store, o.Codecs, o.Synthesizer, o.Summarizer = st, rt.codecs, syn, sum
 	// A processor version with settings of its own synthesizes with them (D31).
-	o.Versions = &versionSettings{cfg: rt.cfg, store: st, log: rt.log}
+	o.Versions = &versionSettings{base: rt.opts.synthesizer, store: st, log: rt.log}
 	o.Logger, o.Registry = rt.log, rt.reg
 	w, err := synthesis.New(o)
 	if err != nil {
@@ -513,23 +492,20 @@ func buildSynthesis(ctx context.Context, rt *runtime) ([]component, error) {
 
 // buildLag exports consumer lag of larkline's groups (one instance per deployment).
 func buildLag(_ context.Context, rt *runtime) ([]component, error) {
-	exp, err := lagexport.New(lagexport.Options{
-		Kafka:  kafkaOptions(rt.cfg, "lag"),
-		Groups: lagGroups(rt.cfg), GroupPrefixes: []string{versionGroupsPrefix(rt.cfg)},
-		Logger: rt.log, Registry: rt.reg,
-		KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: rt.cfg.Lag.KafkaLagExporterMetrics, ClusterName: rt.cfg.Lag.ClusterName},
-	})
+	lo := rt.opts.lag
+	lo.Logger, lo.Registry = rt.log, rt.reg
+	exp, err := lagexport.New(lo)
 	if err != nil {
 		return nil, err
 	}
 	// The dead-letter metrics (issue #19): one exporter per deployment, like lag.
-	dlc, err := newKafkaClient(rt.cfg, "deadletters")
+	dlc, err := newClient(rt.opts.kafkaFor("deadletters"))
 	if err != nil {
 		exp.Close()
 		return nil, err
 	}
 	dl, err := deadletters.NewExporter(deadletters.ExporterOptions{Client: dlc, Codec: rt.codecs.DeadLetter,
-		Topic: rt.cfg.Kafka.Topics.DeadLetter, Registry: rt.reg, Logger: rt.log})
+		Topic: rt.opts.topics.DeadLetter, Registry: rt.reg, Logger: rt.log})
 	if err != nil {
 		dlc.Close()
 		exp.Close()
@@ -541,7 +517,7 @@ func buildLag(_ context.Context, rt *runtime) ([]component, error) {
 // buildRetention runs the retention job every interval when it is enabled (the
 // default; turning it off is logged by every process at start).
 func buildRetention(ctx context.Context, rt *runtime) ([]component, error) {
-	if !rt.cfg.Services.Workspace.Timeline.Lark.Retention.Enabled {
+	if !rt.opts.retentionOn {
 		// Not even built: its metrics would otherwise report a job that never succeeds.
 		rt.log.Warn("retention role started but retention is disabled (services.workspace.timeline.lark.retention.enabled): it does nothing")
 		return nil, nil
@@ -558,7 +534,7 @@ func newRetentionJob(ctx context.Context, rt *runtime) (*retention.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := retentionOptions(rt.cfg)
+	o := rt.opts.retention
 	o.Pool, o.Codecs, o.Logger, o.Registry = pool, rt.codecs, rt.log, rt.reg
 	return retention.New(o)
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
-	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
 )
 
@@ -39,29 +38,27 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c := rt.cfg.Lark
-	l := rt.cfg.Services.Workspace.Timeline.Lark
 	client, err := rt.larkClient()
 	if err != nil {
 		return nil, nil, err
 	}
-	norm, err := normalize.New(normalizeOptions(rt.cfg))
+	norm, err := normalize.New(rt.opts.normalize)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := bindings.New(bindings.Options{
-		Source: st, WorkspaceTypes: l.WorkspaceTypes, Lookback: l.IngestionLookback,
-		Logger: rt.log, Registry: rt.reg,
-	})
+	bo := rt.opts.bindings
+	bo.Source, bo.Logger, bo.Registry = st, rt.log, rt.reg
+	res, err := bindings.New(bo)
 	if err != nil {
 		return nil, nil, err
 	}
-	contacts, err := ingest.NewContacts(ingest.ContactsOptions{Directory: client, RequestsPerSecond: c.API.RequestsPerSecond / 4,
-		Logger: rt.log, Registry: rt.reg})
+	co := rt.opts.contacts
+	co.Directory, co.Logger, co.Registry = client, rt.log, rt.reg
+	contacts, err := ingest.NewContacts(co)
 	if err != nil {
 		return nil, nil, err
 	}
-	producer, err := newKafkaClient(rt.cfg, "lark")
+	producer, err := newClient(rt.opts.kafkaFor("lark"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -74,11 +71,11 @@ func (rt *runtime) lark(ctx context.Context) (*larkStack, []component, error) {
 // larkClient is the process's one Lark Open API client (one tenant token).
 func (rt *runtime) larkClient() (*larkapi.Client, error) {
 	if rt.client == nil {
-		c := rt.cfg.Lark
 		// The SDK logs through larkline's logger and its sanitizer (issue #19): not
 		// its own default logger on stdout, and never bodies, only codes.
-		cl, err := larkapi.New(larkapi.NewSDK(larkapi.SDKOptions{AppID: c.AppID, AppSecret: c.AppSecret.Value(),
-			OpenBaseURL: c.OpenBaseURL, Logger: rt.log.With("component", "lark.client")}))
+		o := rt.opts.larkSDK
+		o.Logger = rt.log.With("component", "lark.client")
+		cl, err := larkapi.New(larkapi.NewSDK(o))
 		if err != nil {
 			return nil, err
 		}
@@ -94,8 +91,8 @@ func (rt *runtime) chatGuard() (*chats.Guard, error) {
 	if rt.chats != nil {
 		return rt.chats, nil
 	}
-	if err := rt.cfg.Require("lark.appID", "lark.appSecret"); err != nil {
-		return nil, fmt.Errorf("the chat type check (p2p chats are refused) calls Lark: %w", err)
+	if rt.opts.larkMissing != nil {
+		return nil, fmt.Errorf("the chat type check (p2p chats are refused) calls Lark: %w", rt.opts.larkMissing)
 	}
 	src, err := rt.larkClient()
 	if err != nil {
@@ -112,7 +109,7 @@ func (rt *runtime) chatGuard() (*chats.Guard, error) {
 // buildIngest serves Lark events: the webhook on the ops server, or the long
 // connection, as lark.mode says.
 func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
-	if !rt.cfg.Services.Workspace.Timeline.Lark.EventIngestionActive() {
+	if !rt.opts.ingestOn {
 		return nil, fmt.Errorf("event ingestion is disabled (services.workspace.timeline.lark.enabled and eventIngestionEnabled)")
 	}
 	s, comps, err := rt.lark(ctx)
@@ -121,38 +118,36 @@ func buildIngest(ctx context.Context, rt *runtime) ([]component, error) {
 	}
 	ing, err := ingest.New(ingest.Options{
 		Normalizer: s.norm, Resolver: s.resolver, Holders: s.store, Producer: s.producer, Codec: rt.codecs.Evidence,
-		Topic: rt.cfg.Kafka.Topics.Evidence, Names: s.contacts, Messages: s.client,
+		Topic: rt.opts.topics.Evidence, Names: s.contacts, Messages: s.client,
 		Logger: rt.log, Registry: rt.reg,
 	})
 	if err != nil {
 		return nil, err
 	}
-	c := rt.cfg.Lark
-	switch c.Mode {
-	case config.LarkModeLongConn:
-		lc, err := ingest.NewLongConn(ingest.LongConnOptions{AppID: c.AppID, AppSecret: c.AppSecret.Value(),
-			Domain: c.OpenBaseURL, Ingester: ing, Logger: rt.log, Registry: rt.reg})
+	if lo := rt.opts.longConn; lo != nil {
+		o := *lo
+		o.Ingester, o.Logger, o.Registry = ing, rt.log, rt.reg
+		lc, err := ingest.NewLongConn(o)
 		if err != nil {
 			return nil, err
 		}
 		return append(comps, lc), nil
-	default:
-		o := webhookOptions(rt.cfg)
-		o.Ingester, o.VerificationToken, o.EncryptKey = ing, c.VerificationToken.Value(), c.EncryptKey.Value()
-		wh, err := ingest.NewWebhook(o)
-		if err != nil {
-			return nil, err
-		}
-		if err := rt.hookSrv.Handle("POST "+c.WebhookPath, wh); err != nil {
-			return nil, err
-		}
-		return comps, nil
 	}
+	o := rt.opts.webhook
+	o.Ingester = ing
+	wh, err := ingest.NewWebhook(o)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.hookSrv.Handle("POST "+rt.opts.webhookPath, wh); err != nil {
+		return nil, err
+	}
+	return comps, nil
 }
 
 // buildReconcile runs the periodic history reconciliation (design §8).
 func buildReconcile(ctx context.Context, rt *runtime) ([]component, error) {
-	if !rt.cfg.Services.Workspace.Timeline.Lark.ReconciliationActive() {
+	if !rt.opts.reconcileOn {
 		return nil, fmt.Errorf("reconciliation is disabled (services.workspace.timeline.lark.enabled and reconciliationEnabled)")
 	}
 	r, comps, err := newReconciler(ctx, rt)
@@ -173,7 +168,7 @@ func newReconciler(ctx context.Context, rt *runtime) (*reconcile.Reconciler, []c
 	if err != nil {
 		return nil, nil, err
 	}
-	o := reconcileOptions(rt.cfg)
+	o := rt.opts.reconcile
 	o.Store, o.Eligibility, o.Chats, o.History, o.Normalizer, o.Producer = s.store, s.resolver, guard, hist, s.norm, s.producer
 	o.EvidenceCodec, o.CheckpointCodec, o.Names = rt.codecs.Evidence, rt.codecs.Checkpoint, s.contacts
 	o.Logger, o.Registry = rt.log, rt.reg

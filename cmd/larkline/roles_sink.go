@@ -12,11 +12,9 @@ func buildSink(ctx context.Context, rt *runtime) ([]component, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := rt.cfg.Kafka.Topics
-	s, err := pgsink.New(pgsink.Options{
-		Kafka: kafkaOptions(rt.cfg, "sink"), Group: groupName(rt.cfg, groupSink), EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter,
-		Store: st, Codecs: rt.codecs, Logger: rt.log, Registry: rt.reg,
-	})
+	o := rt.opts.sink
+	o.Store, o.Codecs, o.Logger, o.Registry = st, rt.codecs, rt.log, rt.reg
+	s, err := pgsink.New(o)
 	if err != nil {
 		return nil, err
 	}

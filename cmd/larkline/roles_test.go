@@ -238,7 +238,7 @@ func TestLarkClientLogsThroughTheSanitizer(t *testing.T) {
 	cfg := config.Default()
 	cfg.Lark.AppID, cfg.Lark.AppSecret, cfg.Lark.OpenBaseURL = "cli_sanitizer", "a-wrong-secret", srv.URL()
 	logs := &syncBuffer{}
-	rt := &runtime{cfg: cfg, log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
+	rt := &runtime{opts: newRoleOptions(cfg), log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	cl, err := rt.larkClient()

@@ -62,10 +62,6 @@ func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
 // kafkaOptions maps the kafka section onto internal/kafka's options.
 func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 	k := cfg.Kafka
-	linger := k.Producer.Linger
-	if linger == 0 {
-		linger = kafka.NoLinger // config 0 means "send at once"; kafka's 0 means its default
-	}
 	id := k.ClientID
 	if clientSuffix != "" {
 		id += "-" + clientSuffix
@@ -82,7 +78,7 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 		Producer: kafka.ProducerOptions{
 			Acks:               kafka.Acks(k.Producer.Acks),
 			DisableIdempotence: !k.Producer.Idempotent,
-			Linger:             linger,
+			Linger:             new(k.Producer.Linger), // 0: send at once
 			MaxBufferedRecords: k.Producer.MaxBufferedRecords,
 			Compression:        kafka.Compression(k.Producer.Compression),
 			// any producer may park a large record in the dead-letter topic
@@ -97,7 +93,12 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
 }
 
 func newKafkaClient(cfg *config.Config, clientSuffix string, extra ...kgo.Opt) (*kgo.Client, error) {
-	opts, err := kafka.NewClientOptions(kafkaOptions(cfg, clientSuffix))
+	return newClient(kafkaOptions(cfg, clientSuffix), extra...)
+}
+
+// newClient is a franz-go client with o.
+func newClient(o kafka.Options, extra ...kgo.Opt) (*kgo.Client, error) {
+	opts, err := kafka.NewClientOptions(o)
 	if err != nil {
 		return nil, err
 	}
@@ -150,18 +151,18 @@ func poolConfig(cfg *config.Config) store.PoolConfig {
 // oneShotRuntime is the runtime of a one-shot command (refresh, retention run): the
 // validated config with the keys it needs, a logger on stderr and the codecs; no ops
 // server. Close it with rt.close.
-func oneShotRuntime(path string, stderr io.Writer, required ...string) (*runtime, error) {
+func oneShotRuntime(path string, stderr io.Writer, required ...string) (*runtime, *config.Config, error) {
 	cfg, err := loadConfig(path, required...)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	log, err := newLogger(cfg, stderr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	codecs, err := newCodecs(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &runtime{cfg: cfg, log: log, codecs: codecs}, nil
+	return &runtime{opts: newRoleOptions(cfg), log: log, codecs: codecs}, cfg, nil
 }

@@ -4,12 +4,19 @@ import (
 	"errors"
 	"time"
 
+	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/ingest"
+	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/connectors/lark/reconcile"
+	pgsink "github.com/larkline/larkline/connectors/postgres"
+	"github.com/larkline/larkline/connectors/workspaces"
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/lagexport"
 	"github.com/larkline/larkline/internal/options"
+	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/retention"
 	"github.com/larkline/larkline/processors/synthesis"
 	"github.com/larkline/larkline/processors/synthesis/openai"
@@ -166,19 +173,18 @@ func windowsOptions(cfg *config.Config, version string) windows.Options {
 	l := cfg.Services.Workspace.Timeline.Lark
 	t := cfg.Kafka.Topics
 	return windows.Options{
-		ProcessorVersion: version,
-		GroupPrefix:      cfg.Kafka.GroupPrefix,
-		EvidenceTopic:    t.Evidence,
-		CheckpointTopic:  t.Checkpoints,
-		ClosedTopic:      t.WindowsClosed,
-		DeadLetterTopic:  t.DeadLetter,
-		Window:           l.SynthesisWindow,
-		Grace:            l.SynthesisWindowCloseGrace,
-		RequireCoverage:  l.ReconciliationActive(),
-		Retention:        l.IngestionLookback,
-		ScanInterval:     l.SynthesisScanInterval,
-		// config 0 is "never flag"; the package's 0 is its default
-		OversizedVersions: oversized(cfg.Windows.OversizedVersions),
+		ProcessorVersion:  version,
+		GroupPrefix:       cfg.Kafka.GroupPrefix,
+		EvidenceTopic:     t.Evidence,
+		CheckpointTopic:   t.Checkpoints,
+		ClosedTopic:       t.WindowsClosed,
+		DeadLetterTopic:   t.DeadLetter,
+		Window:            l.SynthesisWindow,
+		Grace:             l.SynthesisWindowCloseGrace,
+		RequireCoverage:   l.ReconciliationActive(),
+		Retention:         l.IngestionLookback,
+		ScanInterval:      l.SynthesisScanInterval,
+		OversizedVersions: new(cfg.Windows.OversizedVersions), // 0: never flag
 		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
 		TopicReplication:  cfg.Kafka.ReplicationFactor,
 	}
@@ -195,14 +201,6 @@ var windowsKeys = config.FieldKeys{
 	"Retention":         tl + "ingestionLookback",
 	"ScanInterval":      tl + "synthesisScanInterval",
 	"OversizedVersions": "windows.oversizedVersions",
-}
-
-// oversized maps windows.oversizedVersions onto windows.Options (0: never flag).
-func oversized(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
 }
 
 // reconcileOptions: history reconciliation.
@@ -252,7 +250,7 @@ func synthesisOptions(cfg *config.Config) synthesis.Options {
 		Kafka: kafkaOptions(cfg, "synthesis"), Group: groupName(cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
 		PromptVersion:   cfg.Synthesis.PromptVersion,
 		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
-		ChunkTimeout: chunkTimeout(cfg), EvidenceWait: cfg.Synthesis.EvidenceWait,
+		ChunkTimeout: synthesizerOf(cfg).chunkTimeout(), EvidenceWait: cfg.Synthesis.EvidenceWait,
 		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
 		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
 	}
@@ -271,16 +269,6 @@ var synthesisKeys = config.FieldKeys{
 	"EvidenceBatchLimit":         tl + "evidenceBatchLimit",
 	"MaxEstimatedTokensPerChunk": tl + "maxEstimatedTokensPerChunk",
 	"MaxConcurrentSynthesis":     tl + "maxConcurrentSynthesis",
-}
-
-// chunkTimeout bounds one Synthesize call: the model client's own retries of its
-// request timeout, with a margin; the rules run in microseconds.
-func chunkTimeout(cfg *config.Config) time.Duration {
-	if cfg.Synthesis.Synthesizer != config.SynthesizerOpenAI {
-		return 10 * time.Second
-	}
-	o := cfg.Synthesis.OpenAI
-	return time.Duration(o.MaxRetries+1)*o.Timeout + 10*time.Second
 }
 
 // retentionOptions: the retention job.
@@ -324,13 +312,9 @@ var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}
 // openaiOptions: the OpenAI-compatible model client.
 func openaiOptions(cfg *config.Config) openai.Options {
 	o := cfg.Synthesis.OpenAI
-	retries := o.MaxRetries // the configuration's 0 is "no retries", the client's is "default"
-	if retries == 0 {
-		retries = openai.NoRetries
-	}
 	return openai.Options{
 		BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
-		MaxRetries: retries, MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
+		MaxRetries: new(o.MaxRetries), MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
 		AllowInsecure: cfg.AllowInsecure,
 	}
 }
@@ -346,4 +330,140 @@ var openaiKeys = config.FieldKeys{
 	"MaxOutputTokens": "synthesis.openai.maxOutputTokens",
 	"PromptVersion":   "synthesis.promptVersion",
 	"AllowInsecure":   "allowInsecure",
+}
+
+// roleOptions is what the roles are built from: each stage's options as the
+// configuration sets them, mapped once (newRoleOptions) by this file's functions.
+// A role takes its stage's options and adds its dependencies; no role reads the
+// configuration.
+type roleOptions struct {
+	kafka  kafka.Options // every client's; kafkaFor names one
+	goka   kafka.GokaOptions
+	topics kafka.TopicNames
+
+	windows  windows.Options // windows.processorVersion's
+	stateDir string          // windows.stateDir
+
+	pool        store.PoolConfig
+	poolMissing error // postgres.dsn unset: refused where a role needs the pool
+
+	sink       pgsink.Options
+	workspaces workspaces.ConsumerOptions
+	admin      workspaces.HandlerOptions
+	api        httpapi.Options
+	cursorKey  string
+	lag        lagexport.Options
+
+	synthesis   synthesis.Options
+	synthesizer synthesizerOptions
+
+	retentionOn bool
+	retention   retention.Options
+
+	// The Lark roles: ingest (webhook or long connection) and reconcile.
+	ingestOn, reconcileOn bool
+	larkSDK               larkapi.SDKOptions
+	larkMissing           error // lark.appID or lark.appSecret unset
+	normalize             normalize.Options
+	bindings              bindings.Options
+	contacts              ingest.ContactsOptions
+	longConn              *ingest.LongConnOptions // nil: the webhook
+	webhook               ingest.WebhookOptions
+	webhookPath           string
+	reconcile             reconcile.Options
+}
+
+// newRoleOptions maps cfg onto every role's options.
+func newRoleOptions(cfg *config.Config) *roleOptions {
+	l := cfg.Services.Workspace.Timeline.Lark
+	t := cfg.Kafka.Topics
+	o := &roleOptions{
+		kafka: kafkaOptions(cfg, ""), goka: gokaOptions(cfg, ""), topics: topicNames(cfg),
+		windows: windowsOptions(cfg, cfg.Windows.ProcessorVersion), stateDir: cfg.Windows.StateDir,
+		pool: poolConfig(cfg), poolMissing: cfg.Require("postgres.dsn"),
+		sink: pgsink.Options{Kafka: kafkaOptions(cfg, "sink"), Group: groupName(cfg, groupSink),
+			EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter},
+		workspaces: workspaces.ConsumerOptions{Kafka: kafkaOptions(cfg, "workspaces"), Group: groupName(cfg, groupWorkspaces),
+			Topic: t.Workspaces, DeadLetterTopic: t.DeadLetter},
+		admin:     workspaces.HandlerOptions{AdminTokenSHA256: cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(cfg)},
+		api:       httpapi.Options{Tokens: apiTokens(cfg), EvidenceListed: l.EvidenceListedInAPI},
+		cursorKey: cfg.HTTP.CursorKey.Value(),
+		lag: lagexport.Options{Kafka: kafkaOptions(cfg, "lag"), Groups: lagGroups(cfg), GroupPrefixes: []string{versionGroupsPrefix(cfg)},
+			KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: cfg.Lag.KafkaLagExporterMetrics, ClusterName: cfg.Lag.ClusterName}},
+		synthesis: synthesisOptions(cfg), synthesizer: synthesizerOf(cfg),
+		retentionOn: l.Retention.Enabled, retention: retentionOptions(cfg),
+		ingestOn: l.EventIngestionActive(), reconcileOn: l.ReconciliationActive(),
+		larkSDK:     larkapi.SDKOptions{AppID: cfg.Lark.AppID, AppSecret: cfg.Lark.AppSecret.Value(), OpenBaseURL: cfg.Lark.OpenBaseURL},
+		larkMissing: cfg.Require("lark.appID", "lark.appSecret"),
+		normalize:   normalizeOptions(cfg),
+		bindings:    bindings.Options{WorkspaceTypes: l.WorkspaceTypes, Lookback: l.IngestionLookback},
+		contacts:    ingest.ContactsOptions{RequestsPerSecond: cfg.Lark.API.RequestsPerSecond / 4},
+		webhook:     webhookOptions(cfg), webhookPath: cfg.Lark.WebhookPath,
+		reconcile: reconcileOptions(cfg),
+	}
+	o.webhook.VerificationToken, o.webhook.EncryptKey = cfg.Lark.VerificationToken.Value(), cfg.Lark.EncryptKey.Value()
+	if cfg.Lark.Mode == config.LarkModeLongConn {
+		o.longConn = &ingest.LongConnOptions{AppID: cfg.Lark.AppID, AppSecret: cfg.Lark.AppSecret.Value(), Domain: cfg.Lark.OpenBaseURL}
+	}
+	return o
+}
+
+// kafkaFor is the Kafka options of one client, named <clientID>-<suffix>.
+func (o *roleOptions) kafkaFor(suffix string) kafka.Options {
+	k := o.kafka
+	k.ClientID += "-" + suffix
+	return k
+}
+
+// apiTokens maps http.apiTokens onto the API's tokens.
+func apiTokens(cfg *config.Config) []httpapi.Token {
+	tokens := make([]httpapi.Token, len(cfg.HTTP.APITokens))
+	for i, t := range cfg.HTTP.APITokens {
+		tokens[i] = httpapi.Token{Name: t.Name, SHA256: t.SHA256, Workspaces: t.Workspaces, Scope: t.Scope}
+	}
+	return tokens
+}
+
+// adminScopeTokens are the digests of the API tokens of scope admin.
+func adminScopeTokens(cfg *config.Config) []string {
+	var out []string
+	for _, t := range cfg.HTTP.APITokens {
+		if t.Scope == httpapi.ScopeAdmin {
+			out = append(out, t.SHA256)
+		}
+	}
+	return out
+}
+
+// synthesizerOptions: the synthesizer, and the model client a processor version's
+// own settings (D31) are laid over.
+type synthesizerOptions struct {
+	openAI bool           // synthesis.synthesizer is openai; else the rules
+	openai openai.Options // also while the rules synthesize: a version may call the model
+}
+
+func synthesizerOf(cfg *config.Config) synthesizerOptions {
+	return synthesizerOptions{openAI: cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI, openai: openaiOptions(cfg)}
+}
+
+// chunkTimeout bounds one Synthesize call: the model client's own retries of its
+// request timeout, with a margin; the rules run in microseconds.
+func (s synthesizerOptions) chunkTimeout() time.Duration {
+	if !s.openAI {
+		return 10 * time.Second
+	}
+	return time.Duration(*s.openai.MaxRetries+1)*s.openai.Timeout + 10*time.Second
+}
+
+// with lays a version's own synthesis settings over s.
+func (s synthesizerOptions) with(v *store.VersionSynthesis) synthesizerOptions {
+	s.openAI = v.Synthesizer == string(config.SynthesizerOpenAI)
+	s.openai.PromptVersion = v.PromptVersion
+	if v.OpenAI.Model != "" {
+		s.openai.Model = v.OpenAI.Model
+	}
+	if v.OpenAI.MaxOutputTokens != 0 {
+		s.openai.MaxOutputTokens = v.OpenAI.MaxOutputTokens
+	}
+	return s
 }

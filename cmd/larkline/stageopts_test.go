@@ -2,6 +2,10 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,7 +183,7 @@ func TestLoadConfigNamesTheSourceOfAStageProblem(t *testing.T) {
 	}
 	bySource := map[string]string{}
 	for _, p := range cerr.Problems {
-		bySource[p.Path] = p.Source + " " + p.Value
+		bySource[p.Field] = fmt.Sprint(p.Source, " ", p.Value)
 	}
 	for key, want := range map[string]string{
 		"kafka.partitions":     path + ":2 0",
@@ -207,5 +211,52 @@ func TestValidateConfigNeverPrintsSecrets(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), `kafka.sasl.password = [REDACTED]`) {
 		t.Errorf("a set secret should show as [REDACTED]: %v", err)
+	}
+}
+
+// A role is built from its options (roleOptions), never from the configuration:
+// no function of the role files but the process's own start reads a *config.Config.
+func TestRolesReadNoConfiguration(t *testing.T) {
+	process := map[string]bool{"runRoles": true, "serveRoles": true, "startRoles": true, "logRetentionDecision": true}
+	fset := token.NewFileSet()
+	for _, name := range []string{"roles.go", "roles_lark.go", "roles_sink.go", "versions_role.go"} {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || process[fn.Name.Name] {
+				continue
+			}
+			ast.Inspect(fn, func(n ast.Node) bool {
+				if sel, ok := n.(*ast.SelectorExpr); ok {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == "config" && sel.Sel.Name == "Config" {
+						t.Errorf("%s: %s takes the configuration; give it its options (roleOptions)", fset.Position(sel.Pos()), fn.Name.Name)
+					}
+				}
+				return true
+			})
+		}
+	}
+}
+
+// The options a role is built from are the ones the stage checks use: the
+// mapping is one.
+func TestRoleOptionsAreTheCheckedOptions(t *testing.T) {
+	cfg := config.Default()
+	l := &cfg.Services.Workspace.Timeline.Lark
+	l.SynthesisWindow, l.ReconcileInterval, cfg.Kafka.ClientID = 15*time.Minute, 7*time.Minute, "lk"
+	cfg.Synthesis.Synthesizer, cfg.Synthesis.OpenAI.MaxRetries, cfg.Synthesis.OpenAI.Timeout = config.SynthesizerOpenAI, 0, 20*time.Second
+	o := newRoleOptions(cfg)
+	if o.windows.Window != 15*time.Minute || o.reconcile.Window != 15*time.Minute || o.reconcile.ReconcileInterval != 7*time.Minute {
+		t.Errorf("windows %s, reconcile %s every %s", o.windows.Window, o.reconcile.Window, o.reconcile.ReconcileInterval)
+	}
+	if got := o.kafkaFor("sink").ClientID; got != "lk-sink" || o.sink.Kafka.ClientID != got {
+		t.Errorf("client id %q, the sink's %q; want lk-sink", got, o.sink.Kafka.ClientID)
+	}
+	// no retries: one attempt of 20s, plus the margin
+	if got := o.synthesis.ChunkTimeout; got != 30*time.Second {
+		t.Errorf("chunk timeout %s, want 30s", got)
 	}
 }

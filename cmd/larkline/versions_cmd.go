@@ -173,7 +173,7 @@ func (c *versionsCmd) groupsAndTopics(v store.ProcessorVersion) ([]string, []str
 	if len(v.Groups) > 0 || v.SynthesisOf != "" {
 		return v.Groups, v.Topics
 	}
-	s := versionSpec(c.cfg, v.Name, time.Minute, 0, nil)
+	s := versionSpec(c.cfg.Kafka.GroupPrefix, v.Name, time.Minute, 0, nil)
 	return s.Groups, s.Topics
 }
 
@@ -341,7 +341,7 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 		}
 		return c.startSynthesisOnly(ctx, name, own)
 	}
-	spec := versionSpec(c.cfg, name, window, grace, from)
+	spec := versionSpec(c.cfg.Kafka.GroupPrefix, name, window, grace, from)
 	spec.Synthesis = own
 	// A group of this name with offsets ran before the registry (an old replay): its
 	// table would not be rebuilt from the start.

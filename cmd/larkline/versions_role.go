@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/windows"
 )
@@ -60,15 +59,15 @@ type versionRun struct {
 
 func buildWindows(ctx context.Context, rt *runtime) ([]component, error) {
 	r := &versionsRole{rt: rt, running: map[string]*versionRun{}, failed: make(chan versionFailure, 16)}
-	if rt.cfg.Postgres.DSN.IsSet() {
+	if rt.opts.poolMissing == nil {
 		st, err := rt.store(ctx)
 		if err != nil {
 			return nil, err
 		}
 		r.st = st
-		l := rt.cfg.Services.Workspace.Timeline.Lark
-		v := rt.cfg.Windows.ProcessorVersion
-		_, err = st.EnsureVersion(ctx, versionSpec(rt.cfg, v, l.SynthesisWindow, l.SynthesisWindowCloseGrace, nil))
+		w := rt.opts.windows
+		v := w.ProcessorVersion
+		_, err = st.EnsureVersion(ctx, versionSpec(w.GroupPrefix, v, w.Window, w.Grace, nil))
 		switch {
 		case errors.Is(err, store.ErrVersionRetired):
 			rt.log.Warn("windows.processorVersion is retired: not running it; the registry's versions run", "processor_version", v)
@@ -83,12 +82,12 @@ func buildWindows(ctx context.Context, rt *runtime) ([]component, error) {
 }
 
 // versionSpec is what a version records in the registry when it starts.
-func versionSpec(cfg *config.Config, version string, window, grace time.Duration, from *time.Time) store.VersionSpec {
-	g := string(windows.GroupName(cfg.Kafka.GroupPrefix, version))
+func versionSpec(groupPrefix, version string, window, grace time.Duration, from *time.Time) store.VersionSpec {
+	g := string(windows.GroupName(groupPrefix, version))
 	return store.VersionSpec{
 		Name: version, Window: window, Grace: grace, CodeVersion: codeVersion(), StartFrom: from,
-		Groups: []string{g, windows.PublisherGroup(cfg.Kafka.GroupPrefix, version)},
-		Topics: []string{g + "-table", g + "-loop", windows.GeometryTopic(cfg.Kafka.GroupPrefix, version)},
+		Groups: []string{g, windows.PublisherGroup(groupPrefix, version)},
+		Topics: []string{g + "-table", g + "-loop", windows.GeometryTopic(groupPrefix, version)},
 	}
 }
 
@@ -147,11 +146,10 @@ func (r *versionsRole) Run(ctx context.Context) error {
 
 // sync starts the versions that should run and stops the retired ones.
 func (r *versionsRole) sync(ctx context.Context) error {
-	l := r.rt.cfg.Services.Workspace.Timeline.Lark
+	w := r.rt.opts.windows
 	want := map[string]store.ProcessorVersion{}
 	if r.st == nil {
-		v := r.rt.cfg.Windows.ProcessorVersion
-		want[v] = store.ProcessorVersion{Name: v, Window: l.SynthesisWindow, Grace: l.SynthesisWindowCloseGrace}
+		want[w.ProcessorVersion] = store.ProcessorVersion{Name: w.ProcessorVersion, Window: w.Window, Grace: w.Grace}
 	} else {
 		vs, err := r.st.ListVersions(ctx)
 		if err != nil {
@@ -175,7 +173,7 @@ func (r *versionsRole) sync(ctx context.Context) error {
 				continue
 			}
 			if v.Window == 0 { // recorded before geometry was: the configured one
-				v.Window, v.Grace = l.SynthesisWindow, l.SynthesisWindowCloseGrace
+				v.Window, v.Grace = w.Window, w.Grace
 			}
 			want[v.Name] = v
 		}
@@ -190,7 +188,7 @@ func (r *versionsRole) sync(ctx context.Context) error {
 	r.mu.Unlock()
 	for _, v := range stop {
 		r.stop(v)
-		dir := filepath.Join(r.rt.cfg.Windows.StateDir, v)
+		dir := filepath.Join(r.rt.opts.stateDir, v)
 		if err := os.RemoveAll(dir); err != nil {
 			r.rt.log.Warn("removing a retired version's state directory", "processor_version", v, "err", err)
 		}

@@ -105,7 +105,7 @@ func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, 
 		if errors.As(err, &ce) {
 			for i, p := range ce.Problems {
 				for name, key := range synthesisFlagKeys {
-					if p.Path == key && f.set[name] {
+					if p.Field == key && f.set[name] {
 						ce.Problems[i].Source = "--" + name
 					}
 				}
@@ -211,12 +211,12 @@ func synthesisView(s *store.VersionSynthesis) *synthesisJSON {
 	return j
 }
 
-// newSynthesizer builds the synthesizer and summarizer cfg configures, the model
-// client with instructions in place of its built-in ones when given. A nil logger
-// or registry leaves the model client's logs or metrics out.
-func newSynthesizer(cfg *config.Config, instructions string, log *slog.Logger, reg *prometheus.Registry) (synth.Synthesizer, synth.Summarizer, error) {
-	if cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI {
-		o := openaiOptions(cfg)
+// newSynthesizer builds the synthesizer and summarizer s says, the model client
+// with instructions in place of its built-in ones when given. A nil logger or
+// registry leaves the model client's logs or metrics out.
+func newSynthesizer(s synthesizerOptions, instructions string, log *slog.Logger, reg *prometheus.Registry) (synth.Synthesizer, synth.Summarizer, error) {
+	if s.openAI {
+		o := s.openai
 		o.Logger, o.Registry, o.Instructions = log, reg, instructions
 		c, err := openai.New(o)
 		if err != nil {
@@ -236,7 +236,7 @@ func newSynthesizer(cfg *config.Config, instructions string, log *slog.Logger, r
 // built once and kept (a version's settings never change). A version without own
 // settings, or one the registry does not hold, synthesizes with the deployment's.
 type versionSettings struct {
-	cfg   *config.Config
+	base  synthesizerOptions // the deployment's
 	store interface {
 		GetVersion(ctx context.Context, name string) (store.ProcessorVersion, error)
 	}
@@ -293,12 +293,12 @@ func (v *versionSettings) Settings(ctx context.Context, version string) (synthes
 // larkline_synthesis_* count its calls and tokens): two clients cannot register the
 // same families on one registry.
 func (v *versionSettings) build(s *store.VersionSynthesis) (synthesis.Settings, error) {
-	vc := versionConfig(v.cfg, s)
-	syn, sum, err := newSynthesizer(vc, s.OpenAI.Instructions, v.log, nil)
+	vs := v.base.with(s)
+	syn, sum, err := newSynthesizer(vs, s.OpenAI.Instructions, v.log, nil)
 	if err != nil {
 		return synthesis.Settings{}, err
 	}
 	set := synthesis.Settings{Synthesizer: syn, Summarizer: sum, PromptVersion: s.PromptVersion,
-		MaxEstimatedTokensPerChunk: s.MaxEstimatedTokensPerChunk, ChunkTimeout: chunkTimeout(vc)}
+		MaxEstimatedTokensPerChunk: s.MaxEstimatedTokensPerChunk, ChunkTimeout: vs.chunkTimeout()}
 	return set, set.Check()
 }

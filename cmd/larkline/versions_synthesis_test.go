@@ -163,7 +163,7 @@ func TestVersionSettingsSelection(t *testing.T) {
 		"misprompted": {Name: "misprompted", Synthesis: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: openai.DefaultPromptVersion,
 			OpenAI: store.VersionOpenAI{Model: "model-b", Instructions: "Write only decisions."}}},
 	}}
-	vs := &versionSettings{cfg: modelDeployment(), store: reg, log: slog.New(slog.DiscardHandler)}
+	vs := &versionSettings{base: synthesizerOf(modelDeployment()), store: reg, log: slog.New(slog.DiscardHandler)}
 
 	for _, tc := range []struct {
 		version    string
@@ -220,12 +220,12 @@ func TestVersionSettingsSelection(t *testing.T) {
 		t.Errorf("building misprompted: %v, want openai's ErrInvalidOptions naming PromptVersion", err)
 	}
 	// a deployment without the model endpoint cannot build an openai version
-	bare := &versionSettings{cfg: config.Default(), store: reg, log: slog.New(slog.DiscardHandler)}
+	bare := &versionSettings{base: synthesizerOf(config.Default()), store: reg, log: slog.New(slog.DiscardHandler)}
 	if _, _, err := bare.Settings(ctx, "model"); !errors.Is(err, openai.ErrInvalidOptions) || !strings.Contains(err.Error(), "processor version model") {
 		t.Errorf("building model without an endpoint: %v, want openai's ErrInvalidOptions naming the version", err)
 	}
 	// a failing registry read is an error, not the deployment's settings
-	down := &versionSettings{cfg: modelDeployment(), store: &fakeVersions{err: errors.New("connection refused")}, log: slog.New(slog.DiscardHandler)}
+	down := &versionSettings{base: synthesizerOf(modelDeployment()), store: &fakeVersions{err: errors.New("connection refused")}, log: slog.New(slog.DiscardHandler)}
 	if _, own, err := down.Settings(ctx, "model"); err == nil || own {
 		t.Errorf("with the registry down: own %v, error %v; want an error", own, err)
 	}

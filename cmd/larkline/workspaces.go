@@ -160,7 +160,7 @@ func openAdmin(ctx context.Context, cfg *config.Config, checkChats bool) (*works
 	}
 	opts := workspaces.AdminOptions{Logger: log}
 	if checkChats {
-		rt := &runtime{cfg: cfg, log: log}
+		rt := &runtime{opts: newRoleOptions(cfg), log: log}
 		if opts.Chats, err = rt.chatGuard(); err != nil {
 			pool.Close()
 			return nil, nil, err

@@ -66,7 +66,7 @@ func newEnv(t testing.TB, partitions int32) *env {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: kafka.NoLinger}})
+	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,11 +191,11 @@ func TestFormatDuration(t *testing.T) {
 }
 
 func TestErrorFormat(t *testing.T) {
-	one := &config.Error{Problems: []config.Problem{{Path: "log.level", Value: `"loud"`, Source: "f.yaml:3", Message: "must be one of debug, info, warn, error"}}}
+	one := &config.Error{Problems: []config.Problem{{Field: "log.level", Value: `"loud"`, Source: "f.yaml:3", Message: "must be one of debug, info, warn, error"}}}
 	if got, want := one.Error(), `invalid configuration: log.level = "loud" (f.yaml:3): must be one of debug, info, warn, error`; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}
-	two := &config.Error{Problems: []config.Problem{{Path: "a", Message: "x"}, {Path: "b", Message: "y"}}}
+	two := &config.Error{Problems: []config.Problem{{Field: "a", Message: "x"}, {Field: "b", Message: "y"}}}
 	if got, want := two.Error(), "invalid configuration (2 problems):\n  - a: x\n  - b: y"; got != want {
 		t.Errorf("Error() = %q, want %q", got, want)
 	}

@@ -71,7 +71,7 @@ func (d *decoder) root() reflect.Value { return reflect.ValueOf(d.cfg).Elem() }
 
 func (d *decoder) problem(path string, n *yaml.Node, value, msg string) {
 	d.failed[path] = true
-	p := Problem{Path: path, Value: value, Message: msg}
+	p := Problem{Field: path, Value: value, Message: msg}
 	if d.source != nil {
 		p.Source = d.source(n)
 	}
@@ -97,12 +97,12 @@ func (d *decoder) decodeFile(file string, data []byte) {
 		if errors.Is(err, io.EOF) {
 			return // an empty file sets nothing
 		}
-		d.problems = append(d.problems, Problem{Path: file, Message: "is not valid YAML: " + err.Error()})
+		d.problems = append(d.problems, Problem{Field: file, Message: "is not valid YAML: " + err.Error()})
 		return
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		d.problems = append(d.problems, Problem{Path: file, Message: "must hold exactly one YAML document"})
+		d.problems = append(d.problems, Problem{Field: file, Message: "must hold exactly one YAML document"})
 		return
 	}
 	top := &doc
@@ -356,7 +356,7 @@ func (d *decoder) envVar(name, val string) {
 		if s := d.suggestEnv(name); len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"
 		}
-		d.problems = append(d.problems, Problem{Path: name, Source: "environment", Message: msg})
+		d.problems = append(d.problems, Problem{Field: name, Source: "environment", Message: msg})
 		return
 	}
 	if k.kind == kindSection {
@@ -511,7 +511,7 @@ func (d *decoder) resolveSecretFiles() {
 		src := d.cfg.Origin(fk.path)
 		fail := func(msg string) {
 			d.failed[k.path], d.failed[fk.path] = true, true
-			d.problems = append(d.problems, Problem{Path: fk.path, Value: strconv.Quote(file), Source: src, Message: msg})
+			d.problems = append(d.problems, Problem{Field: fk.path, Value: strconv.Quote(file), Source: src, Message: msg})
 		}
 		if sv.String() != "" {
 			fail(fmt.Sprintf("is set and so is %s (%s); set only one", k.path, d.cfg.Origin(k.path)))

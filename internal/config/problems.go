@@ -13,37 +13,9 @@ import (
 // configuration that is wrong, as opposed to one that could not be read.
 var ErrInvalid = errors.New("invalid configuration")
 
-// Problem is one thing wrong with a configuration.
-type Problem struct {
-	// Path is the key path (kafka.producer.acks; http.apiTokens[1].sha256), or the
-	// environment variable for a variable that names no key.
-	Path string
-	// Value is the offending value as given, quoted for strings; "[REDACTED]" for a
-	// set secret; empty when the problem is not about one value.
-	Value string
-	// Source is where the value came from ("larkline.yaml:12", "env LARKLINE_…",
-	// "default"); empty when unknown.
-	Source string
-	// Message says what is wrong and what is allowed.
-	Message string
-}
-
-func (p Problem) String() string {
-	var b strings.Builder
-	b.WriteString(p.Path)
-	if p.Value != "" {
-		b.WriteString(" = ")
-		b.WriteString(p.Value)
-	}
-	if p.Source != "" {
-		b.WriteString(" (")
-		b.WriteString(p.Source)
-		b.WriteString(")")
-	}
-	b.WriteString(": ")
-	b.WriteString(p.Message)
-	return b.String()
-}
+// Problem is one thing wrong with a configuration: its Field is the key path, its
+// Value the value as given (a string, quoted for strings; never a secret's).
+type Problem = options.Problem
 
 // Error lists every problem found in a configuration. It matches ErrInvalid.
 type Error struct {
@@ -52,13 +24,13 @@ type Error struct {
 
 func (e *Error) Error() string {
 	if len(e.Problems) == 1 {
-		return "invalid configuration: " + e.Problems[0].String()
+		return "invalid configuration: " + e.Problems[0].Keyed()
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "invalid configuration (%d problems):", len(e.Problems))
 	for _, p := range e.Problems {
 		b.WriteString("\n  - ")
-		b.WriteString(p.String())
+		b.WriteString(p.Keyed())
 	}
 	return b.String()
 }
@@ -91,25 +63,25 @@ func (c *Config) ValidateWith(stages ...StageCheck) error {
 func (c *Config) checked(problems []Problem, failed map[string]bool, stages []StageCheck) []Problem {
 	refused := make(map[string]bool, len(problems))
 	for _, p := range problems {
-		refused[p.Path] = true
+		refused[p.Field] = true
 	}
 	for _, p := range c.validate() {
-		if !failed[p.Path] {
+		if !failed[p.Field] {
 			problems = append(problems, p)
-			refused[p.Path] = true
+			refused[p.Field] = true
 		}
 	}
 	for _, stage := range stages {
 		found := stage(c)
 		said := make(map[Problem]bool, len(found))
 		for _, p := range found {
-			if !failed[p.Path] && !refused[p.Path] && !said[p] {
+			if !failed[p.Field] && !refused[p.Field] && !said[p] {
 				problems = append(problems, p)
 				said[p] = true
 			}
 		}
 		for _, p := range found {
-			refused[p.Path] = true
+			refused[p.Field] = true
 		}
 	}
 	return problems
@@ -145,16 +117,16 @@ func (c *Config) OptionProblems(stage string, keys FieldKeys, err error) []Probl
 	}
 	ps := options.ProblemsOf(err)
 	if len(ps) == 0 {
-		return []Problem{{Path: stage, Message: err.Error()}}
+		return []Problem{{Field: stage, Message: err.Error()}}
 	}
 	out := make([]Problem, 0, len(ps))
 	for _, p := range ps {
 		key, ok := keys.key(p)
 		if !ok {
-			out = append(out, Problem{Path: stage, Message: p.String()})
+			out = append(out, Problem{Field: stage, Message: p.String()})
 			continue
 		}
-		out = append(out, Problem{Path: key, Value: c.display(key, p.Value), Source: c.Origin(key), Message: p.Message})
+		out = append(out, Problem{Field: key, Value: c.display(key, p.Value), Source: c.Origin(key), Message: p.Message})
 	}
 	return out
 }

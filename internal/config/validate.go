@@ -52,7 +52,7 @@ type checker struct {
 
 func (ch *checker) bad(path string, value any, format string, args ...any) {
 	ch.problems = append(ch.problems, Problem{
-		Path:    path,
+		Field:   path,
 		Value:   display(value),
 		Source:  ch.c.Origin(path),
 		Message: fmt.Sprintf(format, args...),
@@ -121,12 +121,6 @@ func (ch *checker) atLeast(path string, d, lo time.Duration) bool {
 func (ch *checker) minInt(path string, v, lo int64) {
 	if v < lo {
 		ch.bad(path, v, "must be at least %d", lo)
-	}
-}
-
-func (ch *checker) rangeInt(path string, v, lo, hi int64, why string) {
-	if v < lo || v > hi {
-		ch.bad(path, v, "must be between %d and %d%s", lo, hi, why)
 	}
 }
 
@@ -292,7 +286,7 @@ func (c *Config) validateKafka(ch *checker) {
 	}
 	ch.minInt("kafka.partitions", int64(k.Partitions), 1)
 	ch.minInt("kafka.replicationFactor", int64(k.ReplicationFactor), 1)
-	// 0 is "send at once" in the file (NoLinger for the clients)
+	// 0 is "send at once"
 	ch.notNegative("kafka.producer.linger", k.Producer.Linger)
 	ch.minInt("kafka.producer.maxBufferedRecords", int64(k.Producer.MaxBufferedRecords), 1)
 	ch.positive("kafka.consumer.sessionTimeout", k.Consumer.SessionTimeout)

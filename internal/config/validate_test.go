@@ -358,7 +358,7 @@ func TestRequire(t *testing.T) {
 				t.Fatalf("Require = %v, want %d problems", err, len(tt.want))
 			}
 			for i, w := range tt.want {
-				if p := cerr.Problems[i]; p.Path != w[0] || !strings.Contains(p.Message, w[1]) {
+				if p := cerr.Problems[i]; p.Field != w[0] || !strings.Contains(p.Message, w[1]) {
 					t.Errorf("problem %d = %v, want %s containing %q", i, p, w[0], w[1])
 				}
 			}
@@ -375,9 +375,9 @@ func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
 	got := c.OptionProblems("reconcile", config.FieldKeys{"PageSize": "lark.api.pageSize"}, p.Err(sentinel))
 	want := []config.Problem{
 		// the file's value and source, not the package's view of it
-		{Path: "lark.api.pageSize", Value: "50", Source: "", Message: "must be between 1 and 50"},
+		{Field: "lark.api.pageSize", Value: "50", Source: "", Message: "must be between 1 and 50"},
 		// a field no key sets: reported under the stage, nothing lost
-		{Path: "reconcile", Message: "Unmapped 3: must be 4"},
+		{Field: "reconcile", Message: "Unmapped 3: must be 4"},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("OptionProblems = %+v\nwant %+v", got, want)
@@ -385,10 +385,10 @@ func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
 	var lists options.Problems
 	lists.Add("Topics", "b", "must be a topic name")
 	keys := config.FieldKeys{"Topics=a": "kafka.topics.evidence", "Topics=b": "kafka.topics.deadLetter", "Topics": "kafka.topics.checkpoints"}
-	if got := c.OptionProblems("kafka", keys, lists.Err(sentinel)); len(got) != 1 || got[0].Path != "kafka.topics.deadLetter" {
+	if got := c.OptionProblems("kafka", keys, lists.Err(sentinel)); len(got) != 1 || got[0].Field != "kafka.topics.deadLetter" {
 		t.Fatalf("a list field is named by its value's key: %+v", got)
 	}
-	if got := c.OptionProblems("windows", nil, errors.New("no brokers")); len(got) != 1 || got[0].Path != "windows" || got[0].Message != "no brokers" {
+	if got := c.OptionProblems("windows", nil, errors.New("no brokers")); len(got) != 1 || got[0].Field != "windows" || got[0].Message != "no brokers" {
 		t.Fatalf("an error without option problems: %+v", got)
 	}
 	if got := c.OptionProblems("windows", nil, nil); got != nil {
@@ -398,14 +398,14 @@ func TestOptionProblemsNamesKeysAndKeepsTheRest(t *testing.T) {
 
 func TestValidateWithLeavesOutRepeats(t *testing.T) {
 	c := config.Default()
-	rf := config.Problem{Path: "kafka.replicationFactor", Message: "must be between 1 and 32767"}
+	rf := config.Problem{Field: "kafka.replicationFactor", Message: "must be between 1 and 32767"}
 	first := func(*config.Config) []config.Problem {
 		// two fields set from one key: said once; another problem on it: kept
-		return []config.Problem{rf, rf, {Path: "kafka.replicationFactor", Message: "other"}}
+		return []config.Problem{rf, rf, {Field: "kafka.replicationFactor", Message: "other"}}
 	}
 	second := func(*config.Config) []config.Problem {
 		// a key an earlier stage refused: left out; a new key: kept
-		return []config.Problem{{Path: "kafka.replicationFactor", Message: "again"}, {Path: "kafka.partitions", Message: "p"}}
+		return []config.Problem{{Field: "kafka.replicationFactor", Message: "again"}, {Field: "kafka.partitions", Message: "p"}}
 	}
 	var cerr *config.Error
 	if err := c.ValidateWith(first, second); !errors.As(err, &cerr) || len(cerr.Problems) != 3 {

@@ -44,7 +44,7 @@ func newClient(t *testing.T) *client {
 		Brokers:  testenv.KafkaBrokers(t),
 		ClientID: clientID,
 		// Every produce is synchronous: nothing to gain from lingering.
-		Producer: kafka.ProducerOptions{Linger: kafka.NoLinger},
+		Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))},
 	})
 	if err != nil {
 		t.Fatalf("conformance: kafka client options: %v", err)

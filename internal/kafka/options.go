@@ -71,9 +71,6 @@ const (
 	// pipeline still reacts within half a second.
 	DefaultFetchMaxWait = 500 * time.Millisecond
 
-	// NoLinger as ProducerOptions.Linger sends every record as soon as possible.
-	NoLinger time.Duration = -1
-
 	maxTimeout = time.Hour
 )
 
@@ -133,9 +130,9 @@ type ProducerOptions struct {
 	// DisableIdempotence turns off the idempotent producer (on by default: a retried
 	// batch is written once, in order).
 	DisableIdempotence bool
-	// Linger is how long a partition's batch waits for more records. 0 means
-	// DefaultLinger; NoLinger sends immediately.
-	Linger time.Duration
+	// Linger is how long a partition's batch waits for more records; 0 sends
+	// every record at once. nil means DefaultLinger.
+	Linger *time.Duration
 	// MaxBufferedRecords bounds the records buffered but not yet acknowledged.
 	// Default DefaultMaxBufferedRecords.
 	MaxBufferedRecords int
@@ -181,8 +178,8 @@ func (o Options) WithDefaults() Options {
 	if p.Acks == "" {
 		p.Acks = AcksAll
 	}
-	if p.Linger == 0 {
-		p.Linger = DefaultLinger
+	if p.Linger == nil {
+		p.Linger = new(DefaultLinger)
 	}
 	if p.MaxBufferedRecords == 0 {
 		p.MaxBufferedRecords = DefaultMaxBufferedRecords
@@ -292,10 +289,11 @@ func (p ProducerOptions) problems(bad *options.Problems) {
 		bad.Add("Producer.Acks", p.Acks, "must be one of %s, %s, %s", AcksAll, AcksLeader, AcksNone)
 	}
 	switch {
-	case p.Linger < 0 && p.Linger != NoLinger:
-		bad.Add("Producer.Linger", p.Linger, "must be positive, 0 (default) or NoLinger")
-	case p.Linger > time.Minute:
-		bad.Add("Producer.Linger", p.Linger, "must be at most 1m")
+	case p.Linger == nil:
+	case *p.Linger < 0:
+		bad.Add("Producer.Linger", *p.Linger, "must not be negative (0: send at once)")
+	case *p.Linger > time.Minute:
+		bad.Add("Producer.Linger", *p.Linger, "must be at most 1m")
 	}
 	if p.MaxBufferedRecords < 0 {
 		bad.Add("Producer.MaxBufferedRecords", p.MaxBufferedRecords, "must be positive")
@@ -519,10 +517,7 @@ func NewClientOptions(o Options) ([]kgo.Opt, error) {
 func (v validated) kgoOpts() []kgo.Opt {
 	o := v.o
 	codec, _ := kgoCompression(o.Producer.Compression) // validated
-	linger := o.Producer.Linger
-	if linger == NoLinger {
-		linger = 0
-	}
+	linger := *o.Producer.Linger
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(o.Brokers...),
 		kgo.ClientID(o.ClientID),

@@ -119,8 +119,8 @@ func TestNewClientOptionsRejectsInvalidOptions(t *testing.T) {
 		{"unknown acks", func(o *Options) { o.Producer.Acks = "some" }, "Producer.Acks"},
 		{"idempotence with leader acks", func(o *Options) { o.Producer.Acks = AcksLeader }, "must be all while the producer is idempotent"},
 		{"idempotence with no acks", func(o *Options) { o.Producer.Acks = AcksNone }, "must be all while the producer is idempotent"},
-		{"negative linger", func(o *Options) { o.Producer.Linger = -5 * time.Millisecond }, "Producer.Linger"},
-		{"huge linger", func(o *Options) { o.Producer.Linger = time.Hour }, "Producer.Linger"},
+		{"negative linger", func(o *Options) { o.Producer.Linger = new(-5 * time.Millisecond) }, "Producer.Linger"},
+		{"huge linger", func(o *Options) { o.Producer.Linger = new(time.Hour) }, "Producer.Linger"},
 		{"negative buffer", func(o *Options) { o.Producer.MaxBufferedRecords = -1 }, "Producer.MaxBufferedRecords"},
 		{"unknown compression", func(o *Options) { o.Producer.Compression = "brotli" }, "Producer.Compression"},
 		{"negative delivery timeout", func(o *Options) { o.Producer.DeliveryTimeout = -time.Second }, "Producer.DeliveryTimeout"},
@@ -204,7 +204,7 @@ func TestNewClientOptionsSetsEverySettingExplicitly(t *testing.T) {
 			Brokers:  []string{"127.0.0.1:9092", "localhost:9093"},
 			ClientID: "larkline-ingest",
 			Producer: ProducerOptions{
-				Acks: AcksLeader, DisableIdempotence: true, Linger: NoLinger,
+				Acks: AcksLeader, DisableIdempotence: true, Linger: new(time.Duration(0)),
 				MaxBufferedRecords: 7, Compression: CompressionZstd, DeliveryTimeout: time.Second,
 			},
 			Consumer: ConsumerOptions{SessionTimeout: 10 * time.Second, RebalanceTimeout: 20 * time.Second, FetchMaxWait: time.Second},
@@ -266,9 +266,9 @@ func wantOpt(t *testing.T, cl *kgo.Client, opt, want any) {
 }
 
 func TestWithDefaultsKeepsExplicitValues(t *testing.T) {
-	in := Options{Brokers: []string{"b:1"}, ClientID: "x", Producer: ProducerOptions{Linger: time.Second}}
+	in := Options{Brokers: []string{"b:1"}, ClientID: "x", Producer: ProducerOptions{Linger: new(time.Second)}}
 	got := in.WithDefaults()
-	if got.ClientID != "x" || got.Producer.Linger != time.Second {
+	if got.ClientID != "x" || *got.Producer.Linger != time.Second {
 		t.Fatalf("explicit values changed: %+v", got)
 	}
 	if got.Producer.Acks != AcksAll || got.Producer.Compression != DefaultCompression || got.Consumer.FetchMaxWait != DefaultFetchMaxWait {

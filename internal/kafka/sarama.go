@@ -123,7 +123,7 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 	// request either way, so a retry never overtakes an earlier batch of a chat.
 	cfg.Producer.Idempotent = !p.DisableIdempotence
 	cfg.Net.MaxOpenRequests = 1
-	if p.Linger == NoLinger {
+	if *p.Linger == 0 {
 		// Send at once: sarama flushes immediately only when every flush trigger is
 		// zero. Goka's default config sets Flush.Bytes (64 KiB), which without a
 		// frequency would hold small batches until 64 KiB accumulate — forever, for a
@@ -132,7 +132,7 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 		cfg.Producer.Flush.Bytes = 0
 		cfg.Producer.Flush.Messages = 0
 	} else {
-		cfg.Producer.Flush.Frequency = p.Linger
+		cfg.Producer.Flush.Frequency = *p.Linger
 	}
 	gokaCompression := o.Compression
 	if gokaCompression == "" {

@@ -101,7 +101,7 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 		{"explicit values", GokaOptions{
 			Options: Options{
 				Brokers: []string{"127.0.0.1:9092"}, ClientID: "windows",
-				Producer: ProducerOptions{Acks: AcksLeader, DisableIdempotence: true, Linger: NoLinger, Compression: CompressionZstd},
+				Producer: ProducerOptions{Acks: AcksLeader, DisableIdempotence: true, Linger: new(time.Duration(0)), Compression: CompressionZstd},
 				Consumer: ConsumerOptions{SessionTimeout: 6 * time.Second},
 				SASL:     SASLOptions{Mechanism: SASLPlain, Username: "u", Password: "p"},
 				// PLAIN without TLS is refused unless allowed (issue #29).
@@ -121,10 +121,10 @@ func TestSaramaConfigSetsEverySettingExplicitly(t *testing.T) {
 			if c.Producer.Flush.Frequency != 0 || c.Producer.Compression != sarama.CompressionZSTD {
 				t.Errorf("Flush.Frequency = %s, Compression = %v", c.Producer.Flush.Frequency, c.Producer.Compression)
 			}
-			// NoLinger must send at once: any remaining trigger (Goka's default sets
+			// Linger 0 must send at once: any remaining trigger (Goka's default sets
 			// Flush.Bytes to 64 KiB) would hold a quiet processor's writes forever.
 			if c.Producer.Flush.Bytes != 0 || c.Producer.Flush.Messages != 0 {
-				t.Errorf("Flush.Bytes = %d, Flush.Messages = %d with NoLinger, want 0 (send at once)", c.Producer.Flush.Bytes, c.Producer.Flush.Messages)
+				t.Errorf("Flush.Bytes = %d, Flush.Messages = %d with Linger 0, want 0 (send at once)", c.Producer.Flush.Bytes, c.Producer.Flush.Messages)
 			}
 			if c.Consumer.Group.Heartbeat.Interval != 2*time.Second {
 				t.Errorf("Heartbeat.Interval = %s, want a third of the session timeout", c.Consumer.Group.Heartbeat.Interval)

@@ -64,3 +64,21 @@ func TestProblems(t *testing.T) {
 		t.Fatal("an error without problems reported some")
 	}
 }
+
+// A configuration's problem names its key, the value as given and where it came
+// from; the parts it lacks are left out.
+func TestProblemKeyed(t *testing.T) {
+	for _, tc := range []struct {
+		p    Problem
+		want string
+	}{
+		{Problem{Field: "log.level", Value: `"loud"`, Source: "f.yaml:3", Message: "must be info"}, `log.level = "loud" (f.yaml:3): must be info`},
+		{Problem{Field: "kafka.brokers", Value: "", Source: "default", Message: "must be set"}, `kafka.brokers (default): must be set`},
+		{Problem{Field: "LARKLINE_X", Source: "environment", Message: "names no key"}, `LARKLINE_X (environment): names no key`},
+		{Problem{Field: "windows", Message: "no brokers"}, `windows: no brokers`},
+	} {
+		if got := tc.p.Keyed(); got != tc.want {
+			t.Errorf("Keyed = %q, want %q", got, tc.want)
+		}
+	}
+}

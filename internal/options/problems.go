@@ -6,13 +6,21 @@ import (
 	"strings"
 )
 
-// Problem is one option whose value breaks its package's rule.
+// Problem is one value that breaks a rule: an option of a package, or a key of
+// the configuration (internal/config reports the packages' problems under their
+// keys, D17).
 type Problem struct {
-	// Field is the option's Go name in its Options struct ("PageSize"); for a
-	// nested struct, the path ("Producer.Linger").
+	// Field is the option's Go name in its Options struct ("PageSize"; for a
+	// nested struct, the path "Producer.Linger"), or the configuration's key path
+	// (kafka.producer.acks; http.apiTokens[1].sha256) or environment variable.
 	Field string
-	// Value is the offending value as the package saw it (after its defaults).
+	// Value is the offending value: as the package saw it (after its defaults),
+	// or as the configuration gives it (quoted for strings, "[REDACTED]" for a set
+	// secret). nil or "" when the problem is about no one value.
 	Value any
+	// Source is where a configuration value came from ("larkline.yaml:12", "env
+	// LARKLINE_…", "default"); empty for an option or when unknown.
+	Source string
 	// Message says what is allowed, and why where it is not obvious ("must be
 	// between 1 and 50: Lark's message list accepts page_size 1-50").
 	Message string
@@ -25,6 +33,20 @@ func (p Problem) String() string {
 		return p.Field + ": " + p.Message
 	}
 	return fmt.Sprintf("%s %v: %s", p.Field, p.Value, p.Message)
+}
+
+// Keyed is the problem as the configuration reports it: "key = value (source):
+// message", without the parts that are empty.
+func (p Problem) Keyed() string {
+	var b strings.Builder
+	b.WriteString(p.Field)
+	if v := fmt.Sprint(p.Value); p.Value != nil && v != "" {
+		b.WriteString(" = " + v)
+	}
+	if p.Source != "" {
+		b.WriteString(" (" + p.Source + ")")
+	}
+	return b.String() + ": " + p.Message
 }
 
 // Error lists every problem a package found in its options. It matches (errors.Is)

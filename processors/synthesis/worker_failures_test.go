@@ -112,7 +112,7 @@ func TestInvalidOutputUntilTheBoundFails(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	reg := prometheus.NewRegistry() // the client's metrics and the worker's side by side
-	client, err := openai.New(openai.Options{BaseURL: srv.URL + "/v1", Model: "fake", MaxRetries: 1,
+	client, err := openai.New(openai.Options{BaseURL: srv.URL + "/v1", Model: "fake", MaxRetries: new(1),
 		BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond, Registry: reg})
 	if err != nil {
 		t.Fatal(err)

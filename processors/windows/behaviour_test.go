@@ -255,19 +255,27 @@ func TestAgedOutEvidenceIgnored(t *testing.T) {
 	}
 }
 
+// A window above the bound is flagged, never failed; bound 0 never flags.
 func TestOversizedWindowIsFlaggedNotFailed(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(o *Options) { o.OversizedVersions = 20 })
-	for i := range 30 {
-		h.evidence(fmt.Sprintf("om_%03d", i), t0.Add(time.Duration(i)*time.Second), fmt.Sprint(i))
-	}
-	h.scanAt(t0.Add(13 * time.Minute))
-	got := h.closedWindows()
-	if len(got) != 1 || !got[0].Oversized || got[0].EvidenceCount != 30 {
-		t.Fatalf("want one flagged record of 30 versions, got %+v", got)
-	}
-	if v := testutil.ToFloat64(h.p.m.oversized); v != 1 {
-		t.Fatalf("oversized counted %v times, want once", v)
+	for _, tc := range []struct {
+		bound   int
+		flagged bool
+	}{{bound: 20, flagged: true}, {bound: 0, flagged: false}} {
+		t.Run(fmt.Sprint(tc.bound), func(t *testing.T) {
+			h := newHarness(t, func(o *Options) { o.OversizedVersions = new(tc.bound) })
+			for i := range 30 {
+				h.evidence(fmt.Sprintf("om_%03d", i), t0.Add(time.Duration(i)*time.Second), fmt.Sprint(i))
+			}
+			h.scanAt(t0.Add(13 * time.Minute))
+			got := h.closedWindows()
+			if len(got) != 1 || got[0].Oversized != tc.flagged || got[0].EvidenceCount != 30 {
+				t.Fatalf("want one record of 30 versions, flagged %v, got %+v", tc.flagged, got)
+			}
+			if v := testutil.ToFloat64(h.p.m.oversized); v != map[bool]float64{true: 1}[tc.flagged] {
+				t.Fatalf("oversized counted %v times, flagged %v", v, tc.flagged)
+			}
+		})
 	}
 }
 
@@ -317,6 +325,7 @@ func TestOptionsValidation(t *testing.T) {
 		{"no codecs", func(o *Options) { o.Codecs = nil }},
 		{"no scan interval", func(o *Options) { o.ScanInterval = 0 }},
 		{"negative re-emit interval", func(o *Options) { o.ReemitAfter = -time.Second }},
+		{"negative oversized bound", func(o *Options) { o.OversizedVersions = new(-1) }},
 		{"retention shorter than a window", func(o *Options) { o.Retention = time.Minute }},
 		{"no client options for the publisher", func(o *Options) { o.inlineEmit = false }},
 	}

@@ -101,7 +101,7 @@ func (p *Processor) onLoop(ctx goka.Context, msg any) {
 			i, _ := c.find(p.mach.start(m.At))
 			p.log.Warn("window passed the oversized bound; it closes as usual, flagged",
 				"chat_key", ctx.Key(), "window_start", msTime(c.Open[i].Start), "versions", c.Open[i].Versions,
-				"oversized_versions", p.opts.OversizedVersions)
+				"oversized_versions", *p.opts.OversizedVersions)
 		}
 	case opClose:
 		closed := p.mach.closeWindows(c, m, now)

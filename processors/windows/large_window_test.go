@@ -20,7 +20,7 @@ func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 	c := newCluster(t)
 	version, clock := uniqueVersion(t), &fakeClock{now: t0}
 	const n, bound = 6_000, 4_000
-	a := c.start(version, clock, func(o *Options) { o.OversizedVersions = bound })
+	a := c.start(version, clock, func(o *Options) { o.OversizedVersions = new(bound) })
 	batch := make([]*kgo.Record, 0, 1000)
 	for i := range n {
 		r := evidenceRecord(fmt.Sprintf("om_%06d", i), t0.Add(time.Duration(i)*5*time.Millisecond), fmt.Sprint(i))

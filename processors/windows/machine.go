@@ -84,7 +84,7 @@ type machine struct {
 func newMachine(o Options) machine {
 	return machine{
 		length: o.Window.Milliseconds(), grace: o.Grace.Milliseconds(), retention: o.Retention.Milliseconds(),
-		coverage: o.RequireCoverage, maxVersions: int64(o.OversizedVersions), reemitAfter: o.ReemitAfter.Milliseconds(),
+		coverage: o.RequireCoverage, maxVersions: int64(*o.OversizedVersions), reemitAfter: o.ReemitAfter.Milliseconds(),
 		version: o.ProcessorVersion,
 	}
 }

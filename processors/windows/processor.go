@@ -47,8 +47,8 @@ type Options struct {
 	ReemitAfter time.Duration
 	// OversizedVersions: a window that takes in more evidence versions is flagged
 	// oversized (counted, logged, alerted on, carried in its record); it closes as
-	// usual. Default DefaultOversizedVersions; negative: never flagged.
-	OversizedVersions int
+	// usual. nil means DefaultOversizedVersions; 0 never flags.
+	OversizedVersions *int
 
 	// Codecs decode the input records and encode the closed windows and dead letters
 	// (package schemas: Avro, single-object or Confluent wire format).
@@ -200,11 +200,8 @@ func New(o Options) (*Processor, error) {
 	if o.ReemitAfter == 0 {
 		o.ReemitAfter = max(o.ScanInterval, DefaultReemitAfter)
 	}
-	switch {
-	case o.OversizedVersions == 0:
-		o.OversizedVersions = DefaultOversizedVersions
-	case o.OversizedVersions < 0:
-		o.OversizedVersions = 0
+	if o.OversizedVersions == nil {
+		o.OversizedVersions = new(DefaultOversizedVersions)
 	}
 	p := &Processor{
 		life: lifecycle.New("window processor", lifecycle.OneAtATime, ErrClosed),
@@ -298,6 +295,9 @@ func (o Options) problems() *options.Problems {
 	}
 	if o.ReemitAfter < 0 {
 		p.Add("ReemitAfter", o.ReemitAfter, "must not be negative")
+	}
+	if o.OversizedVersions != nil && *o.OversizedVersions < 0 {
+		p.Add("OversizedVersions", *o.OversizedVersions, "must not be negative (0: never flag)")
 	}
 	return p
 }

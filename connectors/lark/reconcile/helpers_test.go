@@ -221,7 +221,7 @@ func newEnvAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *env {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.evTopic, Checkpoint: e.cpTopic}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: kafka.NoLinger}})
+	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
 	if err != nil {
 		t.Fatal(err)
 	}

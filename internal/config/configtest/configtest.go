@@ -33,11 +33,11 @@ func CheckProblems(t testing.TB, err error, wants []Want) {
 	}
 	var got []string
 	for _, p := range cerr.Problems {
-		got = append(got, p.Path)
+		got = append(got, p.Field)
 		structural := strings.HasPrefix(p.Message, "unknown key") || strings.HasPrefix(p.Message, "names no configuration key") ||
-			strings.HasSuffix(p.Path, ".yaml") || p.Path == "the top level" || strings.Contains(p.Message, "merge key")
-		if !structural && !config.KnownPath(p.Path) {
-			t.Errorf("problem path %q names no key", p.Path)
+			strings.HasSuffix(p.Field, ".yaml") || p.Field == "the top level" || strings.Contains(p.Message, "merge key")
+		if !structural && !config.KnownPath(p.Field) {
+			t.Errorf("problem path %q names no key", p.Field)
 		}
 	}
 	var wantPaths []string
@@ -51,7 +51,7 @@ func CheckProblems(t testing.TB, err error, wants []Want) {
 	}
 	for _, w := range wants {
 		if !slices.ContainsFunc(cerr.Problems, func(p config.Problem) bool {
-			return p.Path == w[0] && strings.Contains(p.String(), w[1])
+			return p.Field == w[0] && strings.Contains(p.Keyed(), w[1])
 		}) {
 			t.Errorf("no problem at %s containing %q in:\n%v", w[0], w[1], err)
 		}

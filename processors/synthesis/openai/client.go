@@ -202,7 +202,7 @@ type chatResponse struct {
 // structured outputs answer 400 to it); the switch sticks for the client's lifetime
 // once json_object was accepted.
 func (c *Client) complete(ctx context.Context, cl call) (synth.Usage, string, error) {
-	r := &callRun{c: c, cl: cl, attempts: 1 + c.o.MaxRetries,
+	r := &callRun{c: c, cl: cl, attempts: 1 + *c.o.MaxRetries,
 		log: c.log.With(append([]any{"op", cl.op}, cl.logAttrs...)...)}
 	for attempt := 1; attempt <= r.attempts; {
 		format := r.format()

@@ -167,7 +167,7 @@ func newClient(t *testing.T, f *fake, mutate func(*Options)) (*Client, *sleeps) 
 	t.Helper()
 	o := Options{
 		BaseURL: f.srv.URL + "/v1/", Model: "fake-model", APIKey: testKey,
-		MaxRetries: 2, BackoffBase: 100 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
+		MaxRetries: new(2), BackoffBase: 100 * time.Millisecond, BackoffMax: 400 * time.Millisecond,
 		Timeout: 10 * time.Second,
 	}
 	if mutate != nil {
@@ -363,14 +363,14 @@ func TestInvalidOutputRetriedUntilBound(t *testing.T) {
 		f := newFake(t, func(_ int, _ captured, w http.ResponseWriter, _ *http.Request) {
 			io.WriteString(w, `{"choices":[{"message":{"content":null,"refusal":"I can't help"},"finish_reason":"stop"}]}`)
 		})
-		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = NoRetries })
+		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = new(0) })
 		if _, err := c.Synthesize(context.Background(), testRequest()); !errors.Is(err, synth.ErrInvalidOutput) || len(f.requests()) != 1 {
 			t.Fatalf("err = %v after %d requests", err, len(f.requests()))
 		}
 	})
 	t.Run("no choices", func(t *testing.T) {
 		f := newFake(t, func(_ int, _ captured, w http.ResponseWriter, _ *http.Request) { io.WriteString(w, `{"choices":[]}`) })
-		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = 1 })
+		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = new(1) })
 		if _, err := c.Synthesize(context.Background(), testRequest()); !errors.Is(err, synth.ErrInvalidOutput) || len(f.requests()) != 2 {
 			t.Fatalf("err = %v after %d requests", err, len(f.requests()))
 		}
@@ -425,7 +425,7 @@ func TestUnavailableUntilBound(t *testing.T) {
 	f := newFake(t, func(_ int, _ captured, w http.ResponseWriter, _ *http.Request) {
 		status(503, nil, `{"error":{"message":"no capacity for user `+secretEmail+`","type":"server_error","code":"overloaded"}}`)(w)
 	})
-	c, sl := newClient(t, f, func(o *Options) { o.MaxRetries = 4 })
+	c, sl := newClient(t, f, func(o *Options) { o.MaxRetries = new(4) })
 	_, err := c.Synthesize(context.Background(), testRequest())
 	if !errors.Is(err, synth.ErrUnavailable) || !synth.IsRetryable(err) {
 		t.Fatalf("err = %v", err)
@@ -546,7 +546,7 @@ func TestSchemaFallback(t *testing.T) {
 			}
 			io.WriteString(w, completion(entriesJSON(goodRecovery), "stop", 1, 1))
 		})
-		c, sl := newClient(t, f, func(o *Options) { o.MaxRetries = NoRetries })
+		c, sl := newClient(t, f, func(o *Options) { o.MaxRetries = new(0) })
 		res, err := c.Synthesize(context.Background(), testRequest())
 		if err != nil || len(res.Drafts) != 1 {
 			t.Fatalf("Synthesize = %+v, %v (the fallback must not spend an attempt)", res.Drafts, err)
@@ -594,7 +594,7 @@ func TestTimeout(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { close(release) }) // runs before the server closes
-	c, sl := newClient(t, f, func(o *Options) { o.Timeout = 50 * time.Millisecond; o.MaxRetries = 1 })
+	c, sl := newClient(t, f, func(o *Options) { o.Timeout = 50 * time.Millisecond; o.MaxRetries = new(1) })
 	_, err := c.Synthesize(context.Background(), testRequest())
 	if !errors.Is(err, synth.ErrUnavailable) || !errors.Is(err, context.DeadlineExceeded) || !synth.IsRetryable(err) {
 		t.Fatalf("err = %v, want ErrUnavailable wrapping the deadline", err)
@@ -721,7 +721,7 @@ func TestSummarize(t *testing.T) {
 	})
 	t.Run("too long", func(t *testing.T) {
 		f := newFake(t, ok(`{"summary":"`+strings.Repeat("长", synth.MaxSummaryRunes+1)+`"}`))
-		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = NoRetries })
+		c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = new(0) })
 		if _, _, err := c.Summarize(context.Background(), summaryRequest()); !errors.Is(err, synth.ErrInvalidOutput) || len(f.requests()) != 1 {
 			t.Fatalf("err = %v after %d requests", err, len(f.requests()))
 		}
@@ -762,7 +762,7 @@ func TestPromptsMarkChatTextUntrusted(t *testing.T) {
 				answer = `{"summary":"ok"}`
 			}
 			f := newFake(t, ok(answer))
-			c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = NoRetries })
+			c, _ := newClient(t, f, func(o *Options) { o.MaxRetries = new(0) })
 			if err := tc.call(c); err != nil {
 				t.Fatal(err)
 			}
@@ -798,7 +798,7 @@ func TestLogsCarryNoContent(t *testing.T) {
 			io.WriteString(w, completion(entriesJSON(goodRecovery), "stop", 1, 1))
 		}
 	})
-	c, _ := newClient(t, f, func(o *Options) { o.Logger = logger; o.MaxRetries = 3 })
+	c, _ := newClient(t, f, func(o *Options) { o.Logger = logger; o.MaxRetries = new(3) })
 	if _, err := c.Synthesize(context.Background(), testRequest()); err != nil {
 		t.Fatal(err)
 	}
@@ -824,7 +824,7 @@ func TestErrorBodyQuotingTheRequestStaysOut(t *testing.T) {
 	f := newFake(t, func(_ int, _ captured, w http.ResponseWriter, _ *http.Request) {
 		status(400, nil, `{"error":{"message":"invalid prompt near '`+quoted+` to v2.31'","type":"bad input near `+quoted+`","code":"context_length_exceeded"}}`)(w)
 	})
-	c, _ := newClient(t, f, func(o *Options) { o.Logger = logger; o.MaxRetries = 3 })
+	c, _ := newClient(t, f, func(o *Options) { o.Logger = logger; o.MaxRetries = new(3) })
 	_, err := c.Synthesize(context.Background(), testRequest())
 	var se *StatusError
 	if !errors.Is(err, synth.ErrRejected) || !errors.As(err, &se) {
@@ -897,9 +897,9 @@ func TestOptions(t *testing.T) {
 		{"key newline", func(o *Options) { o.APIKey = "sk-1\r\nX-Evil: 1" }, "APIKey"},
 		{"negative timeout", func(o *Options) { o.Timeout = -time.Second }, "Timeout"},
 		{"huge timeout", func(o *Options) { o.Timeout = time.Hour }, "Timeout"},
-		{"retries too many", func(o *Options) { o.MaxRetries = 11 }, "MaxRetries"},
-		{"retries negative", func(o *Options) { o.MaxRetries = -2 }, "MaxRetries"},
-		{"no retries", func(o *Options) { o.MaxRetries = NoRetries }, ""},
+		{"retries too many", func(o *Options) { o.MaxRetries = new(11) }, "MaxRetries"},
+		{"retries negative", func(o *Options) { o.MaxRetries = new(-2) }, "MaxRetries"},
+		{"no retries", func(o *Options) { o.MaxRetries = new(0) }, ""},
 		{"negative tokens", func(o *Options) { o.MaxOutputTokens = -1 }, "MaxOutputTokens"},
 		{"backoff inverted", func(o *Options) { o.BackoffBase = time.Second; o.BackoffMax = time.Millisecond }, "BackoffMax"},
 		{"prompt version spaces", func(o *Options) { o.PromptVersion = "v 1" }, "PromptVersion"},
@@ -942,7 +942,7 @@ func TestOptions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.o.Timeout != DefaultTimeout || c.o.MaxRetries != DefaultMaxRetries || c.o.MaxOutputTokens != DefaultMaxOutputTokens ||
+		if c.o.Timeout != DefaultTimeout || *c.o.MaxRetries != DefaultMaxRetries || c.o.MaxOutputTokens != DefaultMaxOutputTokens ||
 			c.o.PromptVersion != DefaultPromptVersion || c.o.BackoffBase != DefaultBackoffBase || c.o.BackoffMax != DefaultBackoffMax ||
 			c.o.MaxRetryAfter != DefaultMaxRetryAfter || c.o.HTTPClient == nil {
 			t.Fatalf("defaults not applied: %+v", c.o)
@@ -984,7 +984,7 @@ func TestInstructions(t *testing.T) {
 		}
 		answer(n, c, w, r)
 	})
-	c, _ := newClient(t, f, func(o *Options) { o.Instructions, o.PromptVersion, o.MaxRetries = own, "decisions-v1", NoRetries })
+	c, _ := newClient(t, f, func(o *Options) { o.Instructions, o.PromptVersion, o.MaxRetries = own, "decisions-v1", new(0) })
 	res, err := c.Synthesize(context.Background(), testRequest())
 	if err != nil {
 		t.Fatal(err)

@@ -26,8 +26,6 @@ const (
 	// DefaultPromptVersion names the prompts and output schemas in prompt.go. Change it
 	// with them: it is recorded with every entry and summary (design §12.4).
 	DefaultPromptVersion = "openai-timeline-v2"
-	// NoRetries as Options.MaxRetries makes one attempt per call.
-	NoRetries = -1
 
 	maxRetriesLimit  = 10
 	maxTimeout       = 10 * time.Minute
@@ -72,8 +70,8 @@ type Options struct {
 	Timeout time.Duration
 	// MaxRetries bounds the attempts after the first, for unavailability (408, 429,
 	// 5xx, transport errors, timeouts) and invalid output alike: a call makes at most
-	// 1+MaxRetries attempts. 0 means DefaultMaxRetries, NoRetries means none; at most 10.
-	MaxRetries int
+	// 1+MaxRetries attempts. nil means DefaultMaxRetries, 0 none; at most 10.
+	MaxRetries *int
 	// MaxOutputTokens is sent as max_tokens (0: DefaultMaxOutputTokens).
 	MaxOutputTokens int
 	// PromptVersion is recorded as Result.PromptVersion (empty: DefaultPromptVersion).
@@ -193,13 +191,11 @@ func (o *Options) normalize() (string, error) {
 	if o.Timeout < 0 || o.Timeout > maxTimeout {
 		return bad("Timeout", o.Timeout, "must be positive and at most %s", maxTimeout)
 	}
-	switch {
-	case o.MaxRetries == 0:
-		o.MaxRetries = DefaultMaxRetries
-	case o.MaxRetries == NoRetries:
-		o.MaxRetries = 0
-	case o.MaxRetries < 0 || o.MaxRetries > maxRetriesLimit:
-		return bad("MaxRetries", o.MaxRetries, "must be between 0 and %d", maxRetriesLimit)
+	if o.MaxRetries == nil {
+		o.MaxRetries = new(DefaultMaxRetries)
+	}
+	if *o.MaxRetries < 0 || *o.MaxRetries > maxRetriesLimit {
+		return bad("MaxRetries", *o.MaxRetries, "must be between 0 and %d", maxRetriesLimit)
 	}
 	if o.MaxOutputTokens == 0 {
 		o.MaxOutputTokens = DefaultMaxOutputTokens
