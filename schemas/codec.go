@@ -70,10 +70,9 @@ type recordType[T any] struct {
 	name     string
 	topic    string
 	validate func(*T) error
-	// fast, when set and fastFits the current schema, decodes a body of the current
-	// schema without goavro (fastevidence.go).
-	fast     func(reader *Schema, body []byte) (T, error)
-	fastFits func(*Schema) bool
+	// fast, when set, decodes a body of the current schema without goavro
+	// (fastevidence.go), reading the fields in the order of the struct's tags.
+	fast func(reader *Schema, body []byte) (T, error)
 }
 
 // writer is a writer schema a codec has met, or the reason it cannot read it.
@@ -129,7 +128,10 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 	if o.registry != nil {
 		c.format = Confluent
 	}
-	c.fast = rt.fast != nil && rt.fastFits(cur)
+	c.fast = rt.fast != nil && len(fields)+1 == len(cur.fields) // the tags name the schema's fields in order
+	for i, f := range fields {
+		c.fast = c.fast && cur.fields[i+1] == f.name
+	}
 	for _, s := range cat.all { // other record types are recognised as such
 		c.byFP[s.Fingerprint] = c.classify(s)
 	}

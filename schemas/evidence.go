@@ -149,7 +149,6 @@ var evidenceType = &recordType[EvidenceRecord]{
 	topic:    DefaultEvidenceTopic,
 	validate: (*EvidenceRecord).Validate,
 	fast:     fastEvidence,
-	fastFits: fastEvidenceFits,
 }
 
 // NewEvidenceCodec returns the codec of EvidenceRecord values.

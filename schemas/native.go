@@ -147,13 +147,14 @@ func setNative(fv reflect.Value, x any) error {
 		}
 		return fmt.Errorf("want an integer, have %T", x)
 	case reflect.Struct: // time.Time
+		p := fv.Addr().Interface().(*time.Time)
 		switch t := u.(type) {
 		case time.Time:
-			fv.Set(reflect.ValueOf(t.UTC()))
+			*p = t.UTC()
 			return nil
 		case int64, float64:
 			if n, ok := integer(t, true); ok {
-				fv.Set(reflect.ValueOf(time.UnixMilli(n).UTC()))
+				*p = time.UnixMilli(n).UTC()
 				return nil
 			}
 		}
