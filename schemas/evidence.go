@@ -82,12 +82,9 @@ func (r *EvidenceRecord) Key() string { return ids.EvidenceKey(r.WorkspaceID, r.
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (r *EvidenceRecord) Validate() error {
 	c := checker{rec: NameEvidenceRecord}
-	_, err := ids.ParseWorkspaceID(string(r.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(r.ChatID))
-	c.wrap("chat_id", err)
-	_, err = ids.ParseMessageID(string(r.MessageID))
-	c.wrap("message_id", err)
+	validID(&c, "workspace_id", r.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", r.ChatID, ids.ParseChatID, false)
+	validID(&c, "message_id", r.MessageID, ids.ParseMessageID, false)
 	if r.Source != ids.SourceLark {
 		c.fail("source %.40q, want %q", r.Source, ids.SourceLark)
 	}
@@ -118,14 +115,8 @@ func (r *EvidenceRecord) Validate() error {
 	}
 	c.optToken("ineligible_reason", r.IneligibleReason, MaxTokenLen)
 	c.optToken("thread_id", r.ThreadID, ids.MaxIDLen)
-	if r.RootID != "" {
-		_, err := ids.ParseMessageID(string(r.RootID))
-		c.wrap("root_id", err)
-	}
-	if r.ParentID != "" {
-		_, err := ids.ParseMessageID(string(r.ParentID))
-		c.wrap("parent_id", err)
-	}
+	validID(&c, "root_id", r.RootID, ids.ParseMessageID, true)
+	validID(&c, "parent_id", r.ParentID, ids.ParseMessageID, true)
 	switch {
 	case len(r.MetadataJSON) > MaxMetadataBytes:
 		c.fail("metadata_json is %d bytes, more than %d", len(r.MetadataJSON), MaxMetadataBytes)

@@ -47,17 +47,14 @@ func (w *ClosedWindow) Key() string { return ids.ChatKey(w.WorkspaceID, w.ChatID
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (w *ClosedWindow) Validate() error {
 	c := checker{rec: NameClosedWindow}
-	_, err := ids.ParseWorkspaceID(string(w.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(w.ChatID))
-	c.wrap("chat_id", err)
+	validID(&c, "workspace_id", w.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", w.ChatID, ids.ParseChatID, false)
 	c.time("window_start", w.WindowStart)
 	c.time("window_end", w.WindowEnd)
 	if !w.WindowEnd.After(w.WindowStart) {
 		c.fail("window_end is not after window_start")
 	}
-	_, err = ids.ParseProcessorVersion(w.ProcessorVersion)
-	c.wrap("processor_version", err)
+	validID(&c, "processor_version", w.ProcessorVersion, ids.ParseProcessorVersion, false)
 	switch {
 	case w.EvidencePartition < 0:
 		c.fail("evidence_partition %d is negative", w.EvidencePartition)
@@ -119,10 +116,8 @@ func (p *CollectionCheckpoint) Key() string { return ids.ChatKey(p.WorkspaceID, 
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (p *CollectionCheckpoint) Validate() error {
 	c := checker{rec: NameCollectionCheckpoint}
-	_, err := ids.ParseWorkspaceID(string(p.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(p.ChatID))
-	c.wrap("chat_id", err)
+	validID(&c, "workspace_id", p.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", p.ChatID, ids.ParseChatID, false)
 	c.time("covered_until", p.CoveredUntil)
 	switch {
 	case p.CursorCreateTimeMS < 0:
@@ -130,8 +125,7 @@ func (p *CollectionCheckpoint) Validate() error {
 	case p.CursorMessageID == "" && p.CursorCreateTimeMS != 0:
 		c.fail("cursor_create_time_ms is set without cursor_message_id")
 	case p.CursorMessageID != "":
-		_, err := ids.ParseMessageID(string(p.CursorMessageID))
-		c.wrap("cursor_message_id", err)
+		validID(&c, "cursor_message_id", p.CursorMessageID, ids.ParseMessageID, false)
 	}
 	c.time("updated_at", p.UpdatedAt)
 	c.token("reconcile_version", p.ReconcileVersion, MaxTokenLen)
@@ -184,8 +178,7 @@ func (w *WorkspaceRecord) Supersedes(old *WorkspaceRecord) bool {
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (w *WorkspaceRecord) Validate() error {
 	c := checker{rec: NameWorkspaceRecord}
-	_, err := ids.ParseWorkspaceID(string(w.ID))
-	c.wrap("id", err)
+	validID(&c, "id", w.ID, ids.ParseWorkspaceID, false)
 	c.token("type", w.Type, MaxTokenLen)
 	c.token("status", w.Status, MaxTokenLen)
 	c.time("created_at", w.CreatedAt)
