@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/linkedin/goavro/v2"
@@ -142,11 +143,8 @@ func checkTopic(topic string) error {
 	if topic == "" || len(topic) > maxTopicLen || topic == "." || topic == ".." {
 		return fmt.Errorf("topic must be 1..%d bytes and not . or ..", maxTopicLen)
 	}
-	for i := 0; i < len(topic); i++ {
-		b := topic[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.') {
-			return fmt.Errorf("topic %q has characters outside [A-Za-z0-9._-]", topic)
-		}
+	if !isToken(topic) || strings.Contains(topic, ":") { // Kafka's characters: a token's but ':'
+		return fmt.Errorf("topic %q has characters outside [A-Za-z0-9._-]", topic)
 	}
 	return nil
 }

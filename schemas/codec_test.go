@@ -367,6 +367,7 @@ func TestCodecOptions(t *testing.T) {
 		{"registry", []Option{WithRegistry(reg)}, "", Confluent, "larkline.evidence.v1-value"},
 		{"topic", []Option{WithTopic("staging.evidence")}, "", SingleObject, "staging.evidence-value"},
 		{"bad topic", []Option{WithTopic("a/b")}, "characters outside", 0, ""},
+		{"topic with a colon", []Option{WithTopic("team:evidence")}, "characters outside", 0, ""}, // a token's character, not Kafka's
 		{"empty topic", []Option{WithTopic("")}, "topic must be", 0, ""},
 	}
 	for _, tc := range cases {
