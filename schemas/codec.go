@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"sync"
 
 	"github.com/linkedin/goavro/v2"
@@ -63,17 +65,15 @@ func WithRegistry(r *Registry) Option { return func(o *options) { o.registry = r
 // under; the default is the record type's default topic.
 func WithTopic(topic string) Option { return func(o *options) { o.topic = topic } }
 
-// recordType describes one record type to the generic codec.
+// recordType describes one record type to the generic codec; the struct's
+// `avro` tags map its fields (native.go).
 type recordType[T any] struct {
-	name       string
-	topic      string
-	toNative   func(*T) map[string]any
-	fromNative func(f *fieldReader) (T, error)
-	validate   func(*T) error
-	// fast, when set and fastFits the current schema, decodes a body of the current
-	// schema without goavro (fastevidence.go).
-	fast     func(reader *Schema, body []byte) (T, error)
-	fastFits func(*Schema) bool
+	name     string
+	topic    string
+	validate func(*T) error
+	// fast, when set, decodes a body of the current schema without goavro
+	// (fastevidence.go), reading the fields in the order of the struct's tags.
+	fast func(reader *Schema, body []byte) (T, error)
 }
 
 // writer is a writer schema a codec has met, or the reason it cannot read it.
@@ -89,6 +89,7 @@ type writer struct {
 type Codec[T any] struct {
 	rt       *recordType[T]
 	reader   *Schema
+	fields   []field
 	format   WireFormat
 	registry *Registry
 	subject  string
@@ -119,12 +120,19 @@ func newCodec[T any](rt *recordType[T], opts []Option) (*Codec[T], error) {
 	if err := checkTopic(o.topic); err != nil {
 		return nil, fmt.Errorf("schemas: %s codec: %w", rt.name, err)
 	}
-	c := &Codec[T]{rt: rt, reader: cur, format: SingleObject, registry: o.registry, subject: o.topic + "-value",
+	fields, err := fieldsOf[T](cur)
+	if err != nil {
+		return nil, fmt.Errorf("schemas: %s codec: %w", rt.name, err)
+	}
+	c := &Codec[T]{rt: rt, reader: cur, fields: fields, format: SingleObject, registry: o.registry, subject: o.topic + "-value",
 		byFP: map[uint64]*writer{}, byID: map[uint32]*writer{}}
 	if o.registry != nil {
 		c.format = Confluent
 	}
-	c.fast = rt.fast != nil && rt.fastFits(cur)
+	c.fast = rt.fast != nil && len(fields)+1 == len(cur.fields) // the tags name the schema's fields in order
+	for i, f := range fields {
+		c.fast = c.fast && cur.fields[i+1] == f.name
+	}
 	for _, s := range cat.all { // other record types are recognised as such
 		c.byFP[s.Fingerprint] = c.classify(s)
 	}
@@ -135,11 +143,8 @@ func checkTopic(topic string) error {
 	if topic == "" || len(topic) > maxTopicLen || topic == "." || topic == ".." {
 		return fmt.Errorf("topic must be 1..%d bytes and not . or ..", maxTopicLen)
 	}
-	for i := 0; i < len(topic); i++ {
-		b := topic[i]
-		if !(b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b == '_' || b == '-' || b == '.') {
-			return fmt.Errorf("topic %q has characters outside [A-Za-z0-9._-]", topic)
-		}
+	if !isToken(topic) || strings.Contains(topic, ":") { // Kafka's characters: a token's but ':'
+		return fmt.Errorf("topic %q has characters outside [A-Za-z0-9._-]", topic)
 	}
 	return nil
 }
@@ -209,7 +214,7 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 	if err := c.rt.validate(&v); err != nil {
 		return nil, fmt.Errorf("encode %s: %w", c.rt.name, err)
 	}
-	native := c.rt.toNative(&v)
+	native := toNative(c.fields, reflect.ValueOf(&v).Elem())
 	native[VersionField] = int32(c.reader.Version)
 	buf := make([]byte, 0, 512)
 	var err error
@@ -232,7 +237,7 @@ func (c *Codec[T]) Encode(ctx context.Context, v T) ([]byte, error) {
 // slow returns a codec of the same options that never uses the record type's own
 // decoder (tests and the benchmark compare the two).
 func (c *Codec[T]) slow() *Codec[T] {
-	return &Codec[T]{rt: c.rt, reader: c.reader, format: c.format, registry: c.registry, subject: c.subject,
+	return &Codec[T]{rt: c.rt, reader: c.reader, fields: c.fields, format: c.format, registry: c.registry, subject: c.subject,
 		byFP: c.byFP, byID: map[uint32]*writer{}}
 }
 
@@ -329,8 +334,8 @@ func (c *Codec[T]) decodeBody(s *Schema, body []byte) (T, error) {
 			return zero, fmt.Errorf("%w: record says %s %d, this reader knows up to %d", ErrNewerSchema, VersionField, v, c.reader.Version)
 		}
 	}
-	rec, err := c.rt.fromNative(newFieldReader(c.reader, native))
-	if err != nil {
+	var rec T
+	if err := fromNative(c.reader, c.fields, native, reflect.ValueOf(&rec).Elem()); err != nil {
 		return zero, err
 	}
 	if err := c.rt.validate(&rec); err != nil {

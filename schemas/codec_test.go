@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -224,14 +225,14 @@ func TestDecodeErrors(t *testing.T) {
 	// Well-formed Avro of the current schema that breaks the record contract.
 	badID := sampleEvidence()
 	badID.ChatID = "chat-without-prefix"
-	invalidNative := evidenceType.toNative(&badID)
+	invalidNative := evidenceNative(t, badID)
 	invalidNative[VersionField] = int32(1)
 	invalid, err := evidence.Schema().codec.SingleFromNative(nil, invalidNative)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// A record claiming a schema_version newer than the schema that wrote it.
-	newerNative := evidenceType.toNative(ptr(sampleEvidence()))
+	newerNative := evidenceNative(t, sampleEvidence())
 	newerNative[VersionField] = int32(9)
 	newer, err := evidence.Schema().codec.SingleFromNative(nil, newerNative)
 	if err != nil {
@@ -300,8 +301,6 @@ func (d decoder[T]) decode(b []byte) error {
 
 func dec[T any](c *Codec[T]) decoder[T] { return decoder[T]{c} }
 
-func ptr[T any](v T) *T { return &v }
-
 // TestCorruptedBytes flips every bit and cuts every prefix of valid values: each
 // result is either a valid record or a typed decode error, never a panic.
 func TestCorruptedBytes(t *testing.T) {
@@ -368,6 +367,7 @@ func TestCodecOptions(t *testing.T) {
 		{"registry", []Option{WithRegistry(reg)}, "", Confluent, "larkline.evidence.v1-value"},
 		{"topic", []Option{WithTopic("staging.evidence")}, "", SingleObject, "staging.evidence-value"},
 		{"bad topic", []Option{WithTopic("a/b")}, "characters outside", 0, ""},
+		{"topic with a colon", []Option{WithTopic("team:evidence")}, "characters outside", 0, ""}, // a token's character, not Kafka's
 		{"empty topic", []Option{WithTopic("")}, "topic must be", 0, ""},
 	}
 	for _, tc := range cases {
@@ -499,5 +499,63 @@ func TestClosedWindowShippedBytes(t *testing.T) {
 	enc, err := c.Encode(context.Background(), sampleWindow())
 	if err != nil || !bytes.Equal(enc, b) {
 		t.Fatalf("encode = %x, %v; want the shipped bytes", enc, err)
+	}
+}
+
+// TestEncodedBytesKept: every record type is written byte for byte as the codec of
+// 40ac9d9 (field-by-field conversion, before the tag-driven one) wrote it
+// (testdata/encoded-40ac9d9.txt: name, hex), and those bytes decode to the record.
+func TestEncodedBytesKept(t *testing.T) {
+	text, err := os.ReadFile("testdata/encoded-40ac9d9.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]byte{}
+	for line := range strings.Lines(string(text)) {
+		name, h, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if want[name], err = hex.DecodeString(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noChats := sampleWorkspace()
+	noChats.Chats = nil
+	emptyKey := sampleDeadLetter()
+	emptyKey.Key, emptyKey.Value, emptyKey.OriginalSchema = []byte{}, nil, ""
+	cases := []struct {
+		name  string
+		check func(t *testing.T, b []byte)
+	}{
+		{"evidence0", keptBytes(NewEvidenceCodec, sampleEvidence())},
+		{"evidence1", keptBytes(NewEvidenceCodec, sampleEvidenceNulls())},
+		{"evidence2", keptBytes(NewEvidenceCodec, sampleEvidenceDeleted())},
+		{"window", keptBytes(NewClosedWindowCodec, sampleWindow())},
+		{"checkpoint", keptBytes(NewCheckpointCodec, sampleCheckpoint())},
+		{"checkpoint-empty", keptBytes(NewCheckpointCodec, sampleCheckpointEmpty())},
+		{"workspace", keptBytes(NewWorkspaceCodec, sampleWorkspace())},
+		{"workspace-nochats", keptBytes(NewWorkspaceCodec, noChats)},
+		{"deadletter", keptBytes(NewDeadLetterCodec, sampleDeadLetter())},
+		{"deadletter-emptykey", keptBytes(NewDeadLetterCodec, emptyKey)},
+	}
+	if len(cases) != len(want) {
+		t.Fatalf("%d cases for %d encodings", len(cases), len(want))
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) { tc.check(t, want[tc.name]) })
+	}
+}
+
+func keptBytes[T any](newCodec func(...Option) (*Codec[T], error), v T) func(t *testing.T, b []byte) {
+	return func(t *testing.T, b []byte) {
+		ctx := context.Background()
+		c, err := newCodec()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if enc, err := c.Encode(ctx, v); err != nil || !bytes.Equal(enc, b) {
+			t.Fatalf("encode = %x, %v; want %x", enc, err, b)
+		}
+		if got, err := c.Decode(ctx, b); err != nil || !reflect.DeepEqual(got, v) {
+			t.Fatalf("decode = %+v, %v; want %+v", got, err, v)
+		}
 	}
 }

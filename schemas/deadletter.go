@@ -50,18 +50,19 @@ func ReasonOf(err error) string {
 // io.larkline.DeadLetter). Value is as sensitive as the topic it came from; Error
 // carries ids and hashes only.
 type DeadLetter struct {
-	Stage  string // an ids.Stage (ids.ParseStage also reads the pre-D30 "evidence_sink", "workspace_feed")
-	Reason string // a short code, e.g. ReasonUnknownSchema
-	Error  string // at most MaxDeadLetterErrorBytes
+	Stage  string `avro:"stage"`  // an ids.Stage (ids.ParseStage also reads the pre-D30 "evidence_sink", "workspace_feed")
+	Reason string `avro:"reason"` // a short code, e.g. ReasonUnknownSchema
+	Error  string `avro:"error"`  // at most MaxDeadLetterErrorBytes
 	// Topic, Partition and Offset locate the original record; -1 when unknown.
-	Topic     string
-	Partition int32
-	Offset    int64
+	Topic     string `avro:"topic"`
+	Partition int32  `avro:"partition"`
+	Offset    int64  `avro:"offset"`
 	// Key and Value are the original bytes; nil is null, distinct from empty.
-	Key, Value []byte
-	FailedAt   time.Time
+	Key      []byte    `avro:"key"`
+	Value    []byte    `avro:"value"`
+	FailedAt time.Time `avro:"failed_at"`
 	// OriginalSchema is the writer schema of Value when known (WireSchemaRef's form).
-	OriginalSchema string
+	OriginalSchema string `avro:"original_schema"`
 }
 
 // NewDeadLetter builds the dead letter of a record that failed with cause: the
@@ -124,35 +125,6 @@ var deadLetterType = &recordType[DeadLetter]{
 	name:     NameDeadLetter,
 	topic:    DefaultDeadLetterTopic,
 	validate: (*DeadLetter).Validate,
-	toNative: func(d *DeadLetter) map[string]any {
-		return map[string]any{
-			"stage":           d.Stage,
-			"reason":          d.Reason,
-			"error":           d.Error,
-			"topic":           d.Topic,
-			"partition":       d.Partition,
-			"offset":          d.Offset,
-			"key":             nullableBytes(d.Key),
-			"value":           nullableBytes(d.Value),
-			"failed_at":       millis(d.FailedAt),
-			"original_schema": nullableString(d.OriginalSchema),
-		}
-	},
-	fromNative: func(f *fieldReader) (DeadLetter, error) {
-		d := DeadLetter{
-			Stage:          f.str("stage"),
-			Reason:         f.str("reason"),
-			Error:          f.str("error"),
-			Topic:          f.str("topic"),
-			Partition:      f.int32("partition"),
-			Offset:         f.long("offset"),
-			Key:            f.optBytes("key"),
-			Value:          f.optBytes("value"),
-			FailedAt:       f.timestamp("failed_at"),
-			OriginalSchema: f.optStr("original_schema"),
-		}
-		return d, f.err
-	},
 }
 
 // NewDeadLetterCodec returns the codec of DeadLetter values.

@@ -12,8 +12,9 @@
 //
 // Every schema starts with schema_version, whose default is the file's version.
 // Each record type has a Go struct with typed ids (keys from schemas/ids), a
-// Validate method and a [Codec]; conversion to goavro's native maps is explicit,
-// field by field ("" is a null string; timestamps are millisecond UTC).
+// Validate method and a [Codec]; its fields' `avro:"<name>"` tags drive the
+// conversion to and from goavro's native maps ("" or nil is null in a nullable
+// field; timestamps are millisecond UTC).
 //
 // With a schema registry ([NewRegistry], franz-go's sr.Client; [WithRegistry]) Encode
 // writes the Confluent wire format, registering the schema under <topic>-value on

@@ -47,27 +47,33 @@ const (
 // (schema io.larkline.EvidenceRecord). Its record key is Key(). Nullable fields are
 // "" for null.
 type EvidenceRecord struct {
-	WorkspaceID ids.WorkspaceID
-	ChatID      ids.ChatID
-	MessageID   ids.MessageID
+	WorkspaceID ids.WorkspaceID `avro:"workspace_id"`
+	ChatID      ids.ChatID      `avro:"chat_id"`
+	MessageID   ids.MessageID   `avro:"message_id"`
 	// Source, SourceType and SourceKey are ids.SourceLark, ids.SourceTypeLarkMessage
 	// and ids.MessageSourceKey(ChatID, MessageID).
-	Source, SourceType, SourceKey string
+	Source     string `avro:"source"`
+	SourceType string `avro:"source_type"`
+	SourceKey  string `avro:"source_key"`
 	// OccurredAt is the creation time, SourceUpdatedAt the update time (creation
 	// when never updated), ObservedAt when larkline ingested this version.
-	OccurredAt, SourceUpdatedAt, ObservedAt time.Time
+	OccurredAt      time.Time `avro:"occurred_at"`
+	SourceUpdatedAt time.Time `avro:"source_updated_at"`
+	ObservedAt      time.Time `avro:"observed_at"`
 
-	ActorID                    string // sender's open_id; "" when Lark reports none
-	ActorDisplayName           string
-	MessageType                string // text, post, image, interactive, ...
-	Content                    string // normalized bounded text; "" when Deleted
-	ContentHash                string // ContentHash of the semantic content
-	Deleted, SynthesisEligible bool
-	IneligibleReason           string // "" when SynthesisEligible
-	ThreadID                   string // omt_…
-	RootID, ParentID           ids.MessageID
-	MetadataJSON               string // JSON object of MetaKeys; "{}" when none
-	IngestPath                 IngestPath
+	ActorID           string        `avro:"actor_id"` // sender's open_id; "" when Lark reports none
+	ActorDisplayName  string        `avro:"actor_display_name"`
+	MessageType       string        `avro:"message_type"` // text, post, image, interactive, ...
+	Content           string        `avro:"content"`      // normalized bounded text; "" when Deleted
+	ContentHash       string        `avro:"content_hash"` // ContentHash of the semantic content
+	Deleted           bool          `avro:"deleted"`
+	SynthesisEligible bool          `avro:"synthesis_eligible"`
+	IneligibleReason  string        `avro:"ineligible_reason"` // "" when SynthesisEligible
+	ThreadID          string        `avro:"thread_id"`         // omt_…
+	RootID            ids.MessageID `avro:"root_id"`
+	ParentID          ids.MessageID `avro:"parent_id"`
+	MetadataJSON      string        `avro:"metadata_json"` // JSON object of MetaKeys; "{}" when none
+	IngestPath        IngestPath    `avro:"ingest_path"`
 }
 
 // Key returns the record key <workspace>/<chat>/<message>.
@@ -76,12 +82,9 @@ func (r *EvidenceRecord) Key() string { return ids.EvidenceKey(r.WorkspaceID, r.
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (r *EvidenceRecord) Validate() error {
 	c := checker{rec: NameEvidenceRecord}
-	_, err := ids.ParseWorkspaceID(string(r.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(r.ChatID))
-	c.wrap("chat_id", err)
-	_, err = ids.ParseMessageID(string(r.MessageID))
-	c.wrap("message_id", err)
+	validID(&c, "workspace_id", r.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", r.ChatID, ids.ParseChatID, false)
+	validID(&c, "message_id", r.MessageID, ids.ParseMessageID, false)
 	if r.Source != ids.SourceLark {
 		c.fail("source %.40q, want %q", r.Source, ids.SourceLark)
 	}
@@ -112,14 +115,8 @@ func (r *EvidenceRecord) Validate() error {
 	}
 	c.optToken("ineligible_reason", r.IneligibleReason, MaxTokenLen)
 	c.optToken("thread_id", r.ThreadID, ids.MaxIDLen)
-	if r.RootID != "" {
-		_, err := ids.ParseMessageID(string(r.RootID))
-		c.wrap("root_id", err)
-	}
-	if r.ParentID != "" {
-		_, err := ids.ParseMessageID(string(r.ParentID))
-		c.wrap("parent_id", err)
-	}
+	validID(&c, "root_id", r.RootID, ids.ParseMessageID, true)
+	validID(&c, "parent_id", r.ParentID, ids.ParseMessageID, true)
 	switch {
 	case len(r.MetadataJSON) > MaxMetadataBytes:
 		c.fail("metadata_json is %d bytes, more than %d", len(r.MetadataJSON), MaxMetadataBytes)
@@ -143,60 +140,6 @@ var evidenceType = &recordType[EvidenceRecord]{
 	topic:    DefaultEvidenceTopic,
 	validate: (*EvidenceRecord).Validate,
 	fast:     fastEvidence,
-	fastFits: fastEvidenceFits,
-	toNative: func(r *EvidenceRecord) map[string]any {
-		return map[string]any{
-			"workspace_id":       string(r.WorkspaceID),
-			"chat_id":            string(r.ChatID),
-			"message_id":         string(r.MessageID),
-			"source":             r.Source,
-			"source_type":        r.SourceType,
-			"source_key":         r.SourceKey,
-			"occurred_at":        millis(r.OccurredAt),
-			"source_updated_at":  millis(r.SourceUpdatedAt),
-			"observed_at":        millis(r.ObservedAt),
-			"actor_id":           r.ActorID,
-			"actor_display_name": nullableString(r.ActorDisplayName),
-			"message_type":       r.MessageType,
-			"content":            r.Content,
-			"content_hash":       r.ContentHash,
-			"deleted":            r.Deleted,
-			"synthesis_eligible": r.SynthesisEligible,
-			"ineligible_reason":  nullableString(r.IneligibleReason),
-			"thread_id":          nullableString(r.ThreadID),
-			"root_id":            nullableString(string(r.RootID)),
-			"parent_id":          nullableString(string(r.ParentID)),
-			"metadata_json":      r.MetadataJSON,
-			"ingest_path":        string(r.IngestPath),
-		}
-	},
-	fromNative: func(f *fieldReader) (EvidenceRecord, error) {
-		r := EvidenceRecord{
-			WorkspaceID:       ids.WorkspaceID(f.str("workspace_id")),
-			ChatID:            ids.ChatID(f.str("chat_id")),
-			MessageID:         ids.MessageID(f.str("message_id")),
-			Source:            f.str("source"),
-			SourceType:        f.str("source_type"),
-			SourceKey:         f.str("source_key"),
-			OccurredAt:        f.timestamp("occurred_at"),
-			SourceUpdatedAt:   f.timestamp("source_updated_at"),
-			ObservedAt:        f.timestamp("observed_at"),
-			ActorID:           f.str("actor_id"),
-			ActorDisplayName:  f.optStr("actor_display_name"),
-			MessageType:       f.str("message_type"),
-			Content:           f.str("content"),
-			ContentHash:       f.str("content_hash"),
-			Deleted:           f.boolean("deleted"),
-			SynthesisEligible: f.boolean("synthesis_eligible"),
-			IneligibleReason:  f.optStr("ineligible_reason"),
-			ThreadID:          f.optStr("thread_id"),
-			RootID:            ids.MessageID(f.optStr("root_id")),
-			ParentID:          ids.MessageID(f.optStr("parent_id")),
-			MetadataJSON:      f.str("metadata_json"),
-			IngestPath:        IngestPath(f.str("ingest_path")),
-		}
-		return r, f.err
-	},
 }
 
 // NewEvidenceCodec returns the codec of EvidenceRecord values.

@@ -13,7 +13,7 @@ import (
 func v0Native(t testing.TB) map[string]any {
 	t.Helper()
 	r := sampleEvidenceNulls()
-	m := evidenceType.toNative(&r)
+	m := evidenceNative(t, r)
 	delete(m, "actor_display_name")
 	delete(m, "ineligible_reason")
 	m[VersionField] = int32(0)
@@ -93,7 +93,7 @@ func TestDecodeIncompatibleOrNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n2 := evidenceType.toNative(ptr(sampleEvidence()))
+	n2 := evidenceNative(t, sampleEvidence())
 	n2[VersionField], n2["reaction_count"] = int32(2), int32(5)
 	v2ID := fake.add(DefaultEvidenceTopic+"-value", v2.JSON)
 	v2Bytes, err := v2.codec.BinaryFromNative(binary.BigEndian.AppendUint32([]byte{0}, v2ID), n2)
@@ -106,7 +106,7 @@ func TestDecodeIncompatibleOrNewerSchema(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n0 := evidenceType.toNative(ptr(sampleEvidence()))
+	n0 := evidenceNative(t, sampleEvidence())
 	delete(n0, "content_hash")
 	n0[VersionField] = int32(0)
 	oldID := fake.add(DefaultEvidenceTopic+"-value", old.JSON)

@@ -2,7 +2,6 @@ package schemas
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/larkline/larkline/schemas/ids"
@@ -12,19 +11,6 @@ import (
 // the window processor, so its current schema has a decoder of its own, about 4x
 // faster than goavro with a quarter of the allocations (docs/perf.md). A test and
 // a fuzz target (FuzzEvidenceFastDecode) hold it to goavro's result on every input.
-
-// evidenceFastFields is the field order fastEvidence reads.
-var evidenceFastFields = []string{
-	VersionField, "workspace_id", "chat_id", "message_id", "source", "source_type", "source_key",
-	"occurred_at", "source_updated_at", "observed_at", "actor_id", "actor_display_name", "message_type",
-	"content", "content_hash", "deleted", "synthesis_eligible", "ineligible_reason", "thread_id", "root_id",
-	"parent_id", "metadata_json", "ingest_path",
-}
-
-// fastEvidenceFits reports whether s is the schema fastEvidence decodes.
-func fastEvidenceFits(s *Schema) bool {
-	return s != nil && slices.Equal(s.fields, evidenceFastFields)
-}
 
 // fastReader reads an untrusted body the way goavro does: the first malformation is
 // kept in err and later reads return zero values.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,17 @@ import (
 )
 
 // ---- fixtures
+
+// evidenceNative is r in goavro's native form, as Encode hands it to goavro
+// (without schema_version).
+func evidenceNative(t testing.TB, r EvidenceRecord) map[string]any {
+	t.Helper()
+	c, err := NewEvidenceCodec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return toNative(c.fields, reflect.ValueOf(&r).Elem())
+}
 
 const (
 	testWorkspace = ids.WorkspaceID("ws-incident-42")

@@ -21,24 +21,24 @@ const (
 // chat's evidence partition: the evidence is in the evidence table once the
 // evidence sink has committed EvidenceEndOffset.
 type ClosedWindow struct {
-	WorkspaceID ids.WorkspaceID
-	ChatID      ids.ChatID
+	WorkspaceID ids.WorkspaceID `avro:"workspace_id"`
+	ChatID      ids.ChatID      `avro:"chat_id"`
 	// WindowStart is inclusive, WindowEnd exclusive.
-	WindowStart      time.Time
-	WindowEnd        time.Time
-	ProcessorVersion string
+	WindowStart      time.Time `avro:"window_start"`
+	WindowEnd        time.Time `avro:"window_end"`
+	ProcessorVersion string    `avro:"processor_version"`
 	// EvidenceCount counts the evidence versions (records) the window took in.
-	EvidenceCount     int
-	ClosedAt          time.Time
-	Reason            string // why the window closed, e.g. CloseReasonGraceElapsed
-	EvidencePartition int32
-	EvidenceLowOffset int64
-	EvidenceEndOffset int64
+	EvidenceCount     int       `avro:"evidence_count"`
+	ClosedAt          time.Time `avro:"closed_at"`
+	Reason            string    `avro:"reason"` // why the window closed, e.g. CloseReasonGraceElapsed
+	EvidencePartition int32     `avro:"evidence_partition"`
+	EvidenceLowOffset int64     `avro:"evidence_low_offset"`
+	EvidenceEndOffset int64     `avro:"evidence_end_offset"`
 	// FirstOccurredAt and LastOccurredAt bound the occurred_at of the evidence.
-	FirstOccurredAt time.Time
-	LastOccurredAt  time.Time
+	FirstOccurredAt time.Time `avro:"first_occurred_at"`
+	LastOccurredAt  time.Time `avro:"last_occurred_at"`
 	// Oversized: more evidence versions than the processor's oversized bound.
-	Oversized bool
+	Oversized bool `avro:"oversized"`
 }
 
 // Key returns the record key <workspace>/<chat>.
@@ -47,17 +47,14 @@ func (w *ClosedWindow) Key() string { return ids.ChatKey(w.WorkspaceID, w.ChatID
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (w *ClosedWindow) Validate() error {
 	c := checker{rec: NameClosedWindow}
-	_, err := ids.ParseWorkspaceID(string(w.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(w.ChatID))
-	c.wrap("chat_id", err)
+	validID(&c, "workspace_id", w.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", w.ChatID, ids.ParseChatID, false)
 	c.time("window_start", w.WindowStart)
 	c.time("window_end", w.WindowEnd)
 	if !w.WindowEnd.After(w.WindowStart) {
 		c.fail("window_end is not after window_start")
 	}
-	_, err = ids.ParseProcessorVersion(w.ProcessorVersion)
-	c.wrap("processor_version", err)
+	validID(&c, "processor_version", w.ProcessorVersion, ids.ParseProcessorVersion, false)
 	switch {
 	case w.EvidencePartition < 0:
 		c.fail("evidence_partition %d is negative", w.EvidencePartition)
@@ -82,43 +79,6 @@ var closedWindowType = &recordType[ClosedWindow]{
 	name:     NameClosedWindow,
 	topic:    DefaultClosedWindowTopic,
 	validate: (*ClosedWindow).Validate,
-	toNative: func(w *ClosedWindow) map[string]any {
-		return map[string]any{
-			"workspace_id":        string(w.WorkspaceID),
-			"chat_id":             string(w.ChatID),
-			"window_start":        millis(w.WindowStart),
-			"window_end":          millis(w.WindowEnd),
-			"processor_version":   w.ProcessorVersion,
-			"evidence_count":      int32(w.EvidenceCount),
-			"closed_at":           millis(w.ClosedAt),
-			"reason":              w.Reason,
-			"evidence_partition":  w.EvidencePartition,
-			"evidence_low_offset": w.EvidenceLowOffset,
-			"evidence_end_offset": w.EvidenceEndOffset,
-			"first_occurred_at":   millis(w.FirstOccurredAt),
-			"last_occurred_at":    millis(w.LastOccurredAt),
-			"oversized":           w.Oversized,
-		}
-	},
-	fromNative: func(f *fieldReader) (ClosedWindow, error) {
-		w := ClosedWindow{
-			WorkspaceID:       ids.WorkspaceID(f.str("workspace_id")),
-			ChatID:            ids.ChatID(f.str("chat_id")),
-			WindowStart:       f.timestamp("window_start"),
-			WindowEnd:         f.timestamp("window_end"),
-			ProcessorVersion:  f.str("processor_version"),
-			EvidenceCount:     int(f.int32("evidence_count")),
-			ClosedAt:          f.timestamp("closed_at"),
-			Reason:            f.str("reason"),
-			EvidencePartition: f.int32("evidence_partition"),
-			EvidenceLowOffset: f.long("evidence_low_offset"),
-			EvidenceEndOffset: f.long("evidence_end_offset"),
-			FirstOccurredAt:   f.timestamp("first_occurred_at"),
-			LastOccurredAt:    f.timestamp("last_occurred_at"),
-			Oversized:         f.boolean("oversized"),
-		}
-		return w, f.err
-	},
 }
 
 // NewClosedWindowCodec returns the codec of ClosedWindow values.
@@ -133,21 +93,21 @@ const DefaultCheckpointTopic = "larkline.checkpoints.v1"
 // one workspace (schema io.larkline.CollectionCheckpoint). Its record key is Key().
 // The reconciler publishes it only after Kafka acknowledged every page it covers.
 type CollectionCheckpoint struct {
-	WorkspaceID ids.WorkspaceID
-	ChatID      ids.ChatID
+	WorkspaceID ids.WorkspaceID `avro:"workspace_id"`
+	ChatID      ids.ChatID      `avro:"chat_id"`
 	// CoveredUntil: chat history is complete up to this instant.
-	CoveredUntil time.Time
+	CoveredUntil time.Time `avro:"covered_until"`
 	// CursorCreateTimeMS (Unix ms, as Lark reports it) and CursorMessageID name the
 	// last collected message; both zero until one is.
-	CursorCreateTimeMS int64
-	CursorMessageID    ids.MessageID
-	UpdatedAt          time.Time
+	CursorCreateTimeMS int64         `avro:"cursor_create_time_ms"`
+	CursorMessageID    ids.MessageID `avro:"cursor_message_id"`
+	UpdatedAt          time.Time     `avro:"updated_at"`
 	// ReconcileVersion identifies the reconciliation logic that wrote the checkpoint.
-	ReconcileVersion string
+	ReconcileVersion string `avro:"reconcile_version"`
 	// EvidenceEndOffset is one past the highest offset of the evidence the
 	// reconciler produced for the chat up to this checkpoint, on the chat's evidence
 	// partition: the read-your-writes barrier of coverage gating. 0: no barrier.
-	EvidenceEndOffset int64
+	EvidenceEndOffset int64 `avro:"evidence_end_offset"`
 }
 
 // Key returns the record key <workspace>/<chat>.
@@ -156,10 +116,8 @@ func (p *CollectionCheckpoint) Key() string { return ids.ChatKey(p.WorkspaceID, 
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (p *CollectionCheckpoint) Validate() error {
 	c := checker{rec: NameCollectionCheckpoint}
-	_, err := ids.ParseWorkspaceID(string(p.WorkspaceID))
-	c.wrap("workspace_id", err)
-	_, err = ids.ParseChatID(string(p.ChatID))
-	c.wrap("chat_id", err)
+	validID(&c, "workspace_id", p.WorkspaceID, ids.ParseWorkspaceID, false)
+	validID(&c, "chat_id", p.ChatID, ids.ParseChatID, false)
 	c.time("covered_until", p.CoveredUntil)
 	switch {
 	case p.CursorCreateTimeMS < 0:
@@ -167,8 +125,7 @@ func (p *CollectionCheckpoint) Validate() error {
 	case p.CursorMessageID == "" && p.CursorCreateTimeMS != 0:
 		c.fail("cursor_create_time_ms is set without cursor_message_id")
 	case p.CursorMessageID != "":
-		_, err := ids.ParseMessageID(string(p.CursorMessageID))
-		c.wrap("cursor_message_id", err)
+		validID(&c, "cursor_message_id", p.CursorMessageID, ids.ParseMessageID, false)
 	}
 	c.time("updated_at", p.UpdatedAt)
 	c.token("reconcile_version", p.ReconcileVersion, MaxTokenLen)
@@ -182,31 +139,6 @@ var checkpointType = &recordType[CollectionCheckpoint]{
 	name:     NameCollectionCheckpoint,
 	topic:    DefaultCheckpointTopic,
 	validate: (*CollectionCheckpoint).Validate,
-	toNative: func(p *CollectionCheckpoint) map[string]any {
-		return map[string]any{
-			"workspace_id":          string(p.WorkspaceID),
-			"chat_id":               string(p.ChatID),
-			"covered_until":         millis(p.CoveredUntil),
-			"cursor_create_time_ms": p.CursorCreateTimeMS,
-			"cursor_message_id":     nullableString(string(p.CursorMessageID)),
-			"updated_at":            millis(p.UpdatedAt),
-			"reconcile_version":     p.ReconcileVersion,
-			"evidence_end_offset":   p.EvidenceEndOffset,
-		}
-	},
-	fromNative: func(f *fieldReader) (CollectionCheckpoint, error) {
-		p := CollectionCheckpoint{
-			WorkspaceID:        ids.WorkspaceID(f.str("workspace_id")),
-			ChatID:             ids.ChatID(f.str("chat_id")),
-			CoveredUntil:       f.timestamp("covered_until"),
-			CursorCreateTimeMS: f.long("cursor_create_time_ms"),
-			CursorMessageID:    ids.MessageID(f.optStr("cursor_message_id")),
-			UpdatedAt:          f.timestamp("updated_at"),
-			ReconcileVersion:   f.str("reconcile_version"),
-			EvidenceEndOffset:  f.long("evidence_end_offset"),
-		}
-		return p, f.err
-	},
 }
 
 // NewCheckpointCodec returns the codec of CollectionCheckpoint values.
@@ -220,17 +152,17 @@ const DefaultWorkspaceTopic = "larkline.workspaces.v1"
 // WorkspaceRecord is a workspace and its bound Lark chats (schema
 // io.larkline.WorkspaceRecord). Its record key is Key().
 type WorkspaceRecord struct {
-	ID ids.WorkspaceID
+	ID ids.WorkspaceID `avro:"id"`
 	// Type and Status are the workspace's type and status (e.g. "firing").
-	Type      string
-	Status    string
-	CreatedAt time.Time
+	Type      string    `avro:"type"`
+	Status    string    `avro:"status"`
+	CreatedAt time.Time `avro:"created_at"`
 	// Version is monotonic per workspace, starting at 1. A reader that holds a
 	// version keeps it when an older one arrives (see Supersedes).
-	Version int64
+	Version int64 `avro:"version"`
 	// Chats are the bound Lark chats, without duplicates; nil when none.
-	Chats     []ids.ChatID
-	UpdatedAt time.Time
+	Chats     []ids.ChatID `avro:"chats"`
+	UpdatedAt time.Time    `avro:"updated_at"`
 }
 
 // Key returns the record key, the workspace id.
@@ -246,8 +178,7 @@ func (w *WorkspaceRecord) Supersedes(old *WorkspaceRecord) bool {
 // Validate checks every rule of the record contract. Errors wrap ErrInvalidRecord.
 func (w *WorkspaceRecord) Validate() error {
 	c := checker{rec: NameWorkspaceRecord}
-	_, err := ids.ParseWorkspaceID(string(w.ID))
-	c.wrap("id", err)
+	validID(&c, "id", w.ID, ids.ParseWorkspaceID, false)
 	c.token("type", w.Type, MaxTokenLen)
 	c.token("status", w.Status, MaxTokenLen)
 	c.time("created_at", w.CreatedAt)
@@ -279,47 +210,6 @@ var workspaceType = &recordType[WorkspaceRecord]{
 	name:     NameWorkspaceRecord,
 	topic:    DefaultWorkspaceTopic,
 	validate: (*WorkspaceRecord).Validate,
-	toNative: func(w *WorkspaceRecord) map[string]any {
-		chats := make([]any, len(w.Chats))
-		for i, c := range w.Chats {
-			chats[i] = string(c)
-		}
-		return map[string]any{
-			"id":         string(w.ID),
-			"type":       w.Type,
-			"status":     w.Status,
-			"created_at": millis(w.CreatedAt),
-			"version":    w.Version,
-			"chats":      chats,
-			"updated_at": millis(w.UpdatedAt),
-		}
-	},
-	fromNative: func(f *fieldReader) (WorkspaceRecord, error) {
-		w := WorkspaceRecord{
-			ID:        ids.WorkspaceID(f.str("id")),
-			Type:      f.str("type"),
-			Status:    f.str("status"),
-			CreatedAt: f.timestamp("created_at"),
-			Version:   f.long("version"),
-			UpdatedAt: f.timestamp("updated_at"),
-		}
-		chats := f.list("chats")
-		if f.err != nil {
-			return w, f.err
-		}
-		if len(chats) > 0 {
-			w.Chats = make([]ids.ChatID, len(chats))
-		}
-		for i, c := range chats {
-			s, ok := unwrap(c).(string)
-			if !ok {
-				f.fail("chats", "item %d is a %T, want a string", i, c)
-				return w, f.err
-			}
-			w.Chats[i] = ids.ChatID(s)
-		}
-		return w, nil
-	},
 }
 
 // NewWorkspaceCodec returns the codec of WorkspaceRecord values.

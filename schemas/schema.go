@@ -45,8 +45,9 @@ type Schema struct {
 	Fingerprint uint64 // CRC-64-AVRO of Canonical, as the single-object encoding carries
 
 	codec    *goavro.Codec
-	fields   []string       // the record's field names, in order
-	defaults map[string]any // field defaults: what a reader takes for a field its writer lacked
+	fields   []string          // the record's field names, in order
+	defaults map[string]any    // field defaults: what a reader takes for a field its writer lacked
+	nullable map[string]string // field → X of its ["null", X] union type
 }
 
 // maxGoavroBlockCount bounds an array or map block goavro decodes, so no count in
@@ -68,6 +69,7 @@ func ParseSchema(schemaJSON string) (*Schema, error) {
 		Namespace string `json:"namespace"`
 		Fields    []struct {
 			Name    string          `json:"name"`
+			Type    any             `json:"type"`
 			Default json.RawMessage `json:"default"` // "null" for a null default
 		} `json:"fields"`
 	}
@@ -75,12 +77,15 @@ func ParseSchema(schemaJSON string) (*Schema, error) {
 		return nil, fmt.Errorf("parse avro schema: top-level type is not a record")
 	}
 	s := &Schema{JSON: schemaJSON, Canonical: codec.CanonicalSchema(), Fingerprint: codec.Rabin, codec: codec,
-		Name: raw.Name, defaults: map[string]any{}}
+		Name: raw.Name, defaults: map[string]any{}, nullable: map[string]string{}}
 	if raw.Namespace != "" && !strings.Contains(raw.Name, ".") {
 		s.Name = raw.Namespace + "." + raw.Name
 	}
 	for _, f := range raw.Fields {
 		s.fields = append(s.fields, f.Name)
+		if u, ok := f.Type.([]any); ok && len(u) == 2 && u[0] == "null" {
+			s.nullable[f.Name], _ = u[1].(string)
+		}
 		if len(f.Default) > 0 {
 			var def any
 			_ = json.Unmarshal(f.Default, &def) // valid JSON: goavro parsed it

@@ -48,6 +48,14 @@ func (c *checker) wrap(field string, err error) {
 	}
 }
 
+// validID checks an id with its ids.Parse function; "" passes when optional.
+func validID[T ~string](c *checker, field string, v T, parse func(string) (T, error), optional bool) {
+	if !optional || v != "" {
+		_, err := parse(string(v))
+		c.wrap(field, err)
+	}
+}
+
 func (c *checker) time(field string, t time.Time) {
 	if t.IsZero() {
 		c.fail("%s is not set", field)
