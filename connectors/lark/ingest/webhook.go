@@ -147,18 +147,19 @@ func (opts WebhookOptions) problems() *options.Problems {
 	return p
 }
 
-// envelope is the part of a plaintext callback the webhook reads before dispatching:
-// the url_verification fields and the v2 header.
+// envelope is a plaintext callback as the webhook reads it, in one pass: the
+// url_verification fields, the v2 schema and header, and the event's bytes.
 type envelope struct {
-	Type      string `json:"type"`
-	Challenge string `json:"challenge"`
-	Token     string `json:"token"`
-	Encrypt   string `json:"encrypt"`
-	Header    *struct {
-		EventID   string `json:"event_id"`
-		EventType string `json:"event_type"`
-		Token     string `json:"token"`
-	} `json:"header"`
+	Type      string                 `json:"type"`
+	Challenge string                 `json:"challenge"`
+	Token     string                 `json:"token"`
+	Encrypt   string                 `json:"encrypt"`
+	Schema    string                 `json:"schema"`
+	Header    *larkevent.EventHeader `json:"header"`
+	// Event is kept as bytes and decoded once into the SDK's typed event of the
+	// header's type (dispatch): the body is parsed once, not once for the envelope
+	// and again as a whole for the event (issue #35).
+	Event json.RawMessage `json:"event"`
 }
 
 // ServeHTTP answers one Lark callback. The answer is JSON: {"msg":"success"} for an
@@ -213,7 +214,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	plain, env, res := h.open(body)
+	_, env, res := h.open(body)
 	if res.Outcome != "" {
 		return
 	}
@@ -249,7 +250,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res = ignored(ReasonUnsupportedEventType)
 		return
 	}
-	res = h.dispatch(ctx, env, plain)
+	res = h.dispatch(ctx, env)
 }
 
 // authenticate checks an event's verification token, that it is signed when an
@@ -264,30 +265,44 @@ func (h *Webhook) authenticate(r *http.Request, env envelope, signed bool) Resul
 	return h.checkTimestamp(r)
 }
 
-// dispatch decodes a verified, supported event into the SDK's typed struct, as the
-// SDK's dispatcher does, and hands it to the pipeline, whose Result it returns. (The
+// dispatch decodes a verified, supported event (the envelope's event bytes, kept
+// when the envelope was read) into the SDK's typed struct, as the SDK's dispatcher
+// does, and hands it to the pipeline, whose Result it returns. (The
 // dispatcher itself is not used: it formats every request into a debug line and
 // parses the body three more times; issue #35.)
-func (h *Webhook) dispatch(ctx context.Context, env envelope, plain []byte) Result {
+func (h *Webhook) dispatch(ctx context.Context, env envelope) Result {
 	decodeErr := func(err error) Result {
 		return rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
 	}
+	base := &larkevent.EventV2Base{Schema: env.Schema, Header: env.Header}
 	switch env.Header.EventType {
 	case EventTypeMessageReceive:
-		ev := new(larkim.P2MessageReceiveV1)
-		if err := json.Unmarshal(plain, ev); err != nil {
-			return decodeErr(err)
+		ev := &larkim.P2MessageReceiveV1{EventV2Base: base}
+		if hasEvent(env.Event) {
+			ev.Event = new(larkim.P2MessageReceiveV1Data)
+			if err := json.Unmarshal(env.Event, ev.Event); err != nil {
+				return decodeErr(err)
+			}
 		}
 		return h.ing.receive(ctx, ev)
 	case EventTypeMessageRecalled:
-		ev := new(larkim.P2MessageRecalledV1)
-		if err := json.Unmarshal(plain, ev); err != nil {
-			return decodeErr(err)
+		ev := &larkim.P2MessageRecalledV1{EventV2Base: base}
+		if hasEvent(env.Event) {
+			ev.Event = new(larkim.P2MessageRecalledV1Data)
+			if err := json.Unmarshal(env.Event, ev.Event); err != nil {
+				return decodeErr(err)
+			}
 		}
 		return h.ing.recall(ctx, ev)
 	default:
 		return failed(ReasonInternal, fmt.Errorf("no handler for %s", env.Header.EventType))
 	}
+}
+
+// hasEvent reports whether the envelope carries an event object: absent or null
+// leaves the typed event nil, as decoding the whole body did.
+func hasEvent(raw json.RawMessage) bool {
+	return len(raw) > 0 && string(raw) != "null"
 }
 
 // readBody reads at most maxBody bytes.
