@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
@@ -156,10 +157,21 @@ type envelope struct {
 	Encrypt   string                 `json:"encrypt"`
 	Schema    string                 `json:"schema"`
 	Header    *larkevent.EventHeader `json:"header"`
-	// Event is kept as bytes and decoded once into the SDK's typed event of the
-	// header's type (dispatch): the body is parsed once, not once for the envelope
-	// and again as a whole for the event (issue #35).
-	Event json.RawMessage `json:"event"`
+	// Event holds the fields of both supported events (their names do not
+	// overlap), decoded with the envelope in one pass; dispatch hands the SDK's
+	// typed event of the header's type its half (issue #35: the body was parsed
+	// once for the envelope and again as a whole for the event).
+	Event *eventFields `json:"event"`
+	// eventErr is a field of the event that did not decode (a type mismatch):
+	// the envelope is read all the same, and the event refused only when its
+	// type is one the webhook handles.
+	eventErr error
+}
+
+// eventFields is the union of the supported events' bodies.
+type eventFields struct {
+	larkim.P2MessageReceiveV1Data
+	larkim.P2MessageRecalledV1Data
 }
 
 // ServeHTTP answers one Lark callback. The answer is JSON: {"msg":"success"} for an
@@ -274,35 +286,26 @@ func (h *Webhook) dispatch(ctx context.Context, env envelope) Result {
 	decodeErr := func(err error) Result {
 		return rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
 	}
+	if env.eventErr != nil {
+		return decodeErr(env.eventErr)
+	}
 	base := &larkevent.EventV2Base{Schema: env.Schema, Header: env.Header}
 	switch env.Header.EventType {
 	case EventTypeMessageReceive:
 		ev := &larkim.P2MessageReceiveV1{EventV2Base: base}
-		if hasEvent(env.Event) {
-			ev.Event = new(larkim.P2MessageReceiveV1Data)
-			if err := json.Unmarshal(env.Event, ev.Event); err != nil {
-				return decodeErr(err)
-			}
+		if env.Event != nil {
+			ev.Event = &env.Event.P2MessageReceiveV1Data
 		}
 		return h.ing.receive(ctx, ev)
 	case EventTypeMessageRecalled:
 		ev := &larkim.P2MessageRecalledV1{EventV2Base: base}
-		if hasEvent(env.Event) {
-			ev.Event = new(larkim.P2MessageRecalledV1Data)
-			if err := json.Unmarshal(env.Event, ev.Event); err != nil {
-				return decodeErr(err)
-			}
+		if env.Event != nil {
+			ev.Event = &env.Event.P2MessageRecalledV1Data
 		}
 		return h.ing.recall(ctx, ev)
 	default:
 		return failed(ReasonInternal, fmt.Errorf("no handler for %s", env.Header.EventType))
 	}
-}
-
-// hasEvent reports whether the envelope carries an event object: absent or null
-// leaves the typed event nil, as decoding the whole body did.
-func hasEvent(raw json.RawMessage) bool {
-	return len(raw) > 0 && string(raw) != "null"
 }
 
 // readBody reads at most maxBody bytes.
@@ -358,7 +361,14 @@ func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
 		}
 	}
-	if err := json.Unmarshal(plain, &env); err != nil {
+	err := json.Unmarshal(plain, &env)
+	// A type mismatch inside the event leaves the rest decoded (encoding/json goes
+	// on after one): the event is refused in dispatch, if at all.
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && (te.Field == "event" || strings.HasPrefix(te.Field, "event.")) {
+		env.eventErr, err = err, nil
+	}
+	if err != nil {
 		if h.key != "" {
 			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt to JSON with the encrypt key"))
 		}

@@ -171,6 +171,12 @@ func TestWebhookAnswers(t *testing.T) {
 		{"recall event with a number for message_id", func(u *unit) *http.Request {
 			return u.request(rawEnvelope(EventTypeMessageRecalled, `{"message_id":5,"chat_id":"oc_bound"}`))
 		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
+		{"receive event with a string for message", func(u *unit) *http.Request {
+			return u.request(rawEnvelope(EventTypeMessageReceive, `{"message":"om_1"}`))
+		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
+		{"unsupported event type with a field of another type", func(u *unit) *http.Request {
+			return u.request(rawEnvelope("im.message.reaction.created_v1", `{"message_id":5}`))
+		}, 200, OutcomeIgnored, ReasonUnsupportedEventType, 0},
 		{"create_time is a number, not a string", func(u *unit) *http.Request {
 			return u.request(rawEnvelope(EventTypeMessageReceive, `{"message":{"message_id":"om_n","chat_id":"oc_bound","create_time":1749736821016}}`))
 		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
