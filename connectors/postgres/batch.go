@@ -268,8 +268,8 @@ func storeRank(v *version) schemas.EvidenceRank {
 }
 
 // plan plans every key (see planKey) and turns the first step of each into store
-// calls: upserts in near-equal calls of about callRows rows at most, at least one per
-// writer, each key's versions in one call; tombstones grouped per workspace. A key's
+// calls: upserts in near-equal calls of about callRows rows at most, a multiple of
+// writers of them, each key's versions in one call; tombstones grouped per workspace. A key's
 // later steps (the versions after its tombstone) run in later rounds.
 func (b *batch) plan(writers int) {
 	var heads []*step
@@ -283,9 +283,9 @@ func (b *batch) plan(writers int) {
 	b.planned = true
 }
 
-// callsFor groups steps of distinct keys into store calls: upserts in at least
-// writers near-equal calls (more when they hold over callRows rows), tombstones one
-// call per workspace.
+// callsFor groups steps of distinct keys into store calls: upserts in a multiple of
+// writers near-equal calls of at most about callRows rows, tombstones one call per
+// workspace.
 func callsFor(steps []*step, writers int) []*call {
 	var ups []*step
 	rows := 0
@@ -303,8 +303,13 @@ func callsFor(steps []*step, writers int) []*call {
 		}
 		dels[ws] = append(dels[ws], st)
 	}
+	// A whole number of waves of writers calls: 5,000 rows on 4 writers as 5 calls
+	// of 1,000 left the fifth running alone after the other four (one connection
+	// busy, the other cores idle); 8 calls of 625 keep every writer busy to the end.
+	n := max(writers, (rows+callRows-1)/callRows)
+	n = (n + writers - 1) / writers * writers
 	var out []*call
-	for _, chunk := range split(ups, max(writers, (rows+callRows-1)/callRows)) {
+	for _, chunk := range split(ups, n) {
 		out = append(out, &call{steps: chunk})
 	}
 	for _, ws := range wsOrder {

@@ -192,8 +192,8 @@ func TestPlanBoundsCallsToOneStatement(t *testing.T) {
 	for _, tc := range []struct{ rows, writers, calls, largest int }{
 		{rows: 10, writers: 4, calls: 4, largest: 3},
 		{rows: 3, writers: 4, calls: 3, largest: 1},
-		{rows: 2500, writers: 2, calls: 3, largest: 834},
-		{rows: 5000, writers: 4, calls: 5, largest: 1000},
+		{rows: 2500, writers: 2, calls: 4, largest: 625}, // whole waves of writers
+		{rows: 5000, writers: 4, calls: 8, largest: 625},
 		{rows: 4000, writers: 4, calls: 4, largest: 1000},
 	} {
 		t.Run(fmt.Sprintf("%d rows %d writers", tc.rows, tc.writers), func(t *testing.T) {

@@ -271,7 +271,8 @@ FROM input i JOIN workspace_timeline_evidence p
 // UpsertEvidence writes a batch of evidence versions idempotently and reports, per input
 // row and in input order, what happened. All of it is one transaction. A batch of at
 // least copyEvidenceMinRows rows is copied (COPY) into a session temporary table and
-// applied by one INSERT … SELECT per occurrence of a key; a smaller batch goes as arrays
+// applied per occurrence of a key: new keys by one INSERT … SELECT … ON CONFLICT DO
+// NOTHING, stored keys by the array statement; a smaller batch goes as arrays
 // in statements of up to 1000 distinct keys. A key repeated in the batch is applied in
 // input order (later statements). An invalid row rejects the whole batch before anything
 // is written (*InvalidEvidenceError, wrapping ErrInvalid).
@@ -333,8 +334,9 @@ func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bo
 		if err == nil {
 			return out, nil
 		}
-		// Another writer created a key this call saw absent: nothing of the call was
-		// written; the array path upserts every row.
+		// The COPY path leaves a key another writer created to the array statement, so
+		// it should not meet a unique violation; should it (a second unique index one
+		// day), nothing of the call was written and the array path upserts every row.
 		if !isEvidenceKeyConflict(err) {
 			return nil, fmt.Errorf("upsert %d evidence rows: %w", len(rows), err)
 		}
@@ -420,61 +422,46 @@ var evidenceInColumns = []string{"ord", "grp", "workspace_id", "source", "source
 	"occurred_at", "source_updated_at", "observed_at", "actor_id", "actor_display_name", "content",
 	"content_hash", "metadata_json", "deleted", "synthesis_eligible", "evidence_offset"}
 
-// upsertEvidenceCopySQL applies the copied rows (filter selects them: all, or one
-// occurrence group) with the same rules as upsertEvidenceSQL and returns, like it, the
-// written rows (ord 0, by key) and the rows as they were before the statement (by input
-// ordinal). Every part of the statement shares one snapshot: prev is the stored rows
-// before it. A key without a stored row is written by a plain INSERT, which skips the
-// speculative insertion of ON CONFLICT (most of an upsert's cost when the rows are new);
-// should another writer create that key after the snapshot, the INSERT fails with a
-// unique violation and UpsertEvidence runs the batch again on the array path. A key
-// with a stored row goes through ON CONFLICT, which also covers a row deleted since.
-// The temporary table has no statistics: the planner sizes it from its pages, which an
-// equality filter without statistics would shrink to a row or two, so a batch without
-// repeated keys (the usual case) is read without one.
-func upsertEvidenceCopySQL(filter string) string {
-	columns := `workspace_id, source, source_type, source_key, occurred_at, source_updated_at, observed_at,
-        actor_id, actor_display_name, content, content_hash, metadata_json, deleted, synthesis_eligible, evidence_offset`
-	values := `i.workspace_id, i.source, i.source_type, i.source_key, i.occurred_at, i.source_updated_at,
-           i.observed_at, i.actor_id, i.actor_display_name, i.content, i.content_hash, i.metadata_json::jsonb,
-           i.deleted, i.synthesis_eligible, i.evidence_offset`
-	in := `pg_temp.` + evidenceInTable + ` i`
+// insertEvidenceCopySQL inserts the copied rows (filter selects them: all, or one
+// occurrence group) whose key has no stored row, and returns them. It looks nothing
+// up itself: ON CONFLICT DO NOTHING probes the unique index of the key for every row,
+// whatever the planner thinks of the table (a join of the input against the table
+// hashed the whole table when its statistics were missing or small, and picked a
+// prefix of another index after a TRUNCATE: seconds per call). A key with a stored
+// row, committed or inserted by another writer meanwhile (the insert waits for it),
+// is left out, and upsertEvidenceCopy applies those rows with the array statement
+// (upsertEvidenceSQL), which reports what the version rule did. The temporary table
+// has no statistics: the planner sizes it from its pages, which an equality filter
+// without statistics would shrink to a row or two, so a batch without repeated keys
+// (the usual case) is read without one.
+func insertEvidenceCopySQL(filter string) string {
 	return `
-WITH prev AS MATERIALIZED (
-    SELECT i.ord, p.id, p.deleted, p.content_hash = i.content_hash AS same_hash
-    FROM ` + in + ` JOIN workspace_timeline_evidence p
-      ON p.workspace_id = i.workspace_id AND p.source = i.source
-     AND p.source_type = i.source_type AND p.source_key = i.source_key
-    WHERE ` + filter + `
-), ins AS (
-    INSERT INTO workspace_timeline_evidence (` + columns + `)
-    SELECT ` + values + `
-    FROM ` + in + ` WHERE ` + filter + ` AND NOT EXISTS (SELECT FROM prev WHERE prev.ord = i.ord)
-    ORDER BY i.ord
-    RETURNING id, workspace_id, source, source_type, source_key
-), up AS (
-    INSERT INTO workspace_timeline_evidence AS e (` + columns + `)
-    SELECT ` + values + `
-    FROM ` + in + ` WHERE ` + filter + ` AND EXISTS (SELECT FROM prev WHERE prev.ord = i.ord)
-    ORDER BY i.ord
-` + evidenceVersionRule + `
-)
-SELECT 0, id, workspace_id, source, source_type, source_key, true, false, false FROM ins
-UNION ALL
-SELECT 0, id, workspace_id, source, source_type, source_key, inserted, false, false FROM up
-UNION ALL
-SELECT ord, id, '', '', '', '', false, deleted, same_hash FROM prev`
+INSERT INTO workspace_timeline_evidence (workspace_id, source, source_type, source_key, occurred_at,
+        source_updated_at, observed_at, actor_id, actor_display_name, content, content_hash, metadata_json,
+        deleted, synthesis_eligible, evidence_offset)
+SELECT i.workspace_id, i.source, i.source_type, i.source_key, i.occurred_at, i.source_updated_at,
+       i.observed_at, i.actor_id, i.actor_display_name, i.content, i.content_hash, i.metadata_json::jsonb,
+       i.deleted, i.synthesis_eligible, i.evidence_offset
+FROM pg_temp.` + evidenceInTable + ` i WHERE ` + filter + `
+ORDER BY i.ord
+ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
+RETURNING id, workspace_id, source, source_type, source_key`
 }
 
 var (
-	upsertEvidenceCopyAllSQL   = upsertEvidenceCopySQL("true")
-	upsertEvidenceCopyGroupSQL = upsertEvidenceCopySQL("grp = $1")
+	insertEvidenceCopyAllSQL   = insertEvidenceCopySQL("true")
+	insertEvidenceCopyGroupSQL = insertEvidenceCopySQL("grp = $1")
 )
 
 // upsertEvidenceCopy copies rows into the temporary table and applies them group by
-// group, inside tx.
+// group, inside tx: the rows of new keys by one INSERT from the table, the others
+// (new versions, duplicates, redactions of stored rows) by upsertEvidenceStmt, which
+// applies the version rule and reports each outcome.
 func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups [][]int, out []UpsertOutcome) error {
-	if _, err := tx.Exec(ctx, createEvidenceInSQL); err != nil {
+	// JIT compiles a statement whose estimated cost is high, which a table without
+	// statistics can produce: up to a second and a half per call, for a statement
+	// that runs in milliseconds.
+	if _, err := tx.Exec(ctx, createEvidenceInSQL+`; SET LOCAL jit = off`); err != nil {
 		return fmt.Errorf("create input table: %w", err)
 	}
 	grp := make([]int32, len(rows))
@@ -496,7 +483,7 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 	if n != int64(len(rows)) {
 		return fmt.Errorf("copied %d of %d input rows", n, len(rows))
 	}
-	results := make([]upsertResult, len(rows)) // each row is in exactly one group
+	inserted := make([]bool, len(rows))
 	for k, g := range groups {
 		pos := make(map[evidenceIdentity]int, len(g))
 		for _, i := range g {
@@ -507,43 +494,41 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 		// upsertEvidenceStmt).
 		var res pgx.Rows
 		if len(groups) == 1 {
-			res, err = tx.Query(ctx, upsertEvidenceCopyAllSQL, pgx.QueryExecModeCacheDescribe)
+			res, err = tx.Query(ctx, insertEvidenceCopyAllSQL, pgx.QueryExecModeCacheDescribe)
 		} else {
-			res, err = tx.Query(ctx, upsertEvidenceCopyGroupSQL, pgx.QueryExecModeCacheDescribe, int32(k))
+			res, err = tx.Query(ctx, insertEvidenceCopyGroupSQL, pgx.QueryExecModeCacheDescribe, int32(k))
 		}
 		if err != nil {
 			return err
 		}
 		var (
-			ord                   int32
 			id64                  int64
 			ws1, src1, typ1, key1 string
-			ins, prevDeleted      bool
-			sameHash              bool
 		)
-		_, err = pgx.ForEachRow(res, []any{&ord, &id64, &ws1, &src1, &typ1, &key1, &ins, &prevDeleted, &sameHash}, func() error {
-			if ord > 0 {
-				i := int(ord) - 1
-				if i >= len(rows) || grp[i] != int32(k) {
-					return fmt.Errorf("upsert returned ordinal %d outside group %d", ord, k)
-				}
-				r := &results[i]
-				r.existed, r.prevID, r.prevDeleted, r.prevSameHash = true, id64, prevDeleted, sameHash
-				return nil
-			}
+		_, err = pgx.ForEachRow(res, []any{&id64, &ws1, &src1, &typ1, &key1}, func() error {
 			i, ok := pos[evidenceIdentity{ids.WorkspaceID(ws1), src1, typ1, key1}]
-			if !ok {
-				return fmt.Errorf("upsert returned a row it was not given (id %d)", id64)
+			if !ok || inserted[i] {
+				return fmt.Errorf("insert returned a row it was not given (id %d)", id64)
 			}
-			r := &results[i]
-			r.written, r.id, r.inserted = true, id64, ins
+			inserted[i] = true
+			out[i] = UpsertOutcome{ID: id64, Result: EvidenceInserted}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
+		var rest []int
 		for _, i := range g {
-			out[i] = results[i].outcome(&rows[i])
+			if !inserted[i] {
+				rest = append(rest, i)
+			}
+		}
+		for len(rest) > 0 {
+			m := min(len(rest), maxEvidenceRowsStmt)
+			if err := upsertEvidenceStmt(ctx, tx, rows, rest[:m], out); err != nil {
+				return err
+			}
+			rest = rest[m:]
 		}
 	}
 	return nil

@@ -204,3 +204,66 @@ func TestUpsertEvidenceCopyKeyCreatedConcurrently(t *testing.T) {
 		t.Fatalf("%d rows, want %d", n, len(batch))
 	}
 }
+
+// TestUpsertEvidenceCopyMixedBatch: one batch large enough for the COPY path mixes
+// new keys with versions of stored ones. The new keys are inserted by the INSERT from
+// the temporary table, the stored ones go through the version rule: a newer version
+// followed by an older one in the same batch keeps the newer, a recall of a stored
+// message wins over the live text after it and withdraws the draft citing it (the
+// trigger runs on this path too).
+func TestUpsertEvidenceCopyMixedBatch(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-copy-mixed"
+	a := larkEvidence(ws, "oc_a", "om_a", t0, "a1")
+	r := larkEvidence(ws, "oc_a", "om_r", t0, "r1")
+	stored := mustUpsert(t, s, a, r)
+	d, err := s.UpsertDraftEntry(ctx, draft(ws, "fp-r", "AI about r", stored[1].ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	aNew := edited(a, t0.Add(2*time.Minute), "a3")
+	aOld := edited(a, t0.Add(time.Minute), "a2")
+	rGone := redacted(r, t0.Add(time.Minute))
+	batch := []Evidence{aNew, rGone}
+	want := []EvidenceResult{EvidenceUpdated, EvidenceRedacted}
+	for i := range copyEvidenceMinRows {
+		batch = append(batch, larkEvidence(ws, "oc_b", fmt.Sprintf("om_new_%04d", i), t0, "n"))
+		want = append(want, EvidenceInserted)
+	}
+	batch = append(batch, aOld, r, larkEvidence(ws, "oc_b", "om_new_0000", t0, "n"))
+	want = append(want, EvidenceStale, EvidenceStale, EvidenceUnchanged)
+
+	out := mustUpsert(t, s, batch...)
+	for i := range out {
+		if out[i].Result != want[i] || out[i].ID == 0 {
+			t.Errorf("row %d (%s): %+v, want %s", i, batch[i].SourceKey, out[i], want[i])
+		}
+	}
+	if out[0].ID != stored[0].ID || out[1].ID != stored[1].ID {
+		t.Errorf("stored keys got ids %d, %d; want %d, %d", out[0].ID, out[1].ID, stored[0].ID, stored[1].ID)
+	}
+	rows, err := s.EvidenceByKeys(ctx, ws, LarkMessageEvidence, []string{a.SourceKey, r.SourceKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, e := range rows {
+		got[e.SourceKey] = fmt.Sprintf("%q deleted=%v", e.Content, e.Deleted)
+	}
+	if got[a.SourceKey] != `"a3" deleted=false` || got[r.SourceKey] != `"" deleted=true` {
+		t.Fatalf("stored %v, want a3 live and r redacted", got)
+	}
+	var status string
+	if err := s.pool.QueryRow(ctx, `SELECT status FROM workspace_timeline_entries WHERE id = $1`, d.ID).Scan(&status); err != nil {
+		t.Fatal(err)
+	}
+	if status != "hidden" {
+		t.Fatalf("the draft citing the recalled message is %q, want hidden (withdrawn)", status)
+	}
+	if n := countRows(t, s, "workspace_timeline_evidence", "workspace_id = $1", string(ws)); n != copyEvidenceMinRows+2 {
+		t.Fatalf("%d rows, want %d", n, copyEvidenceMinRows+2)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
@@ -147,18 +148,30 @@ func (opts WebhookOptions) problems() *options.Problems {
 	return p
 }
 
-// envelope is the part of a plaintext callback the webhook reads before dispatching:
-// the url_verification fields and the v2 header.
+// envelope is a plaintext callback as the webhook reads it, in one pass: the
+// url_verification fields, the v2 schema and header, and the event's bytes.
 type envelope struct {
-	Type      string `json:"type"`
-	Challenge string `json:"challenge"`
-	Token     string `json:"token"`
-	Encrypt   string `json:"encrypt"`
-	Header    *struct {
-		EventID   string `json:"event_id"`
-		EventType string `json:"event_type"`
-		Token     string `json:"token"`
-	} `json:"header"`
+	Type      string                 `json:"type"`
+	Challenge string                 `json:"challenge"`
+	Token     string                 `json:"token"`
+	Encrypt   string                 `json:"encrypt"`
+	Schema    string                 `json:"schema"`
+	Header    *larkevent.EventHeader `json:"header"`
+	// Event holds the fields of both supported events (their names do not
+	// overlap), decoded with the envelope in one pass; dispatch hands the SDK's
+	// typed event of the header's type its half (issue #35: the body was parsed
+	// once for the envelope and again as a whole for the event).
+	Event *eventFields `json:"event"`
+	// eventErr is a field of the event that did not decode (a type mismatch):
+	// the envelope is read all the same, and the event refused only when its
+	// type is one the webhook handles.
+	eventErr error
+}
+
+// eventFields is the union of the supported events' bodies.
+type eventFields struct {
+	larkim.P2MessageReceiveV1Data
+	larkim.P2MessageRecalledV1Data
 }
 
 // ServeHTTP answers one Lark callback. The answer is JSON: {"msg":"success"} for an
@@ -213,7 +226,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	plain, env, res := h.open(body)
+	_, env, res := h.open(body)
 	if res.Outcome != "" {
 		return
 	}
@@ -249,7 +262,7 @@ func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		res = ignored(ReasonUnsupportedEventType)
 		return
 	}
-	res = h.dispatch(ctx, env, plain)
+	res = h.dispatch(ctx, env)
 }
 
 // authenticate checks an event's verification token, that it is signed when an
@@ -264,25 +277,30 @@ func (h *Webhook) authenticate(r *http.Request, env envelope, signed bool) Resul
 	return h.checkTimestamp(r)
 }
 
-// dispatch decodes a verified, supported event into the SDK's typed struct, as the
-// SDK's dispatcher does, and hands it to the pipeline, whose Result it returns. (The
+// dispatch decodes a verified, supported event (the envelope's event bytes, kept
+// when the envelope was read) into the SDK's typed struct, as the SDK's dispatcher
+// does, and hands it to the pipeline, whose Result it returns. (The
 // dispatcher itself is not used: it formats every request into a debug line and
 // parses the body three more times; issue #35.)
-func (h *Webhook) dispatch(ctx context.Context, env envelope, plain []byte) Result {
+func (h *Webhook) dispatch(ctx context.Context, env envelope) Result {
 	decodeErr := func(err error) Result {
 		return rejected(ReasonMalformedEvent, fmt.Errorf("decode %s: %w", env.Header.EventType, err))
 	}
+	if env.eventErr != nil {
+		return decodeErr(env.eventErr)
+	}
+	base := &larkevent.EventV2Base{Schema: env.Schema, Header: env.Header}
 	switch env.Header.EventType {
 	case EventTypeMessageReceive:
-		ev := new(larkim.P2MessageReceiveV1)
-		if err := json.Unmarshal(plain, ev); err != nil {
-			return decodeErr(err)
+		ev := &larkim.P2MessageReceiveV1{EventV2Base: base}
+		if env.Event != nil {
+			ev.Event = &env.Event.P2MessageReceiveV1Data
 		}
 		return h.ing.receive(ctx, ev)
 	case EventTypeMessageRecalled:
-		ev := new(larkim.P2MessageRecalledV1)
-		if err := json.Unmarshal(plain, ev); err != nil {
-			return decodeErr(err)
+		ev := &larkim.P2MessageRecalledV1{EventV2Base: base}
+		if env.Event != nil {
+			ev.Event = &env.Event.P2MessageRecalledV1Data
 		}
 		return h.ing.recall(ctx, ev)
 	default:
@@ -343,7 +361,14 @@ func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
 		}
 	}
-	if err := json.Unmarshal(plain, &env); err != nil {
+	err := json.Unmarshal(plain, &env)
+	// A type mismatch inside the event leaves the rest decoded (encoding/json goes
+	// on after one): the event is refused in dispatch, if at all.
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && (te.Field == "event" || strings.HasPrefix(te.Field, "event.")) {
+		env.eventErr, err = err, nil
+	}
+	if err != nil {
 		if h.key != "" {
 			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt to JSON with the encrypt key"))
 		}

@@ -160,6 +160,23 @@ func TestWebhookAnswers(t *testing.T) {
 		{"event without message", func(u *unit) *http.Request {
 			return u.request(rawEnvelope(EventTypeMessageReceive, `{"sender":{"sender_id":{"open_id":"ou_a"},"sender_type":"user"}}`))
 		}, 400, OutcomeRejected, normalize.ReasonMalformedEnvelope, 0},
+		// The event is decoded from the envelope's bytes (one parse of the body):
+		// null or mistyped event fields are refused as when the whole body was decoded.
+		{"receive event null", func(u *unit) *http.Request {
+			return u.request(rawEnvelope(EventTypeMessageReceive, `null`))
+		}, 400, OutcomeRejected, normalize.ReasonMalformedEnvelope, 0},
+		{"recall event null", func(u *unit) *http.Request {
+			return u.request(rawEnvelope(EventTypeMessageRecalled, `null`))
+		}, 400, OutcomeRejected, normalize.ReasonMalformedEnvelope, 0},
+		{"recall event with a number for message_id", func(u *unit) *http.Request {
+			return u.request(rawEnvelope(EventTypeMessageRecalled, `{"message_id":5,"chat_id":"oc_bound"}`))
+		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
+		{"receive event with a string for message", func(u *unit) *http.Request {
+			return u.request(rawEnvelope(EventTypeMessageReceive, `{"message":"om_1"}`))
+		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
+		{"unsupported event type with a field of another type", func(u *unit) *http.Request {
+			return u.request(rawEnvelope("im.message.reaction.created_v1", `{"message_id":5}`))
+		}, 200, OutcomeIgnored, ReasonUnsupportedEventType, 0},
 		{"create_time is a number, not a string", func(u *unit) *http.Request {
 			return u.request(rawEnvelope(EventTypeMessageReceive, `{"message":{"message_id":"om_n","chat_id":"oc_bound","create_time":1749736821016}}`))
 		}, 400, OutcomeRejected, ReasonMalformedEvent, 0},
