@@ -16,24 +16,7 @@ import (
 // revoked, the app re-authorized), the call fails once, retryable, and the next call
 // fetches a new token instead of sending the refused one until it expires.
 func TestRefusedTokenIsFetchedAgain(t *testing.T) {
-	app := larktest.NewAppID()
-	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
-	if err := sc.AddEvent(larktest.DeliverOnce, larktest.Builder{AppID: app}.Text(
-		larktest.Msg{ID: "om_t1", Chat: "oc_tokens", ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := startLarktest(t, "oc_tokens")
 	cli, err := larkapi.New(larkapi.NewSDK(larkapi.SDKOptions{AppID: srv.AppID(), AppSecret: "s3cret", OpenBaseURL: srv.URL()}))
 	if err != nil {
 		t.Fatal(err)
@@ -62,24 +45,7 @@ func TestRefusedTokenIsFetchedAgain(t *testing.T) {
 // race-free (-race is the verdict): the token cache is installed once, not by every
 // NewSDK, and each client still gets its tokens through it.
 func TestClientsBuiltWhileOthersCall(t *testing.T) {
-	app := larktest.NewAppID()
-	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
-	if err := sc.AddEvent(larktest.DeliverOnce, larktest.Builder{AppID: app}.Text(
-		larktest.Msg{ID: "om_c1", Chat: "oc_concurrent", ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
-		t.Fatal(err)
-	}
-	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := startLarktest(t, "oc_concurrent")
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for range 8 {
@@ -100,4 +66,29 @@ func TestClientsBuiltWhileOthersCall(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// startLarktest starts a larktest server (app secret s3cret, its own app id) whose
+// scenario holds one group chat, and stops it when the test ends.
+func startLarktest(t *testing.T, chat ids.ChatID) *larktest.Server {
+	t.Helper()
+	app := larktest.NewAppID()
+	sc, err := larktest.NewScenario(larktest.App{AppID: app, BotOpenID: "ou_bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2025, 6, 1, 10, 0, 0, 0, time.UTC)
+	if err := sc.AddEvent(larktest.DeliverOnce, larktest.Builder{AppID: app}.Text(
+		larktest.Msg{ID: "om_1", Chat: chat, ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Close() })
+	return srv
 }
