@@ -4,7 +4,9 @@
 //	larkline run --roles workspaces,ingest,reconcile,sink,windows,synthesis,api,lag,retention
 //	larkline migrate                      apply the Postgres schema migrations
 //	larkline topics ensure                create or check every Kafka topic
-//	larkline replay --processor-version V run a new window processor version from the start
+//	larkline versions list|start|diff|promote|retire   processor versions side by side
+//	larkline windows retry --workspace W --window T    synthesize one window again
+//	larkline schemas register|check       the record schemas in the registry
 //	larkline lag                          consumer lag per group, topic and partition
 //	larkline workspaces put|status|get|publish, larkline bind add|remove|list
 //	larkline refresh --workspace W        manual refresh from Lark history
