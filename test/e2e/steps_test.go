@@ -271,7 +271,10 @@ func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limi
 						break
 					}
 					failed.Add(1)
-					time.Sleep(time.Duration(try+1) * 200 * time.Millisecond) // a sender's backoff between retries, as Lark's; no assertion on time
+					select { // a sender's backoff between retries, as Lark's; no assertion on time
+					case <-ctx.Done():
+					case <-time.After(time.Duration(try+1) * 200 * time.Millisecond):
+					}
 				}
 				if err != nil {
 					failed.Add(1)
