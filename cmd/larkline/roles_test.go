@@ -227,14 +227,7 @@ func sealCursor(key []byte, ws string, at time.Time, id int64) string {
 // without the SDK's dump of the answer (issue #19). Before the fix the client used the
 // SDK's own logger on stdout, at error level, and this line never reached the logger.
 func TestLarkClientLogsThroughTheSanitizer(t *testing.T) {
-	srv, err := larktest.New(larktest.Options{AppID: "cli_sanitizer", AppSecret: "the-right-secret"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := larktest.StartForTest(t, larktest.Options{AppID: "cli_sanitizer", AppSecret: "the-right-secret"})
 	cfg := config.Default()
 	cfg.Lark.AppID, cfg.Lark.AppSecret, cfg.Lark.OpenBaseURL = "cli_sanitizer", "a-wrong-secret", srv.URL()
 	logs := &syncBuffer{}

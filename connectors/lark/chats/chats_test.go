@@ -143,14 +143,7 @@ func TestLarkSourceAgainstLarktest(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := larktest.StartForTest(t, larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
 	src, err := larkapi.New(lark.NewClient(srv.AppID(), "s3cret", lark.WithOpenBaseUrl(srv.URL()), lark.WithLogLevel(larkcore.LogLevelError)))
 	if err != nil {
 		t.Fatal(err)

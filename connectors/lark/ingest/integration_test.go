@@ -793,14 +793,7 @@ func TestContactsThroughSDK(t *testing.T) {
 		}
 	}
 	appID := larktest.NewAppID()
-	srv, err := larktest.New(larktest.Options{AppID: appID, AppSecret: itSecret, Scenario: sc})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := larktest.StartForTest(t, larktest.Options{AppID: appID, AppSecret: itSecret, Scenario: sc})
 	if err := srv.FailNext(larktest.PathUsersBatch, 1, larktest.FaultRateLimit(1)); err != nil {
 		t.Fatal(err)
 	}

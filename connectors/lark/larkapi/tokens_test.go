@@ -82,13 +82,6 @@ func startLarktest(t *testing.T, chat ids.ChatID) *larktest.Server {
 		larktest.Msg{ID: "om_1", Chat: chat, ChatType: "group", From: larktest.Author{OpenID: "ou_a"}, At: at}, "x")); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := larktest.New(larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = srv.Close() })
+	srv := larktest.StartForTest(t, larktest.Options{AppSecret: "s3cret", Scenario: sc, Now: func() time.Time { return at.Add(time.Hour) }})
 	return srv
 }
