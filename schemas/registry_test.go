@@ -290,7 +290,7 @@ func TestRegistryMutualTLS(t *testing.T) {
 	// refusal only if it reads the alert before its request write fails, so the
 	// client's error is "certificate required" or a broken pipe; the server's log
 	// always names the cause.
-	serverLog := &lockedBuffer{}
+	serverLog := &lockedBuffer{written: make(chan struct{}, 1)}
 	srv.Config.ErrorLog = log.New(serverLog, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -324,27 +324,35 @@ func TestRegistryMutualTLS(t *testing.T) {
 				t.Fatal("registered without a client certificate")
 			}
 			if tc.wantServer != "" {
-				deadline := time.Now().Add(10 * time.Second)
+				// the server logs the handshake error on its own goroutine
+				deadline := time.After(10 * time.Second)
 				for !strings.Contains(serverLog.String(), tc.wantServer) {
-					if time.Now().After(deadline) {
+					select {
+					case <-serverLog.written:
+					case <-deadline:
 						t.Fatalf("server log %q does not say %q (client error: %v)", serverLog.String(), tc.wantServer, err)
 					}
-					time.Sleep(5 * time.Millisecond) // the server logs the handshake error on its own goroutine
 				}
 			}
 		})
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines and the test.
+// lockedBuffer is a bytes.Buffer safe for the server's goroutines and the test;
+// written holds a signal after a write until the test takes it.
 type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
+	mu      sync.Mutex
+	b       bytes.Buffer
+	written chan struct{}
 }
 
 func (l *lockedBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	select {
+	case l.written <- struct{}{}:
+	default:
+	}
 	return l.b.Write(p)
 }
 

@@ -46,9 +46,9 @@ func TestGokaVisitAbandonedByStopIsRaceFree(t *testing.T) {
 			// pause orders the two in time without synchronizing them: that is what a
 			// data race is, and the race detector is the verdict.
 			<-ctx.Context().Done()
-			deadline := time.Now().Add(time.Minute)
-			for p := proc.Load(); p.Recovered() && time.Now().Before(deadline); {
-				time.Sleep(time.Millisecond) // polls the processor's state; the test's assertions follow
+			select {
+			case <-proc.Load().StateReader().WaitForStateMin(goka.ProcStateStopping):
+			case <-time.After(time.Minute): // a bound for a hang; the test's assertions follow
 			}
 			time.Sleep(500 * time.Millisecond) // lets the partition's stop abandon the visit first (above)
 		}),
