@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -75,5 +77,111 @@ func TestUnreachableDirIsAClearError(t *testing.T) {
 func TestStartRequiresDir(t *testing.T) {
 	if _, err := Start(context.Background(), Options{}); err == nil {
 		t.Fatal("started without a directory")
+	}
+}
+
+// TestServerEndsWithItsOwner kills the process that started a cluster without
+// letting it call Stop (as SIGKILL or a crash would): the reaper stops the server,
+// deletes a throwaway directory, and keeps a demo's data, which the next Start
+// recovers.
+func TestServerEndsWithItsOwner(t *testing.T) {
+	for _, throwaway := range []bool{false, true} {
+		t.Run(map[bool]string{false: "keeps_data", true: "throwaway"}[throwaway], func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+			defer cancel()
+			dir, err := os.MkdirTemp("", "pgcluster-test-") // its parent must be world-searchable
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(dir) })
+			owner := exec.Command("sleep", "600")
+			if err := owner.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = owner.Process.Kill(); _ = owner.Wait() })
+			c, err := Start(ctx, Options{Dir: dir, Throwaway: throwaway, owner: owner.Process.Pid})
+			if err != nil {
+				t.Fatalf("start: %v", err)
+			}
+			t.Cleanup(func() { _ = c.Stop(context.Background()) })
+			conn, err := pgx.Connect(ctx, c.DSN())
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			if _, err := conn.Exec(ctx, "create table t(x int); insert into t values (7)"); err != nil {
+				t.Fatal(err)
+			}
+			_ = conn.Close(ctx)
+
+			if err := owner.Process.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			pidFile := filepath.Join(dir, "data", "postmaster.pid")
+			for {
+				if _, err := os.Stat(pidFile); errors.Is(err, os.ErrNotExist) {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					t.Fatal("the server outlived the process that started it")
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if _, err := pgx.Connect(ctx, c.DSN()); err == nil {
+				t.Fatal("the server still answers after its owner died")
+			}
+			_, err = os.Stat(dir)
+			if throwaway {
+				for !errors.Is(err, os.ErrNotExist) { // the reaper removes the directory after the server is down
+					select {
+					case <-ctx.Done():
+						t.Fatalf("throwaway directory left behind: %v", err)
+					case <-time.After(50 * time.Millisecond):
+					}
+					_, err = os.Stat(dir)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("the data directory is gone: %v", err)
+			}
+			again, err := Start(ctx, Options{Dir: dir})
+			if err != nil {
+				t.Fatalf("restart after the owner died: %v", err)
+			}
+			defer func() { _ = again.Stop(context.Background()) }()
+			conn, err = pgx.Connect(ctx, again.DSN())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close(context.Background()) }()
+			var x int
+			if err := conn.QueryRow(ctx, "select x from t").Scan(&x); err != nil || x != 7 {
+				t.Fatalf("row after recovery = %d, %v; want 7", x, err)
+			}
+		})
+	}
+}
+
+func TestAvailableRefusesWhatCannotRun(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		o    Options
+		want error
+	}{
+		{"bad bin dir", Options{Kind: KindLocal, BinDir: t.TempDir()}, ErrBadBinDir},
+		{"unknown kind", Options{Kind: "docker"}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := Available(t.Context(), tt.o)
+			if err == nil || (tt.want != nil && !errors.Is(err, tt.want)) {
+				t.Fatalf("Available = %v, want an error wrapping %v", err, tt.want)
+			}
+		})
+	}
+	if os.Geteuid() == 0 {
+		if err := Available(t.Context(), Options{Kind: KindEmbedded}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("embedded-postgres as root: %v, want ErrUnavailable", err)
+		}
 	}
 }

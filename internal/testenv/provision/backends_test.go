@@ -5,9 +5,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -16,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/pgcluster"
 )
 
 // These tests start each backend for real, forced through Options.Getenv so
@@ -178,10 +177,7 @@ func postgresAddr(t *testing.T, dsn string) string {
 
 func TestStartPostgresLocal(t *testing.T) {
 	var w bytes.Buffer
-	_, available := postgresBinDir(t.Context(), Options{})
-	if available == nil {
-		_, available = unprivilegedUser()
-	}
+	available := pgcluster.Available(t.Context(), pgcluster.Options{Kind: pgcluster.KindLocal})
 	s := startOrUnavailable(t, StartPostgres, forced(EnvPG, KindLocal, &w), available)
 	if s == nil {
 		return
@@ -199,10 +195,7 @@ func TestStartPostgresLocal(t *testing.T) {
 
 func TestStartPostgresEmbedded(t *testing.T) {
 	var w bytes.Buffer
-	var available error
-	if os.Geteuid() == 0 {
-		available = errors.New("running as root")
-	}
+	available := pgcluster.Available(t.Context(), pgcluster.Options{Kind: pgcluster.KindEmbedded})
 	s := startOrUnavailable(t, StartPostgres, forced(EnvPG, KindEmbedded, &w), available)
 	if s == nil {
 		return
@@ -256,55 +249,5 @@ func TestStartExternalUnreachable(t *testing.T) {
 				t.Errorf("error %q leaks the password", err)
 			}
 		})
-	}
-}
-
-func TestReaperRunsCleanupWhenOwnerDies(t *testing.T) {
-	owner := exec.Command("sleep", "600")
-	if err := owner.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = owner.Process.Kill()
-		_ = owner.Wait()
-	})
-	marker := filepath.Join(t.TempDir(), "cleaned")
-	r, err := startReaperFor(owner.Process.Pid, `echo done > "$1"`, marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Kill the owner without reaping it: the reaper must treat the zombie as gone.
-	if err := owner.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- r.cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("reaper: %v", err)
-		}
-	case <-time.After(time.Minute): // a bound against hanging, not a speed check
-		_ = r.cmd.Process.Kill()
-		t.Fatal("the reaper never noticed its owner had died")
-	}
-	got, err := os.ReadFile(marker)
-	if err != nil || string(got) != "done\n" {
-		t.Fatalf("cleanup did not run: %q, %v", got, err)
-	}
-}
-
-func TestReaperCancelSkipsCleanup(t *testing.T) {
-	marker := filepath.Join(t.TempDir(), "cleaned")
-	r, err := startReaper(`echo done > "$1"`, marker)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.cancel()
-	if r.cmd.ProcessState == nil || r.cmd.ProcessState.Success() {
-		t.Fatalf("reaper state after cancel = %v, want killed", r.cmd.ProcessState)
-	}
-	if _, err := os.Stat(marker); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("cleanup ran after cancel: %v", err)
 	}
 }

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/reaper"
 )
 
 const (
@@ -85,7 +87,7 @@ func startKafkaJVM(ctx context.Context, o Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating the broker directory: %w", err)
 	}
-	reap, err := startReaper(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
+	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}

@@ -10,11 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/larkline/larkline/internal/freeport"
+	"github.com/larkline/larkline/internal/reaper"
 )
 
 // modulePath identifies the larkline checkout when looking for the repo root.
@@ -101,51 +101,6 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// reaperPrelude waits until the owner process ($1) is gone. A zombie owner
-// (exited, not yet reaped by its parent) counts as gone.
-const reaperPrelude = `owner=$1; shift
-while kill -0 "$owner" 2>/dev/null; do
-	if [ -r "/proc/$owner/stat" ]; then
-		s=$(cat "/proc/$owner/stat" 2>/dev/null) || break
-		case "${s##*) }" in Z*) break ;; esac
-	fi
-	sleep 1
-done
-`
-
-// reaper is a detached shell that runs a cleanup script once this process has
-// exited, however it exited. It guards against services outliving a test
-// binary that is killed (go test -timeout, SIGKILL) before it can stop them.
-type reaper struct {
-	cmd *exec.Cmd
-}
-
-// startReaper starts a reaper for this process; cleanup is a sh script that
-// sees args as $1...
-func startReaper(cleanup string, args ...string) (*reaper, error) {
-	return startReaperFor(os.Getpid(), cleanup, args...)
-}
-
-// startReaperFor starts a reaper that waits for the process owner.
-func startReaperFor(owner int, cleanup string, args ...string) (*reaper, error) {
-	argv := append([]string{"-c", reaperPrelude + cleanup, "larkline-testenv-reaper", strconv.Itoa(owner)}, args...)
-	cmd := exec.Command("/bin/sh", argv...)
-	detach(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("starting the cleanup reaper: %w", err)
-	}
-	return &reaper{cmd: cmd}, nil
-}
-
-// cancel stops the reaper without running its cleanup (the caller cleaned up).
-func (r *reaper) cancel() {
-	if r == nil {
-		return
-	}
-	_ = r.cmd.Process.Kill()
-	_ = r.cmd.Wait()
-}
-
 // stopChain runs the steps in order, all of them, and joins their errors.
 func stopChain(steps ...func(context.Context) error) func(context.Context) error {
 	return func(ctx context.Context) error {
@@ -168,9 +123,9 @@ func removeDir(dir string) func(context.Context) error {
 }
 
 // cancelReaper is a stop step that retires a reaper after a clean stop.
-func cancelReaper(r *reaper) func(context.Context) error {
+func cancelReaper(r *reaper.Reaper) func(context.Context) error {
 	return func(context.Context) error {
-		r.cancel()
+		r.Cancel()
 		return nil
 	}
 }

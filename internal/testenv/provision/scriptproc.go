@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/larkline/larkline/internal/reaper"
 )
 
 // scriptProc is a service run by one of deploy/kafka's scripts (`start <dir> <ports…>`,
@@ -22,7 +24,7 @@ type scriptProc struct {
 	bash, script, dir string
 	ports             []int
 	env               []string
-	reap              *reaper
+	reap              *reaper.Reaper
 	ready             func(ctx context.Context) error
 
 	mu        sync.Mutex
@@ -47,7 +49,7 @@ func startScriptProc(ctx context.Context, o Options, what, script, jarsEnv strin
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s directory: %w", what, err)
 	}
-	reap, err := startReaper(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, path, dir)
+	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, path, dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}

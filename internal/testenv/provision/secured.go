@@ -21,6 +21,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/reaper"
 )
 
 // Principals of the secured broker's own certificates. Both are super users: the
@@ -94,7 +96,7 @@ func StartSecuredKafka(ctx context.Context, o Options) (*SecuredKafka, error) {
 	if err := s.writeMaterial(ports); err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	reap, err := startReaper(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
+	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
