@@ -153,7 +153,7 @@ func (d *demo) startServices(ctx context.Context) error {
 	d.say("scenario shifted by %s so every window can close now (%d messages, %d workspaces)", shift.Round(time.Minute), len(sc.Messages()), len(sc.Workspaces()))
 
 	// Kafka: kfake, persisted in the data directory.
-	kf, err := kfake.NewCluster(kfake.NumBrokers(1)) // TRYX
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(filepath.Join(dir, "kafka")))
 	if err != nil {
 		return fmt.Errorf("starting the in-process Kafka: %w", err)
 	}

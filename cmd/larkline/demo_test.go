@@ -4,9 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/schemas/ids"
@@ -131,4 +137,50 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// TestDemoDataDirKeepsKafka runs the demo with --data-dir and then opens the
+// directory's Kafka data again: --data-dir keeps Kafka's records across runs, as it
+// keeps Postgres's (the in-process Kafka used to start empty every run, so a second
+// run met Postgres rows and window state whose records were gone).
+func TestDemoDataDirKeepsKafka(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	defer cancel()
+	dir, err := os.MkdirTemp("", "larkline-demo-test-") // world-searchable parent: Postgres runs as postgres
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := dispatch(ctx, []string{"demo", "--once", "--format", "json", "--http", "127.0.0.1:0", "--timeout", "3m", "--data-dir", dir}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("demo exited %d\nstderr:\n%s", code, tail(stderr.String(), 40))
+	}
+	sc, err := larktest.Incident()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kf, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(filepath.Join(dir, "kafka")))
+	if err != nil {
+		t.Fatalf("reopening the demo's Kafka data: %v", err)
+	}
+	defer kf.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(kf.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, demoConfig().Kafka.Topics.Evidence)
+	if err != nil {
+		t.Fatalf("listing the evidence topic's end offsets: %v", err)
+	}
+	var records int64
+	ends.Each(func(o kadm.ListedOffset) { records += o.Offset })
+	if records < int64(len(sc.Messages())) {
+		t.Fatalf("the data directory's Kafka holds %d evidence records, want at least the scenario's %d messages", records, len(sc.Messages()))
+	}
 }
