@@ -170,7 +170,9 @@ func (d *demo) startServices(ctx context.Context) error {
 	d.say("in-memory schema registry (franz-go srfake) at %s", sreg.URL())
 
 	// Postgres: a private cluster in the data directory.
-	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "postgres"), Logger: d.log})
+	// Without --data-dir the cluster is throwaway: if the demo is killed, the
+	// reaper that stops the server also deletes its data.
+	pg, err := pgcluster.Start(ctx, pgcluster.Options{Dir: filepath.Join(dir, "postgres"), Throwaway: d.f.dataDir == "", Logger: d.log})
 	if err != nil {
 		return fmt.Errorf("starting the embedded Postgres: %w", err)
 	}
