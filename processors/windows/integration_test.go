@@ -263,6 +263,15 @@ type sizedWindow struct {
 // closedRecordsRaw is closedRecords with each record's size.
 func (c *cluster) closedRecordsRaw(want int, within time.Duration) []sizedWindow {
 	c.t.Helper()
+	return c.closedRecordsWhile(want, within, nil)
+}
+
+// closedRecordsWhile is closedRecordsRaw whose deadline moves on by within every time
+// progress (when not nil) has grown since it was last read: a test whose processor
+// must read a large backlog first waits as long as the processor keeps reading, and
+// fails when it stops, however loaded the machine is.
+func (c *cluster) closedRecordsWhile(want int, within time.Duration, progress func() float64) []sizedWindow {
+	c.t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.brokers...), kgo.ConsumeTopics(c.closed),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -272,8 +281,14 @@ func (c *cluster) closedRecordsRaw(want int, within time.Duration) []sizedWindow
 	var out []sizedWindow
 	deadline := time.Now().Add(within)
 	settle := time.Time{}
+	var seen float64
 	for {
 		now := time.Now()
+		if progress != nil {
+			if p := progress(); p > seen {
+				seen, deadline = p, now.Add(within)
+			}
+		}
 		if now.After(deadline) || (!settle.IsZero() && now.After(settle)) {
 			return out
 		}
