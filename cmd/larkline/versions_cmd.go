@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
@@ -698,6 +699,9 @@ func (c *versionsCmd) retire(ctx context.Context, name string) error {
 				return fmt.Errorf("deleting topic %s: %w", r.Topic, r.Err)
 			}
 		}
+		if err := c.waitTopicsGone(ctx, existingTopics); err != nil {
+			return err
+		}
 	}
 	if hasDir {
 		if err := os.RemoveAll(dir); err != nil {
@@ -723,13 +727,15 @@ func (c *versionsCmd) retire(ctx context.Context, name string) error {
 // kafkaLeft returns which of the version's groups and topics exist.
 func (c *versionsCmd) kafkaLeft(ctx context.Context, groups, topics []string) ([]string, []string, error) {
 	var gs, ts []string
-	listed, err := c.adm.ListGroups(ctx)
-	if err != nil {
-		return nil, nil, fmt.Errorf("listing consumer groups: %w", err)
-	}
-	for _, g := range groups {
-		if _, ok := listed[g]; ok {
-			gs = append(gs, g)
+	if len(groups) > 0 {
+		listed, err := c.adm.ListGroups(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("listing consumer groups: %w", err)
+		}
+		for _, g := range groups {
+			if _, ok := listed[g]; ok {
+				gs = append(gs, g)
+			}
 		}
 	}
 	if len(topics) == 0 {
@@ -745,6 +751,53 @@ func (c *versionsCmd) kafkaLeft(ctx context.Context, groups, topics []string) ([
 		}
 	}
 	return gs, ts, nil
+}
+
+// waitTopicsGone waits until the broker's metadata no longer lists the topics: a
+// broker answers a topic deletion once the controller accepted it, and its metadata
+// may list the topic a moment longer, so a retire that returned at once could be
+// followed by a list, or a second retire, that still finds them. It asks the
+// broker each time (kadm's ListTopics may answer from the client's cache).
+func (c *versionsCmd) waitTopicsGone(ctx context.Context, topics []string) error {
+	deadline := time.Now().Add(*c.f.timeout)
+	for {
+		req := kmsg.NewPtrMetadataRequest()
+		for _, t := range topics {
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(t)
+			req.Topics = append(req.Topics, rt)
+		}
+		resp, err := req.RequestWith(ctx, c.cl)
+		if err != nil {
+			return fmt.Errorf("checking that the deleted topics are gone: %w", err)
+		}
+		var left []string
+		for _, t := range resp.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			switch err := kerr.ErrorForCode(t.ErrorCode); {
+			case errors.Is(err, kerr.UnknownTopicOrPartition):
+			case err == nil || kerr.IsRetriable(err):
+				left = append(left, name)
+			default:
+				return fmt.Errorf("checking that topic %s is gone: %w", name, err)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("topics %s are still listed %s after their deletion was accepted; run retire again to check",
+				strings.Join(left, ", "), *c.f.timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 // deleteGroups deletes the groups once they have no members: the windows role of
