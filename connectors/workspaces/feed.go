@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
@@ -206,7 +206,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 		if len(recs) == 0 && fetchErrs > 0 {
-			if sleep(ctx, jitter(idle)) != nil {
+			if backoff.Sleep(ctx, backoff.Jitter(idle)) != nil {
 				return nil
 			}
 			idle = min(2*idle, c.opts.MaxBackoff)
@@ -410,30 +410,11 @@ func retry[T any](ctx context.Context, c *Consumer, op string, retryable func(er
 			return v, err
 		}
 		c.m.retries.WithLabelValues(op).Inc()
-		wait := jitter(delay)
+		wait := backoff.Jitter(delay)
 		c.log.Warn("workspace feed: retryable failure; retrying", "operation", op, "attempt", attempt, "wait", wait, "error", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := backoff.Sleep(ctx, wait); err != nil {
 			return v, err
 		}
 		delay = min(2*delay, c.opts.MaxBackoff)
-	}
-}
-
-// jitter returns a duration in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

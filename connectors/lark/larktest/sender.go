@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -316,7 +317,7 @@ func (s *Sender) Deliver(ctx context.Context, url string, events []Event) (Repor
 			if len(dups) == 0 || len(later) > 0 && later[0].due.Before(wake) {
 				wake = later[0].due
 			}
-			if err := sleep(ctx, wake.Sub(now)); err != nil {
+			if err := backoff.Sleep(ctx, wake.Sub(now)); err != nil {
 				return rep, fmt.Errorf("larktest: deliver: %w", err)
 			}
 			continue
@@ -411,18 +412,4 @@ func (s *Sender) stamp(body []byte, eventID string) ([]byte, error) {
 	}
 	top["header"] = raw
 	return marshal(top)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -234,7 +235,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = backoff.Sleep
 	}
 	if o.Jitter == nil {
 		o.Jitter = defaultJitter
@@ -430,21 +431,6 @@ func (o *Options) rate(p *options.Problems) {
 		o.Burst = DefaultBurst
 	}
 	LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}.problems(p)
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // The production implementations of the seams.
