@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,15 +93,9 @@ type Consumer struct {
 func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 	var problems []error
 	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
-	if opts.Group == "" {
-		opts.Group = DefaultGroup
-	}
-	if opts.Topic == "" {
-		opts.Topic = schemas.DefaultWorkspaceTopic
-	}
-	if opts.DeadLetterTopic == "" {
-		opts.DeadLetterTopic = schemas.DefaultDeadLetterTopic
-	}
+	opts.Group = cmp.Or(opts.Group, DefaultGroup)
+	opts.Topic = cmp.Or(opts.Topic, schemas.DefaultWorkspaceTopic)
+	opts.DeadLetterTopic = cmp.Or(opts.DeadLetterTopic, schemas.DefaultDeadLetterTopic)
 	if opts.Topic == opts.DeadLetterTopic {
 		bad("topic and dead-letter topic are both %q", opts.Topic)
 	}
@@ -110,24 +105,16 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 	if opts.Applier == nil {
 		bad("applier is required")
 	}
-	if opts.ClockSkew == 0 {
-		opts.ClockSkew = DefaultClockSkew
-	}
+	opts.ClockSkew = cmp.Or(opts.ClockSkew, DefaultClockSkew)
 	if opts.ClockSkew < 0 {
 		bad("clock skew %s is negative", opts.ClockSkew)
 	}
-	if opts.MinBackoff == 0 {
-		opts.MinBackoff = DefaultMinBackoff
-	}
-	if opts.MaxBackoff == 0 {
-		opts.MaxBackoff = DefaultMaxBackoff
-	}
+	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
+	opts.MaxBackoff = cmp.Or(opts.MaxBackoff, DefaultMaxBackoff)
 	if opts.MinBackoff < 0 || opts.MaxBackoff < opts.MinBackoff {
 		bad("backoff must satisfy 0 < min (%s) <= max (%s)", opts.MinBackoff, opts.MaxBackoff)
 	}
-	if opts.MaxPollRecords == 0 {
-		opts.MaxPollRecords = DefaultMaxPollRecords
-	}
+	opts.MaxPollRecords = cmp.Or(opts.MaxPollRecords, DefaultMaxPollRecords)
 	if opts.MaxPollRecords < 0 {
 		bad("max poll records %d is negative", opts.MaxPollRecords)
 	}

@@ -2,6 +2,7 @@ package larktest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -71,9 +72,7 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 	if opts.Timeout < 0 || opts.DuplicateDelay < 0 {
 		return nil, fmt.Errorf("%w: Timeout and DuplicateDelay must not be negative", ErrInvalidOptions)
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = DefaultCallbackTimeout
-	}
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultCallbackTimeout)
 	if opts.RetrySchedule == nil {
 		opts.RetrySchedule = DefaultRetrySchedule()
 	} else {
