@@ -1,7 +1,6 @@
 package schemas
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,10 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/testenv"
 )
 
@@ -290,7 +289,7 @@ func TestRegistryMutualTLS(t *testing.T) {
 	// refusal only if it reads the alert before its request write fails, so the
 	// client's error is "certificate required" or a broken pipe; the server's log
 	// always names the cause.
-	serverLog := &lockedBuffer{written: make(chan struct{}, 1)}
+	serverLog := &signalBuffer{written: make(chan struct{}, 1)}
 	srv.Config.ErrorLog = log.New(serverLog, "", 0)
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
@@ -338,26 +337,18 @@ func TestRegistryMutualTLS(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a bytes.Buffer safe for the server's goroutines and the test;
-// written holds a signal after a write until the test takes it.
-type lockedBuffer struct {
-	mu      sync.Mutex
-	b       bytes.Buffer
+// signalBuffer is the server's log; written holds a signal after a write until the
+// test takes it (only this test waits on a write, so the signal stays here).
+type signalBuffer struct {
+	logtest.Buffer
 	written chan struct{}
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+func (l *signalBuffer) Write(p []byte) (int, error) {
+	n, err := l.Buffer.Write(p)
 	select {
 	case l.written <- struct{}{}:
 	default:
 	}
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	return n, err
 }

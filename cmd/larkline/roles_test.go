@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -14,12 +13,12 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/config"
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/internal/testenv/teststore"
@@ -27,24 +26,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
-
-// syncBuffer is a log sink safe for the roles' goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // roleConfig is config.Default() pointed at the harness's broker and a fresh database,
 // with private topics.
@@ -66,9 +47,9 @@ func roleConfig(t *testing.T) *config.Config {
 }
 
 // startTestRoles runs roles in this process until the test ends.
-func startTestRoles(t *testing.T, cfg *config.Config, roles ...ids.Stage) (*running, *syncBuffer) {
+func startTestRoles(t *testing.T, cfg *config.Config, roles ...ids.Stage) (*running, *logtest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	r, err := startRoles(context.Background(), cfg, log, roles)
 	if err != nil {
@@ -230,7 +211,7 @@ func TestLarkClientLogsThroughTheSanitizer(t *testing.T) {
 	srv := larktest.StartForTest(t, larktest.Options{AppID: "cli_sanitizer", AppSecret: "the-right-secret"})
 	cfg := config.Default()
 	cfg.Lark.AppID, cfg.Lark.AppSecret, cfg.Lark.OpenBaseURL = "cli_sanitizer", "a-wrong-secret", srv.URL()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	rt := &runtime{opts: newRoleOptions(cfg), log: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -398,15 +398,8 @@ func (c *versionsCmd) start(ctx context.Context, name string) error {
 
 // follow prints the version's progress on the evidence topic until it caught up.
 func (c *versionsCmd) follow(ctx context.Context, name string) error {
-	t := time.NewTicker(*c.f.every)
-	defer t.Stop()
 	var m progressMeter
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return c.poll(ctx, func() (bool, error) {
 		l, err := c.lag(ctx, name, false)
 		now := time.Now()
 		if err != nil || !l.committed {
@@ -419,7 +412,7 @@ func (c *versionsCmd) follow(ctx context.Context, name string) error {
 			} else {
 				fmt.Fprintf(c.out, "%s %s: %s\n", now.UTC().Format(time.RFC3339), name, msg)
 			}
-			continue
+			return false, nil
 		}
 		rate, eta := m.observe(now, l.consumed, l.records)
 		if c.json {
@@ -432,13 +425,14 @@ func (c *versionsCmd) follow(ctx context.Context, name string) error {
 		if l.records == 0 {
 			serving, _ := c.st.ServingVersion(ctx)
 			if c.json {
-				return printJSON(c.out, map[string]any{"event": "caught_up", "version": name})
+				return true, printJSON(c.out, map[string]any{"event": "caught_up", "version": name})
 			}
 			fmt.Fprintf(c.out, "caught up: %s runs live next to %s; compare with `larkline versions diff %s %s`, then `larkline versions promote %s`\n",
 				name, serving, serving, name, name)
-			return nil
+			return true, nil
 		}
-	}
+		return false, nil
+	})
 }
 
 // startSynthesisOnly registers a synthesis-only version of the serving one and follows
@@ -474,19 +468,12 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string, own *
 	if !*c.f.wait {
 		return nil
 	}
-	t := time.NewTicker(*c.f.every)
-	defer t.Stop()
 	var m progressMeter
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return c.poll(ctx, func() (bool, error) {
 		wins, err := c.st.WindowsByVersion(ctx)
 		if err != nil {
 			fmt.Fprintf(c.out, "progress unavailable: %v\n", err)
-			continue
+			return false, nil
 		}
 		src, own := wins[serving.Name], wins[name]
 		now := time.Now()
@@ -501,11 +488,29 @@ func (c *versionsCmd) startSynthesisOnly(ctx context.Context, name string, own *
 		}
 		if own.Closed > 0 && left <= 0 && own.Synthesized+own.Failed == own.Closed {
 			if c.json {
-				return printJSON(c.out, map[string]any{"event": "caught_up", "version": name})
+				return true, printJSON(c.out, map[string]any{"event": "caught_up", "version": name})
 			}
 			fmt.Fprintf(c.out, "caught up: %s synthesized %s's windows; compare with `larkline versions diff %s %s`, then `larkline versions promote %s`\n",
 				name, serving.Name, serving.Name, name, name)
+			return true, nil
+		}
+		return false, nil
+	})
+}
+
+// poll calls step every --every until step reports done or fails, or ctx ends (not
+// an error: the operator stopped following).
+func (c *versionsCmd) poll(ctx context.Context, step func() (done bool, err error)) error {
+	t := time.NewTicker(*c.f.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
 			return nil
+		case <-t.C:
+		}
+		if done, err := step(); done || err != nil {
+			return err
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -116,33 +117,15 @@ var ErrInvalidOptions = errors.New("postgres sink: invalid options")
 func (o Options) withDefaults() Options {
 	names := kafka.DefaultTopicNames()
 	o.Kafka = o.Kafka.WithDefaults()
-	if o.Group == "" {
-		o.Group = DefaultGroup
-	}
-	if o.EvidenceTopic == "" {
-		o.EvidenceTopic = names.Evidence
-	}
-	if o.DeadLetterTopic == "" {
-		o.DeadLetterTopic = names.DeadLetter
-	}
-	if o.MaxBatchRecords == 0 {
-		o.MaxBatchRecords = DefaultMaxBatchRecords
-	}
-	if o.Writers == 0 {
-		o.Writers = DefaultWriters
-	}
-	if o.AttemptTimeout == 0 {
-		o.AttemptTimeout = min(DefaultAttemptTimeout, o.Kafka.Consumer.RebalanceTimeout/2)
-	}
-	if o.RetryBackoffMin == 0 {
-		o.RetryBackoffMin = DefaultRetryBackoffMin
-	}
-	if o.RetryBackoffMax == 0 {
-		o.RetryBackoffMax = max(DefaultRetryBackoffMax, o.RetryBackoffMin)
-	}
-	if o.DrainTimeout == 0 {
-		o.DrainTimeout = DefaultDrainTimeout
-	}
+	o.Group = cmp.Or(o.Group, DefaultGroup)
+	o.EvidenceTopic = cmp.Or(o.EvidenceTopic, names.Evidence)
+	o.DeadLetterTopic = cmp.Or(o.DeadLetterTopic, names.DeadLetter)
+	o.MaxBatchRecords = cmp.Or(o.MaxBatchRecords, DefaultMaxBatchRecords)
+	o.Writers = cmp.Or(o.Writers, DefaultWriters)
+	o.AttemptTimeout = cmp.Or(o.AttemptTimeout, min(DefaultAttemptTimeout, o.Kafka.Consumer.RebalanceTimeout/2))
+	o.RetryBackoffMin = cmp.Or(o.RetryBackoffMin, DefaultRetryBackoffMin)
+	o.RetryBackoffMax = cmp.Or(o.RetryBackoffMax, max(DefaultRetryBackoffMax, o.RetryBackoffMin))
+	o.DrainTimeout = cmp.Or(o.DrainTimeout, DefaultDrainTimeout)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}

@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,9 +68,7 @@ func NewAdmin(st AdminStore, opts AdminOptions) (*Admin, error) {
 	if st == nil {
 		return nil, fmt.Errorf("%w: admin: nil store", ErrInvalidOptions)
 	}
-	if opts.ClockSkew == 0 {
-		opts.ClockSkew = DefaultClockSkew
-	}
+	opts.ClockSkew = cmp.Or(opts.ClockSkew, DefaultClockSkew)
 	if opts.ClockSkew < 0 {
 		return nil, fmt.Errorf("%w: admin: clock skew %s is negative", ErrInvalidOptions, opts.ClockSkew)
 	}

@@ -1,11 +1,11 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"time"
 
@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/store"
@@ -92,15 +93,9 @@ type Consumer struct {
 func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 	var problems []error
 	bad := func(format string, a ...any) { problems = append(problems, fmt.Errorf(format, a...)) }
-	if opts.Group == "" {
-		opts.Group = DefaultGroup
-	}
-	if opts.Topic == "" {
-		opts.Topic = schemas.DefaultWorkspaceTopic
-	}
-	if opts.DeadLetterTopic == "" {
-		opts.DeadLetterTopic = schemas.DefaultDeadLetterTopic
-	}
+	opts.Group = cmp.Or(opts.Group, DefaultGroup)
+	opts.Topic = cmp.Or(opts.Topic, schemas.DefaultWorkspaceTopic)
+	opts.DeadLetterTopic = cmp.Or(opts.DeadLetterTopic, schemas.DefaultDeadLetterTopic)
 	if opts.Topic == opts.DeadLetterTopic {
 		bad("topic and dead-letter topic are both %q", opts.Topic)
 	}
@@ -110,24 +105,16 @@ func NewConsumer(opts ConsumerOptions) (*Consumer, error) {
 	if opts.Applier == nil {
 		bad("applier is required")
 	}
-	if opts.ClockSkew == 0 {
-		opts.ClockSkew = DefaultClockSkew
-	}
+	opts.ClockSkew = cmp.Or(opts.ClockSkew, DefaultClockSkew)
 	if opts.ClockSkew < 0 {
 		bad("clock skew %s is negative", opts.ClockSkew)
 	}
-	if opts.MinBackoff == 0 {
-		opts.MinBackoff = DefaultMinBackoff
-	}
-	if opts.MaxBackoff == 0 {
-		opts.MaxBackoff = DefaultMaxBackoff
-	}
+	opts.MinBackoff = cmp.Or(opts.MinBackoff, DefaultMinBackoff)
+	opts.MaxBackoff = cmp.Or(opts.MaxBackoff, DefaultMaxBackoff)
 	if opts.MinBackoff < 0 || opts.MaxBackoff < opts.MinBackoff {
 		bad("backoff must satisfy 0 < min (%s) <= max (%s)", opts.MinBackoff, opts.MaxBackoff)
 	}
-	if opts.MaxPollRecords == 0 {
-		opts.MaxPollRecords = DefaultMaxPollRecords
-	}
+	opts.MaxPollRecords = cmp.Or(opts.MaxPollRecords, DefaultMaxPollRecords)
 	if opts.MaxPollRecords < 0 {
 		bad("max poll records %d is negative", opts.MaxPollRecords)
 	}
@@ -206,7 +193,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 			return err
 		}
 		if len(recs) == 0 && fetchErrs > 0 {
-			if sleep(ctx, jitter(idle)) != nil {
+			if backoff.Sleep(ctx, backoff.Jitter(idle)) != nil {
 				return nil
 			}
 			idle = min(2*idle, c.opts.MaxBackoff)
@@ -410,30 +397,11 @@ func retry[T any](ctx context.Context, c *Consumer, op string, retryable func(er
 			return v, err
 		}
 		c.m.retries.WithLabelValues(op).Inc()
-		wait := jitter(delay)
+		wait := backoff.Jitter(delay)
 		c.log.Warn("workspace feed: retryable failure; retrying", "operation", op, "attempt", attempt, "wait", wait, "error", err)
-		if err := sleep(ctx, wait); err != nil {
+		if err := backoff.Sleep(ctx, wait); err != nil {
 			return v, err
 		}
 		delay = min(2*delay, c.opts.MaxBackoff)
-	}
-}
-
-// jitter returns a duration in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

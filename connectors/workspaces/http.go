@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -113,9 +114,7 @@ func NewHandler(a *Admin, opts HandlerOptions) (*Handler, error) {
 		return nil, fmt.Errorf("%w: admin handler: nil Admin", ErrInvalidOptions)
 	}
 	h := &Handler{admin: a, maxBody: opts.MaxBodyBytes, log: opts.Logger}
-	if h.maxBody == 0 {
-		h.maxBody = DefaultMaxBodyBytes
-	}
+	h.maxBody = cmp.Or(h.maxBody, DefaultMaxBodyBytes)
 	if h.maxBody < 0 {
 		return nil, fmt.Errorf("%w: admin handler: max body bytes %d is negative", ErrInvalidOptions, h.maxBody)
 	}
@@ -197,9 +196,7 @@ func (h *Handler) refresh(w http.ResponseWriter, r *http.Request) {
 // ServeHTTP authenticates the request, then routes it.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, route := h.mux.Handler(r)
-	if route == "" {
-		route = "unmatched"
-	}
+	route = cmp.Or(route, "unmatched")
 	sw := &httpapi.StatusRecorder{ResponseWriter: w}
 	defer func() { h.m.requests.WithLabelValues(route, strconv.Itoa(sw.Status())).Inc() }()
 	if code, msg, ok := h.authenticate(r); !ok {

@@ -1,6 +1,7 @@
 package workspaces
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -58,15 +59,11 @@ type Published struct {
 // NewPublisher validates opts and creates the Kafka client.
 func NewPublisher(opts PublisherOptions) (*Publisher, error) {
 	var problems []error
-	if opts.Topic == "" {
-		opts.Topic = schemas.DefaultWorkspaceTopic
-	}
+	opts.Topic = cmp.Or(opts.Topic, schemas.DefaultWorkspaceTopic)
 	if opts.Codec == nil {
 		problems = append(problems, errors.New("codec is required"))
 	}
-	if opts.ClockSkew == 0 {
-		opts.ClockSkew = DefaultClockSkew
-	}
+	opts.ClockSkew = cmp.Or(opts.ClockSkew, DefaultClockSkew)
 	if opts.ClockSkew < 0 {
 		problems = append(problems, fmt.Errorf("clock skew %s is negative", opts.ClockSkew))
 	}

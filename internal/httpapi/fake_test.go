@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -199,30 +200,12 @@ func testTokens() []Token {
 	}
 }
 
-// logBuffer collects the server's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // testCursorKey is the cursor key of the tests' servers.
 var testCursorKey = []byte("a-test-cursor-key-of-32-bytes!!!")
 
-func newTestServer(t *testing.T, st Store, mutate func(*Options)) (*Server, *logBuffer) {
+func newTestServer(t *testing.T, st Store, mutate func(*Options)) (*Server, *logtest.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	opts := Options{
 		Store:          st,
 		Tokens:         testTokens(),

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/internal/testenv/teststore"
@@ -74,7 +75,7 @@ type client struct {
 	base string
 }
 
-func serve(t *testing.T, st Store, mutate func(*Options)) (*client, *logBuffer) {
+func serve(t *testing.T, st Store, mutate func(*Options)) (*client, *logtest.Buffer) {
 	t.Helper()
 	s, logs := newTestServer(t, st, mutate)
 	srv := httptest.NewServer(s)

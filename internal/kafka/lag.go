@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -103,12 +104,8 @@ func Lag(ctx context.Context, cl *kgo.Client, groups []string, o LagOptions) ([]
 			return nil, invalid("lag: empty group id")
 		}
 	}
-	if o.MaxTimestampFetches == 0 {
-		o.MaxTimestampFetches = DefaultMaxTimestampFetches
-	}
-	if o.TimestampTimeout == 0 {
-		o.TimestampTimeout = DefaultTimestampTimeout
-	}
+	o.MaxTimestampFetches = cmp.Or(o.MaxTimestampFetches, DefaultMaxTimestampFetches)
+	o.TimestampTimeout = cmp.Or(o.TimestampTimeout, DefaultTimestampTimeout)
 	if o.MaxTimestampFetches < -1 || o.TimestampTimeout < 0 {
 		return nil, invalid("lag options: max timestamp fetches %d, timeout %s", o.MaxTimestampFetches, o.TimestampTimeout)
 	}
@@ -433,15 +430,9 @@ type sample struct {
 
 // NewEvaluator validates o and returns an Evaluator.
 func NewEvaluator(o EvaluatorOptions) (*Evaluator, error) {
-	if o.Window == 0 {
-		o.Window = DefaultStatusWindow
-	}
-	if o.WarnAfter == 0 {
-		o.WarnAfter = DefaultWarnAfter
-	}
-	if o.StallAfter == 0 {
-		o.StallAfter = DefaultStallAfter
-	}
+	o.Window = cmp.Or(o.Window, DefaultStatusWindow)
+	o.WarnAfter = cmp.Or(o.WarnAfter, DefaultWarnAfter)
+	o.StallAfter = cmp.Or(o.StallAfter, DefaultStallAfter)
 	if o.Window < 2 || o.WarnAfter < 0 || o.StallAfter < 0 {
 		return nil, invalid("evaluator: window %d (>= 2), warn after %s, stall after %s (>= 0)", o.Window, o.WarnAfter, o.StallAfter)
 	}

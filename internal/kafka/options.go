@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -171,32 +172,18 @@ type ConsumerOptions struct {
 // WithDefaults returns o with every zero field replaced by its documented default.
 // It does not validate.
 func (o Options) WithDefaults() Options {
-	if o.ClientID == "" {
-		o.ClientID = DefaultClientID
-	}
+	o.ClientID = cmp.Or(o.ClientID, DefaultClientID)
 	p := &o.Producer
-	if p.Acks == "" {
-		p.Acks = AcksAll
-	}
+	p.Acks = cmp.Or(p.Acks, AcksAll)
 	if p.Linger == nil {
 		p.Linger = new(DefaultLinger)
 	}
-	if p.MaxBufferedRecords == 0 {
-		p.MaxBufferedRecords = DefaultMaxBufferedRecords
-	}
-	if p.Compression == "" {
-		p.Compression = DefaultCompression
-	}
+	p.MaxBufferedRecords = cmp.Or(p.MaxBufferedRecords, DefaultMaxBufferedRecords)
+	p.Compression = cmp.Or(p.Compression, DefaultCompression)
 	c := &o.Consumer
-	if c.SessionTimeout == 0 {
-		c.SessionTimeout = DefaultSessionTimeout
-	}
-	if c.RebalanceTimeout == 0 {
-		c.RebalanceTimeout = DefaultRebalanceTimeout
-	}
-	if c.FetchMaxWait == 0 {
-		c.FetchMaxWait = DefaultFetchMaxWait
-	}
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.RebalanceTimeout = cmp.Or(c.RebalanceTimeout, DefaultRebalanceTimeout)
+	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
 	o.SASL.Mechanism = strings.ToUpper(strings.TrimSpace(o.SASL.Mechanism))
 	return o
 }

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -135,9 +136,7 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 		cfg.Producer.Flush.Frequency = *p.Linger
 	}
 	gokaCompression := o.Compression
-	if gokaCompression == "" {
-		gokaCompression = DefaultGokaCompression
-	}
+	gokaCompression = cmp.Or(gokaCompression, DefaultGokaCompression)
 	cfg.Producer.Compression = saramaCompression(gokaCompression) // not o.Producer.Compression
 	cfg.Producer.Return.Successes = true
 	cfg.Producer.Return.Errors = true
@@ -233,9 +232,7 @@ func (o GokaOptions) gokaProblems(p *options.Problems) sarama.KafkaVersion {
 // parseProtocolVersion parses a sarama protocol version ("" is the default), or
 // says what is wrong with it.
 func parseProtocolVersion(s string) (sarama.KafkaVersion, string) {
-	if s == "" {
-		s = DefaultProtocolVersion
-	}
+	s = cmp.Or(s, DefaultProtocolVersion)
 	v, err := sarama.ParseKafkaVersion(s)
 	switch {
 	case err != nil:
@@ -285,9 +282,7 @@ func NewGoka(o GokaOptions) (*Goka, error) {
 	tmc.Stream.Replication = o.StreamReplication
 	tmc.Stream.CleanupPolicy = CleanupDelete
 	tmc.Stream.Retention = o.StreamRetention
-	if tmc.Stream.Retention == 0 {
-		tmc.Stream.Retention = DefaultStreamRetention
-	}
+	tmc.Stream.Retention = cmp.Or(tmc.Stream.Retention, DefaultStreamRetention)
 	// A group table with the wrong partition count or replication would silently
 	// break co-partitioning; refuse to start instead.
 	tmc.MismatchBehavior = goka.TMConfigMismatchBehaviorFail

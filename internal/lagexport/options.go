@@ -1,6 +1,7 @@
 package lagexport
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -90,15 +91,9 @@ type KafkaLagExporterOptions struct {
 
 func (o Options) withDefaults() Options {
 	o.Kafka = o.Kafka.WithDefaults()
-	if o.Interval == 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.PollTimeout == 0 {
-		o.PollTimeout = DefaultPollTimeout
-	}
-	if o.Lag.TimestampTimeout == 0 {
-		o.Lag.TimestampTimeout = min(kafka.DefaultTimestampTimeout, o.PollTimeout/2)
-	}
+	o.Interval = cmp.Or(o.Interval, DefaultInterval)
+	o.PollTimeout = cmp.Or(o.PollTimeout, DefaultPollTimeout)
+	o.Lag.TimestampTimeout = cmp.Or(o.Lag.TimestampTimeout, min(kafka.DefaultTimestampTimeout, o.PollTimeout/2))
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}

@@ -1,6 +1,7 @@
 package retention
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"log/slog"
@@ -114,30 +115,14 @@ type Options struct {
 func (o Options) withDefaults() Options {
 	names := kafka.DefaultTopicNames()
 	o.Kafka = o.Kafka.WithDefaults()
-	if o.EvidenceTopic == "" {
-		o.EvidenceTopic = names.Evidence
-	}
-	if o.CheckpointTopic == "" {
-		o.CheckpointTopic = names.Checkpoints
-	}
-	if o.Mode == "" {
-		o.Mode = ModeRedact
-	}
-	if o.Interval == 0 {
-		o.Interval = DefaultInterval
-	}
-	if o.BatchSize == 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.MaxRunTime == 0 {
-		o.MaxRunTime = DefaultMaxRunTime
-	}
-	if o.ProduceTimeout == 0 {
-		o.ProduceTimeout = DefaultProduceTimeout
-	}
-	if o.DBTimeout == 0 {
-		o.DBTimeout = DefaultDBTimeout
-	}
+	o.EvidenceTopic = cmp.Or(o.EvidenceTopic, names.Evidence)
+	o.CheckpointTopic = cmp.Or(o.CheckpointTopic, names.Checkpoints)
+	o.Mode = cmp.Or(o.Mode, ModeRedact)
+	o.Interval = cmp.Or(o.Interval, DefaultInterval)
+	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.MaxRunTime = cmp.Or(o.MaxRunTime, DefaultMaxRunTime)
+	o.ProduceTimeout = cmp.Or(o.ProduceTimeout, DefaultProduceTimeout)
+	o.DBTimeout = cmp.Or(o.DBTimeout, DefaultDBTimeout)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}

@@ -1,7 +1,6 @@
 package synthesis
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -19,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/internal/testenv/teststore"
@@ -220,28 +220,10 @@ func (e *env) key(start time.Time) store.WindowKey {
 type running struct {
 	w      *Worker
 	reg    *prometheus.Registry
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	done   chan struct{}
 	runErr error
 	once   sync.Once
-}
-
-// syncBuffer collects a worker's logs.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // options are a test worker's defaults: fast backoffs, the rule synthesizer.
@@ -263,7 +245,7 @@ func (e *env) options() Options {
 // start builds a worker from o and runs it until the test ends (or stop is called).
 func (e *env) start(o Options) *running {
 	e.t.Helper()
-	r := &running{reg: o.Registry, logs: &syncBuffer{}, done: make(chan struct{})}
+	r := &running{reg: o.Registry, logs: &logtest.Buffer{}, done: make(chan struct{})}
 	if r.reg == nil {
 		r.reg = prometheus.NewRegistry()
 		o.Registry = r.reg

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
@@ -348,7 +348,7 @@ func (r *Resolver) Run(ctx context.Context) error {
 	defer end()
 	defer r.setListening(false)
 
-	backoff := r.reconnectMin
+	delay := r.reconnectMin
 	for {
 		started := r.now()
 		err := r.src.ListenBindings(ctx, listener{r})
@@ -358,15 +358,15 @@ func (r *Resolver) Run(ctx context.Context) error {
 		}
 		r.m.listenDrops.Inc()
 		if r.now().Sub(started) >= r.reconnectMax {
-			backoff = r.reconnectMin // the session was up long enough: start over
+			delay = r.reconnectMin // the session was up long enough: start over
 		}
-		wait := jitter(backoff)
+		wait := backoff.Jitter(delay)
 		r.log.Warn("binding change listener stopped; cache on fallback TTL until it is back",
 			"err", err, "retryable", IsRetryable(err), "retry_in", wait)
-		if !sleep(ctx, wait) {
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil
 		}
-		backoff = min(2*backoff, r.reconnectMax)
+		delay = min(2*delay, r.reconnectMax)
 	}
 }
 
@@ -380,25 +380,4 @@ func (r *Resolver) Close() error {
 	r.lru.Init()
 	r.m.entries.Set(0)
 	return nil
-}
-
-// jitter returns a duration in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
-}
-
-// sleep waits d or until ctx is done; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

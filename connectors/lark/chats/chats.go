@@ -1,6 +1,7 @@
 package chats
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,15 +123,9 @@ func New(opts Options) (*Guard, error) {
 	}
 	g := &Guard{src: opts.Source, ttl: opts.TTL, max: opts.MaxEntries, timeout: opts.Timeout, clock: opts.Clock,
 		log: opts.Logger, cache: map[ids.ChatID]entry{}}
-	if g.ttl == 0 {
-		g.ttl = DefaultTTL
-	}
-	if g.max == 0 {
-		g.max = DefaultMaxEntries
-	}
-	if g.timeout == 0 {
-		g.timeout = DefaultTimeout
-	}
+	g.ttl = cmp.Or(g.ttl, DefaultTTL)
+	g.max = cmp.Or(g.max, DefaultMaxEntries)
+	g.timeout = cmp.Or(g.timeout, DefaultTimeout)
 	if g.clock == nil {
 		g.clock = time.Now
 	}

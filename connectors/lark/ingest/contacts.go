@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/schemas"
@@ -256,31 +257,31 @@ func (c *Contacts) Run(ctx context.Context) error {
 	defer end()
 
 	var next time.Time // earliest next request (rate limit and backoff)
-	backoff := c.interval
+	delay := c.interval
 	for {
 		ids, ok := c.collect(ctx)
 		if !ok {
 			return nil
 		}
-		if wait := time.Until(next); wait > 0 && !sleep(ctx, wait) {
+		if wait := time.Until(next); wait > 0 && backoff.Sleep(ctx, wait) != nil {
 			return nil
 		}
 		next = time.Now().Add(c.interval)
 		err := c.lookup(ctx, ids)
 		if err == nil {
-			backoff = c.interval
+			delay = c.interval
 			continue
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		wait := backoff
+		wait := delay
 		if ae := (*larkapi.APIError)(nil); errors.As(err, &ae) && ae.RetryAfter > wait {
 			wait = ae.RetryAfter
 		}
 		wait = min(wait, c.maxBackoff)
 		next = time.Now().Add(wait)
-		backoff = min(2*backoff, c.maxBackoff)
+		delay = min(2*delay, c.maxBackoff)
 		c.log.Warn("contact lookup failed", "ids", len(ids), "retryable", larkapi.IsRetryable(err), "retry_after", wait, "err", err)
 	}
 }
@@ -384,16 +385,4 @@ func cleanName(s string) string {
 		s = s[:len(s)-size]
 	}
 	return s
-}
-
-// sleep waits d or until ctx is done; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

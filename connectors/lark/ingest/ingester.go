@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -131,9 +132,7 @@ func New(opts Options) (*Ingester, error) {
 	case opts.Holders == nil:
 		return nil, fmt.Errorf("%w: Holders is required", ErrInvalidOptions)
 	}
-	if opts.Topic == "" {
-		opts.Topic = schemas.DefaultEvidenceTopic
-	}
+	opts.Topic = cmp.Or(opts.Topic, schemas.DefaultEvidenceTopic)
 	// The evidence writer owns the Producer, Codec and Topic rules.
 	w, err := evidence.New(evidence.Options{Producer: opts.Producer, Codec: opts.Codec, Topic: opts.Topic, Names: opts.Names})
 	if err != nil {

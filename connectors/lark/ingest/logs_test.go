@@ -1,42 +1,23 @@
 package ingest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
 )
-
-// syncBuffer is a bytes.Buffer safe for concurrent log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogsCarryNoMessageText runs accepted, ignored, rejected and failed events with
 // every log at debug level and checks that neither message text nor secrets reach
 // the log, while ids do.
 func TestLogsCarryNoMessageText(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	log := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	u := newUnit(t, unitOptions{key: tKey})
 	u.ing.log = log.With("component", string(ids.StageIngest))

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -22,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/internal/options"
 )
@@ -234,7 +234,7 @@ func (l *LongConn) Run(ctx context.Context) error {
 		l.m.connected.WithLabelValues().Set(0)
 	}()
 
-	backoff := l.backoffMin
+	delay := l.backoffMin
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -260,14 +260,14 @@ func (l *LongConn) Run(ctx context.Context) error {
 		reason := restartReason(err)
 		l.m.restarts.WithLabelValues(reason).Inc()
 		if healthy {
-			backoff = l.backoffMin
+			delay = l.backoffMin
 		}
-		wait := jitter(backoff)
+		wait := backoff.Jitter(delay)
 		l.log.Warn("lark long connection restarting", "reason", reason, "retry_in", wait, "err", err)
-		if !sleep(ctx, wait) {
+		if backoff.Sleep(ctx, wait) != nil {
 			return nil
 		}
-		backoff = min(2*backoff, l.backoffMax)
+		delay = min(2*delay, l.backoffMax)
 	}
 }
 
@@ -759,13 +759,4 @@ func installDialHook() {
 			return g.attach(c), nil
 		}
 	})
-}
-
-// jitter returns a duration in [d/2, d].
-func jitter(d time.Duration) time.Duration {
-	if d <= 1 {
-		return d
-	}
-	half := d / 2
-	return half + rand.N(d-half+1)
 }

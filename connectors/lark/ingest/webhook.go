@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -103,15 +104,9 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 	if err := p.Err(ErrInvalidOptions); err != nil {
 		return nil, err
 	}
-	if opts.MaxTimestampSkew == 0 {
-		opts.MaxTimestampSkew = DefaultMaxTimestampSkew
-	}
-	if opts.MaxBodyBytes == 0 {
-		opts.MaxBodyBytes = DefaultMaxBodyBytes
-	}
-	if opts.MaxSeenEvents == 0 {
-		opts.MaxSeenEvents = DefaultMaxSeenEvents
-	}
+	opts.MaxTimestampSkew = cmp.Or(opts.MaxTimestampSkew, DefaultMaxTimestampSkew)
+	opts.MaxBodyBytes = cmp.Or(opts.MaxBodyBytes, DefaultMaxBodyBytes)
+	opts.MaxSeenEvents = cmp.Or(opts.MaxSeenEvents, DefaultMaxSeenEvents)
 	if opts.Clock == nil {
 		opts.Clock = time.Now
 	}

@@ -2,6 +2,7 @@ package larktest
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -283,17 +284,11 @@ func (b Builder) Message(m Msg, messageType string, content any) Envelope {
 		}
 	}
 	chatType := m.ChatType
-	if chatType == "" {
-		chatType = "group"
-	}
+	chatType = cmp.Or(chatType, "group")
 	senderType := m.From.Type
-	if senderType == "" {
-		senderType = SenderTypeUser
-	}
+	senderType = cmp.Or(senderType, SenderTypeUser)
 	senderTenant := m.From.TenantKey
-	if senderTenant == "" {
-		senderTenant = b.TenantKey
-	}
+	senderTenant = cmp.Or(senderTenant, b.TenantKey)
 	updated := m.Updated
 	if updated.IsZero() {
 		updated = m.At
@@ -308,9 +303,7 @@ func (b Builder) Message(m Msg, messageType string, content any) Envelope {
 		})
 	}
 	eventID := m.EventID
-	if eventID == "" {
-		eventID = DeriveEventID(EventTypeMessageReceive, string(m.ID))
-	}
+	eventID = cmp.Or(eventID, DeriveEventID(EventTypeMessageReceive, string(m.ID)))
 	return Envelope{
 		Schema: "2.0",
 		Header: b.header(eventID, EventTypeMessageReceive, m.At.Add(m.Delay)),
@@ -340,9 +333,7 @@ func (b Builder) Message(m Msg, messageType string, content any) Envelope {
 // Recall builds an im.message.recalled_v1 envelope. recallType defaults to
 // "message_owner".
 func (b Builder) Recall(id ids.MessageID, chat ids.ChatID, at time.Time, recallType string) Envelope {
-	if recallType == "" {
-		recallType = RecallByOwner
-	}
+	recallType = cmp.Or(recallType, RecallByOwner)
 	return Envelope{
 		Schema: "2.0",
 		Header: b.header(DeriveEventID(EventTypeMessageRecalled, string(id)), EventTypeMessageRecalled, at),

@@ -2,6 +2,7 @@ package larktest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -70,9 +72,7 @@ func NewSender(opts SenderOptions) (*Sender, error) {
 	if opts.Timeout < 0 || opts.DuplicateDelay < 0 {
 		return nil, fmt.Errorf("%w: Timeout and DuplicateDelay must not be negative", ErrInvalidOptions)
 	}
-	if opts.Timeout == 0 {
-		opts.Timeout = DefaultCallbackTimeout
-	}
+	opts.Timeout = cmp.Or(opts.Timeout, DefaultCallbackTimeout)
 	if opts.RetrySchedule == nil {
 		opts.RetrySchedule = DefaultRetrySchedule()
 	} else {
@@ -316,7 +316,7 @@ func (s *Sender) Deliver(ctx context.Context, url string, events []Event) (Repor
 			if len(dups) == 0 || len(later) > 0 && later[0].due.Before(wake) {
 				wake = later[0].due
 			}
-			if err := sleep(ctx, wake.Sub(now)); err != nil {
+			if err := backoff.Sleep(ctx, wake.Sub(now)); err != nil {
 				return rep, fmt.Errorf("larktest: deliver: %w", err)
 			}
 			continue
@@ -411,18 +411,4 @@ func (s *Sender) stamp(body []byte, eventID string) ([]byte, error) {
 	}
 	top["header"] = raw
 	return marshal(top)
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

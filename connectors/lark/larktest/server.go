@@ -1,6 +1,7 @@
 package larktest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -181,15 +182,11 @@ func New(opts Options) (*Server, error) {
 	case opts.TokenTTL != 0 && opts.TokenTTL < time.Second:
 		return nil, fmt.Errorf("%w: TokenTTL %s is below 1s", ErrInvalidOptions, opts.TokenTTL)
 	}
-	if opts.TokenTTL == 0 {
-		opts.TokenTTL = DefaultTokenTTL
-	}
+	opts.TokenTTL = cmp.Or(opts.TokenTTL, DefaultTokenTTL)
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Addr == "" {
-		opts.Addr = "127.0.0.1:0"
-	}
+	opts.Addr = cmp.Or(opts.Addr, "127.0.0.1:0")
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)

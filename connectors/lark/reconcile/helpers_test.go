@@ -236,6 +236,16 @@ func newEnvAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *env {
 	return e
 }
 
+// newIncident is newEnv with one firing incident workspace ws, created age ago and
+// bound to chat; it returns the environment and the workspace's creation time.
+func newIncident(t testing.TB, ws ids.WorkspaceID, chat ids.ChatID, age time.Duration) (*env, time.Time) {
+	t.Helper()
+	e := newEnv(t, chat)
+	created := time.Now().Add(-age)
+	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	return e, created
+}
+
 // workspace stores a workspace and binds chats to it.
 func (e *env) workspace(t testing.TB, ws ids.WorkspaceID, typ string, status store.WorkspaceStatus, created time.Time, chats ...ids.ChatID) {
 	t.Helper()

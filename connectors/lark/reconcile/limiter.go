@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/options"
 )
 
@@ -46,7 +47,7 @@ func NewLimiter(opts LimiterOptions) (*Limiter, error) {
 		opts.Clock = time.Now
 	}
 	if opts.Sleep == nil {
-		opts.Sleep = sleep
+		opts.Sleep = backoff.Sleep
 	}
 	return &Limiter{
 		rate: opts.RequestsPerSecond, burst: float64(opts.Burst), now: opts.Clock, sleep: opts.Sleep,
@@ -111,11 +112,11 @@ func (l *Limiter) Pause(until time.Time) {
 	}
 }
 
-// backoff returns the wait before retry attempt+1 of a call that failed with a
+// retryDelay returns the wait before retry attempt+1 of a call that failed with a
 // retryable answer: exponential from minB, capped at maxB, with equal jitter (a
 // uniform value in [d/2, d]), and never shorter than retryAfter (Lark's
 // x-ogw-ratelimit-reset, itself capped at larkapi.MaxRetryAfter).
-func backoff(attempt int, minB, maxB, retryAfter time.Duration, jitter func() float64) time.Duration {
+func retryDelay(attempt int, minB, maxB, retryAfter time.Duration, jitter func() float64) time.Duration {
 	d := maxB
 	if attempt < 30 {
 		if e := minB << attempt; e > 0 && e < maxB {

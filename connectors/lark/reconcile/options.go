@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
@@ -234,7 +236,7 @@ func (o Options) withDefaults() (Options, error) {
 		o.Clock = time.Now
 	}
 	if o.Sleep == nil {
-		o.Sleep = sleep
+		o.Sleep = backoff.Sleep
 	}
 	if o.Jitter == nil {
 		o.Jitter = defaultJitter
@@ -287,12 +289,8 @@ func (o Options) checkDeps() error {
 // problem at once: the durations, how they relate, the counts, the rate.
 func (o Options) values() (Options, error) {
 	p := new(options.Problems)
-	if o.EvidenceTopic == "" {
-		o.EvidenceTopic = schemas.DefaultEvidenceTopic
-	}
-	if o.CheckpointTopic == "" {
-		o.CheckpointTopic = schemas.DefaultCheckpointTopic
-	}
+	o.EvidenceTopic = cmp.Or(o.EvidenceTopic, schemas.DefaultEvidenceTopic)
+	o.CheckpointTopic = cmp.Or(o.CheckpointTopic, schemas.DefaultCheckpointTopic)
 	if o.EvidenceTopic == o.CheckpointTopic {
 		p.Add("CheckpointTopic", o.CheckpointTopic, "must differ from EvidenceTopic")
 	}
@@ -369,9 +367,7 @@ func (o *Options) timeRelations(p *options.Problems) {
 	case time.Hour%o.Window != 0:
 		p.Add("Window", o.Window, "must divide an hour evenly (such as 5m, 10m, 15m, 20m or 30m) so windows align to UTC hours")
 	}
-	if o.CoverageDelay == 0 {
-		o.CoverageDelay = o.Settle + DefaultCoverageMargin
-	}
+	o.CoverageDelay = cmp.Or(o.CoverageDelay, o.Settle+DefaultCoverageMargin)
 	switch {
 	case o.CoverageDelay < o.Settle:
 		p.Add("CoverageDelay", o.CoverageDelay, "must be at least the settle delay (%s): its runs would not reach the window's end", o.Settle)
@@ -423,28 +419,9 @@ func (o *Options) rate(p *options.Problems) {
 	if o.Limiter != nil {
 		return
 	}
-	if o.RequestsPerSecond == 0 {
-		o.RequestsPerSecond = DefaultRequestsPerSecond
-	}
-	if o.Burst == 0 {
-		o.Burst = DefaultBurst
-	}
+	o.RequestsPerSecond = cmp.Or(o.RequestsPerSecond, DefaultRequestsPerSecond)
+	o.Burst = cmp.Or(o.Burst, DefaultBurst)
 	LimiterOptions{RequestsPerSecond: o.RequestsPerSecond, Burst: o.Burst}.problems(p)
-}
-
-// sleep waits d or until ctx is done.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // The production implementations of the seams.

@@ -124,9 +124,7 @@ func TestChatLookupFailureReadsNothing(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-lookup")
 		chat = ids.ChatID("oc_lookup")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: msgID("look", 0), Chat: chat, At: created.Add(time.Minute)}, "x")
 	if err := e.lark.srv.FailNext(larktest.PathGetChat, 1, larktest.FaultCode(larktest.CodeBotNotInChat)); err != nil {
 		t.Fatal(err)

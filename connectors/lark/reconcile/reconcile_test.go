@@ -53,9 +53,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-bf")
 		chat = ids.ChatID("oc_bf")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-2 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 2*time.Hour)
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("bf", 900), Chat: chat, At: created.Add(-time.Minute)}, "before the incident")
 	dropped := map[ids.MessageID]bool{}
 	for i := range 22 {
@@ -165,9 +163,7 @@ func TestDroppedEventRecovered(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-drop")
 		chat = ids.ChatID("oc_drop")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	for i := range 6 {
 		d := larktest.DeliverOnce
 		if i == 2 || i == 4 {
@@ -235,9 +231,7 @@ func TestResumeAfterKill(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-kill")
 		chat = ids.ChatID("oc_kill")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-50 * time.Minute)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 50*time.Minute)
 	times := map[ids.MessageID]time.Time{}
 	for i := range 30 {
 		id, at := msgID("kill", i), created.Add(time.Duration(i+1)*time.Minute+300*time.Millisecond).Truncate(time.Millisecond)
@@ -317,9 +311,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-fp")
 		chat = ids.ChatID("oc_fp")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	for i := range 12 {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("fp", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
 	}
@@ -411,9 +403,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 			ws   = ids.WorkspaceID("ws-fk")
 			chat = ids.ChatID("oc_fk")
 		)
-		e := newEnv(t, chat)
-		created := time.Now().Add(-time.Hour)
-		e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+		e, created := newIncident(t, ws, chat, time.Hour)
 		for i := range 12 {
 			e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("fk", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
 		}
@@ -472,9 +462,7 @@ func TestRefreshTurnsEditsAndRecallsIntoVersions(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-ed")
 		chat = ids.ChatID("oc_ed")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-3 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 3*time.Hour)
 	for i := range 6 {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("ed", i), Chat: chat, At: created.Add(time.Duration(i+1) * 10 * time.Minute)}, "original text")
 	}
@@ -535,9 +523,7 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-rl")
 		chat = ids.ChatID("oc_rl")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	for i := range 12 {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("rl", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
 	}
@@ -789,9 +775,7 @@ func TestRunDrains(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-run")
 		chat = ids.ChatID("oc_run")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	for i := range 12 {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("run", i), Chat: chat, At: created.Add(time.Duration(i+1) * 4 * time.Minute)}, "x")
 	}
@@ -848,9 +832,7 @@ func TestPageBudget(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-budget")
 		chat = ids.ChatID("oc_budget")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-2 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 2*time.Hour)
 	for i := range 22 {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("bud", i), Chat: chat, At: created.Add(time.Duration(i+1) * 4 * time.Minute)}, "x")
 	}
@@ -919,9 +901,7 @@ func TestBurstInOverlapDoesNotStallCoverage(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-burst")
 		chat = ids.ChatID("oc_burst")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-2 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, _ := newIncident(t, ws, chat, 2*time.Hour)
 	burst := time.Now().Add(-30 * time.Minute)
 	for i := range 40 { // 8 pages of 5 in one minute
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("burst", i), Chat: chat, At: burst.Add(time.Duration(i) * time.Second)}, "x")
@@ -965,9 +945,7 @@ func TestCheckpointPublishRetried(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-pub")
 		chat = ids.ChatID("oc_pub")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, time.Hour)
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("pub", 0), Chat: chat, At: created.Add(time.Minute)}, "x")
 	opts := e.options(t)
 	opts.Producer = &failingProducer{Producer: e.prod, topic: e.cpTopic, fail: 1}
@@ -1014,9 +992,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 		ws   = ids.WorkspaceID("ws-bar")
 		chat = ids.ChatID("oc_bar")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-2 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 2*time.Hour)
 	for i := range 12 {
 		e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: msgID("bar", i), Chat: chat, At: created.Add(time.Duration(i+1) * 5 * time.Minute)}, "status update")
 	}
@@ -1108,9 +1084,7 @@ func TestRefreshRecallReachesEveryHolder(t *testing.T) {
 		other = ids.WorkspaceID("ws-holder-none")
 		chat  = ids.ChatID("oc_holder")
 	)
-	e := newEnv(t, chat)
-	created := time.Now().Add(-3 * time.Hour)
-	e.workspace(t, ws, "incident", store.WorkspaceFiring, created, chat)
+	e, created := newIncident(t, ws, chat, 3*time.Hour)
 	e.workspace(t, old, "incident", store.WorkspaceRecovered, created)   // bound no more
 	e.workspace(t, other, "incident", store.WorkspaceRecovered, created) // never held it
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("hold", 0), Chat: chat, At: created.Add(10 * time.Minute)}, "the password is hunter2")

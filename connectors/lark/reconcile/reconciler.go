@@ -365,7 +365,7 @@ func (r *Reconciler) list(ctx context.Context, q larkapi.ListQuery) (larkapi.Lis
 		if ae, ok := errors.AsType[*larkapi.APIError](err); ok {
 			retryAfter = ae.RetryAfter
 		}
-		d := backoff(attempt, r.opts.MinBackoff, r.opts.MaxBackoff, retryAfter, r.opts.Jitter)
+		d := retryDelay(attempt, r.opts.MinBackoff, r.opts.MaxBackoff, retryAfter, r.opts.Jitter)
 		r.m.retries.WithLabelValues(outcome).Inc()
 		r.m.backoffS.Add(d.Seconds())
 		r.log.Debug("lark history call retried", "container", q.ContainerType, "container_id", q.ContainerID,

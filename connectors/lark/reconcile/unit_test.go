@@ -153,7 +153,7 @@ func TestBackoff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := backoff(tt.attempt, minB, maxB, tt.retryAfter, func() float64 { return tt.jitter }); got != tt.want {
+			if got := retryDelay(tt.attempt, minB, maxB, tt.retryAfter, func() float64 { return tt.jitter }); got != tt.want {
 				t.Fatalf("backoff = %s, want %s", got, tt.want)
 			}
 		})
