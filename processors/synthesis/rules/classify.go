@@ -212,7 +212,7 @@ func clauseEnd(s string) int {
 // character; a digit anywhere counts as enough.
 func substance(text string) (units int, digits bool) {
 	words, han, _ := content(text)
-	return 2*words + han, hasDigit(urlRE.ReplaceAllString(text, " "))
+	return 2*words + han, hasDigit(withoutURLs(text))
 }
 
 // Minimum substance, in substance units: below minSubstance a message ("继续观察",

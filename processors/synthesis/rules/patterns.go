@@ -34,6 +34,7 @@ type pattern struct {
 type filtered struct {
 	re    *regexp.Regexp
 	anyOf []string
+	ids   []int32 // the literal ids of anyOf, for matchIn
 }
 
 // mustFilter compiles expr and derives its prefilter.
@@ -43,7 +44,20 @@ func mustFilter(expr string) filtered {
 	if err != nil {
 		panic(err) // unreachable: MustCompile accepted it
 	}
-	return filtered{re: re, anyOf: requiredLiterals(syn.Simplify())}
+	f := filtered{re: re, anyOf: requiredLiterals(syn.Simplify())}
+	for _, l := range f.anyOf {
+		f.ids = append(f.ids, literalID(l))
+	}
+	return f
+}
+
+// matchIn is MatchString(s) for a text s whose literals (or those of a text that
+// holds s) are in p: the prefilter looks them up instead of searching s.
+func (f filtered) matchIn(p present, s string) bool {
+	if f.anyOf != nil && !slices.ContainsFunc(f.ids, p.has) {
+		return false
+	}
+	return f.re.MatchString(s)
 }
 
 // mayMatch is false when s holds none of the required literals.
@@ -201,7 +215,8 @@ type scores [numKinds]int
 // scoreSentence scores one sentence (already lower-cased and trimmed).
 func scoreSentence(s string) scores {
 	var sc scores
-	if isQuestion(s) || commsRE.MatchString(s) || progressRE.MatchString(s) {
+	lits := literalsIn(s)
+	if isQuestion(lits, s) || commsRE.matchIn(lits, s) || progressRE.matchIn(lits, s) {
 		// Questions carry no facts; status-page chatter reports none; an action's
 		// interim progress ("rollback 60%") is followed by its completion.
 		return sc
@@ -209,33 +224,33 @@ func scoreSentence(s string) scores {
 	rImpact, rMitigation, rRecovery := synth.KindImpact.Rank(), synth.KindMitigation.Rank(), synth.KindRecovery.Rank()
 	strongImpact := false
 	for _, p := range patterns {
-		if p.MatchString(s) {
+		if p.matchIn(lits, s) {
 			sc[p.kind.Rank()] += p.weight
 			if p.kind == synth.KindImpact && p.weight >= strong {
 				strongImpact = true
 			}
 		}
 	}
-	if !strongImpact && !quantRE.MatchString(s) && !scopeRE.MatchString(s) {
+	if !strongImpact && !quantRE.matchIn(lits, s) && !scopeRE.matchIn(lits, s) {
 		// "still seeing 5xx", "errors spiking": an error signal becomes customer
 		// impact only with a quantity (a rate, "1 in 3", "46 tickets") or a scope
 		// (customers, a region).
 		sc[rImpact] = 0
 	}
-	if hedgeRE.MatchString(s) {
+	if hedgeRE.matchIn(lits, s) {
 		// "the risk is 30s of write errors", "errors spike, expected": anticipated.
 		sc[rImpact] = 0
 	}
-	if futureRE.MatchString(s) && !doneRE.MatchString(s) {
+	if futureRE.matchIn(lits, s) && !doneRE.matchIn(lits, s) {
 		sc[rMitigation], sc[rRecovery] = 0, 0
 	}
-	if deicticRE.MatchString(s) {
+	if deicticRE.matchIn(lits, s) {
 		sc[synth.KindNextStep.Rank()] = 0 // "I'll add that to the doc": a reply, no item of its own
 	}
-	if negMitigationRE.MatchString(s) {
+	if negMitigationRE.matchIn(lits, s) {
 		sc[rMitigation] = 0 // "never rolled back on timeout", "没有回滚": no action taken
 	}
-	if sc[rRecovery] > 0 && negationRE.MatchString(s) {
+	if sc[rRecovery] > 0 && negationRE.matchIn(lits, s) {
 		sc[rRecovery] = 0
 		sc[rImpact] = max(sc[rImpact], medium)
 	}
@@ -255,9 +270,10 @@ func scoreSentence(s string) scores {
 	return sc
 }
 
-func isQuestion(s string) bool {
+// isQuestion reports whether sentence s, whose literals are lits, is a question.
+func isQuestion(lits present, s string) bool {
 	return strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？") ||
-		questionStartRE.MatchString(s) || questionZHRE.MatchString(strings.TrimRight(s, "。.!！~ "))
+		questionStartRE.matchIn(lits, s) || questionZHRE.matchIn(lits, strings.TrimRight(s, "。.!！~ "))
 }
 
 func containsAny(s string, lits []string) bool {
