@@ -70,6 +70,7 @@
 // # Bounds
 //
 // Cost is linear in the request's text (a fixed set of compiled patterns per
-// sentence); nothing is kept between calls. Phrase rules miss paraphrase and irony a
+// sentence, each skipped when the sentence holds none of the literals it requires;
+// the literals are found in one pass: decisions D35); nothing is kept between calls. Phrase rules miss paraphrase and irony a
 // model would catch; they never invent a fact that no message states.
 package rules
