@@ -94,6 +94,9 @@ func equivalenceCorpus() []string {
 	var vocab []string
 	for _, p := range patterns {
 		vocab = append(vocab, p.anyOf...)
+		for _, l := range p.anyOf[:min(3, len(p.anyOf))] {
+			texts = append(texts, "the "+l+" now") // each pattern's own words, in a sentence
+		}
 	}
 	for _, f := range modifiers() {
 		vocab = append(vocab, f.anyOf...)
@@ -109,7 +112,7 @@ func equivalenceCorpus() []string {
 	seps := []string{" ", " ", " ", "", ", ", "，", ". ", "。", "; ", ": ", "：", " - ", "\n"}
 	ends := []string{"", "", ".", "?", "？", "!", "。", "~", " 吗", "呢"}
 	rng := rand.New(rand.NewPCG(35, 2026))
-	for range 800 {
+	for range 300 {
 		var b strings.Builder
 		if rng.IntN(8) == 0 {
 			b.WriteString([]string{"先", "what ", "is the ", "any update ", "ok, ", "收到，", "Impact: "}[rng.IntN(7)])
