@@ -1,12 +1,14 @@
 package synthesis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/larkline/larkline/internal/store"
@@ -35,17 +37,11 @@ type attemptResult struct {
 // records it), an error wrapping store.ErrConflict (the lease was lost), or ctx's.
 func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) (attemptResult, error) {
 	a := w.newAttemptRun(st, j, tk, log)
-	if err := a.resume(ctx); err != nil {
+	page, err := a.start(ctx)
+	if err != nil {
 		return a.res, err
 	}
-	for {
-		page, err := a.nextEvidence(ctx)
-		if err != nil {
-			return a.res, err
-		}
-		if len(page.Items) == 0 {
-			break
-		}
+	for len(page.Items) > 0 {
 		c, err := a.plan(ctx, page.Items)
 		if err != nil {
 			return a.res, err
@@ -53,8 +49,39 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		if err := a.commit(ctx, c); err != nil {
 			return a.res, err
 		}
+		if page.Next == nil && len(c.rows) == len(page.Items) {
+			// The chunk took the whole last page: reading after it would find nothing.
+			break
+		}
+		if page, err = a.nextEvidence(ctx); err != nil {
+			return a.res, err
+		}
 	}
 	return a.finish(ctx)
+}
+
+// start runs the reads an attempt needs before its first chunk at once, each on its
+// own connection, instead of one after another (issue 35): the resume (the aggregate
+// of committed chunks and the context before the window), the first page of evidence
+// and the existing entries for the first chunk. They are reads only; the attempt
+// writes nothing before all of them are back. The first error in that order is
+// returned.
+func (a *attemptRun) start(ctx context.Context) (store.EvidencePage, error) {
+	var (
+		wg                         sync.WaitGroup
+		page                       store.EvidencePage
+		resumeErr, pageErr, exiErr error
+	)
+	wg.Go(func() { resumeErr = a.resume(ctx) })
+	wg.Go(func() { page, pageErr = a.nextEvidence(ctx) })
+	wg.Go(func() {
+		var existing []synth.ExistingEntry
+		if existing, exiErr = a.w.existingEntries(ctx, a.j); exiErr == nil {
+			a.existing = &existing
+		}
+	})
+	wg.Wait()
+	return page, cmp.Or(resumeErr, pageErr, exiErr)
 }
 
 // attemptRun is one attempt's state as it walks the window chunk by chunk.
@@ -74,6 +101,9 @@ type attemptRun struct {
 	lookback []synth.Message // the context before the window
 	prompt   string          // the synthesizer's latest prompt version
 	res      attemptResult
+	// existing: the existing entries read by start for the first chunk; nil once used
+	// (later chunks read them again: the earlier chunks' drafts are among them).
+	existing *[]synth.ExistingEntry
 }
 
 func (w *Worker) newAttemptRun(st store.WindowState, j *job, tk *gateTicket, log *slog.Logger) *attemptRun {
@@ -148,9 +178,14 @@ func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPla
 			return chunkPlan{}, failAttempt(reasonStore, err)
 		}
 	}
-	existing, err := w.existingEntries(ctx, j)
-	if err != nil {
-		return chunkPlan{}, err
+	var existing []synth.ExistingEntry
+	if a.existing != nil {
+		existing, a.existing = *a.existing, nil
+	} else {
+		var err error
+		if existing, err = w.existingEntries(ctx, j); err != nil {
+			return chunkPlan{}, err
+		}
 	}
 	// The budget is shared: existing entries take at most an eighth, a quarter is
 	// kept for read-only context, primary evidence takes the rest (and the context

@@ -41,26 +41,26 @@ var (
 	parentheticalRE = regexp.MustCompile(`\s*[(（][^()（）]*[)）]\s*$`)
 	listMarkerRE    = regexp.MustCompile(`^\s*(?:[-*•·]|\d{1,2}[.)、]|[(（]\d{1,2}[)）])\s*`)
 	markdownLinkRE  = regexp.MustCompile(`\[([^\]\n]{1,200})\]\((?:https?://|www\.)[^)\s]*\)`)
-	quotedRE        = regexp.MustCompile(`"[^"\n]*"|“[^”\n]*”|「[^」\n]*」|『[^』\n]*』`)
+	quotedRE        = mustFilter(`"[^"\n]*"|“[^”\n]*”|「[^」\n]*」|『[^』\n]*』`)
 	// Comms about comms: a sentence about the status page or a status update reports
 	// no fact of the incident itself ("updating the status page: identified").
-	commsRE = regexp.MustCompile(`\bstatus ?page\b|\bstatus updates?\b|\bcomms update\b|状态页|对外公告|对外通告`)
+	commsRE = mustFilter(`\bstatus ?page\b|\bstatus updates?\b|\bcomms update\b|状态页|对外公告|对外通告`)
 	// A hedged or anticipated statement is no impact: "risk is 30s of downtime",
 	// "errors spike, expected during the switch".
-	hedgeRE = regexp.MustCompile(`\b(risks?|expected|expect|acceptable|if|would|could|might|in case)\b|预期|预计|风险|如果|可能会`)
+	hedgeRE = mustFilter(`\b(risks?|expected|expect|acceptable|if|would|could|might|in case)\b|预期|预计|风险|如果|可能会`)
 	// Agreement with an earlier message adds no fact: "same here", "我这边也看到了".
-	meTooRE = regexp.MustCompile(`\b(same here|same for me|same on my side|me too|same issue|see it too|seeing it too|seeing the same|see the same|on my side too)\b|也(看到|遇到|发现|是这样|一样)|(跟|和|与|同).{0,12}(一样|一致|相同)|一致|同上|我这边也`)
+	meTooRE = mustFilter(`\b(same here|same for me|same on my side|me too|same issue|see it too|seeing it too|seeing the same|see the same|on my side too)\b|也(看到|遇到|发现|是这样|一样)|(跟|和|与|同).{0,12}(一样|一致|相同)|一致|同上|我这边也`)
 	// Quantity or scope that turns an error signal into a customer-impact statement.
-	quantRE = regexp.MustCompile(`\d(?:[\d.,]*)\s?%|百分之|\b\d+ (?:in|of|out of) \d+\b|\b\d[\d,]* (?:tickets|orders|checkouts|payments|users|customers|merchants|requests|complaints|calls)\b|\d+\s*(?:个|笔|单|位)?(?:用户|订单|客户|商户|工单)`)
-	scopeRE = regexp.MustCompile(`\b(customers?|users?|merchants?|buyers?|sellers?|clients?|everyone|all regions?|every region|region(al)?)\b|\b[a-z]{2}-(?:west|east|north|south|central|southeast|northeast)(?:-\d)?\b|用户|客户|商户|全部|所有|全量|地区|区域|机房`)
+	quantRE = mustFilter(`\d(?:[\d.,]*)\s?%|百分之|\b\d+ (?:in|of|out of) \d+\b|\b\d[\d,]* (?:tickets|orders|checkouts|payments|users|customers|merchants|requests|complaints|calls)\b|\d+\s*(?:个|笔|单|位)?(?:用户|订单|客户|商户|工单)`)
+	scopeRE = mustFilter(`\b(customers?|users?|merchants?|buyers?|sellers?|clients?|everyone|all regions?|every region|region(al)?)\b|\b[a-z]{2}-(?:west|east|north|south|central|southeast|northeast)(?:-\d)?\b|用户|客户|商户|全部|所有|全量|地区|区域|机房`)
 	// Interim progress of an action: "rollback 30% done", "failover 60%", "回滚 50%".
-	progressRE = regexp.MustCompile(`\b(rollback|roll ?out|failover|fail ?over|migration|restart|deploy(ment)?|switch ?over|backfill)\s+\d{1,2}\s?%|\b\d{1,2}\s?% (done|complete|rolled (back|out))\b|(回滚|切换|扩容|发布|迁移)(进度)?\s*\d{1,2}\s?%`)
+	progressRE = mustFilter(`\b(rollback|roll ?out|failover|fail ?over|migration|restart|deploy(ment)?|switch ?over|backfill)\s+\d{1,2}\s?%|\b\d{1,2}\s?% (done|complete|rolled (back|out))\b|(回滚|切换|扩容|发布|迁移)(进度)?\s*\d{1,2}\s?%`)
 	// A follow-up whose object is a pronoun refers to the message it answers.
-	deicticRE = regexp.MustCompile(`\b(prepare|add|write|fix|file|open|create|update|review|document|do|handle|take) (that|this|it|them|those)\b`)
+	deicticRE = mustFilter(`\b(prepare|add|write|fix|file|open|create|update|review|document|do|handle|take) (that|this|it|them|those)\b`)
 	// An IC or incident-lead statement, for the summary's owner line.
-	icRE = regexp.MustCompile(`\bic\b|incident (commander|lead|manager)|\bcommander\b|指挥|值班负责人`)
+	icRE = mustFilter(`\bic\b|incident (commander|lead|manager)|\bcommander\b|指挥|值班负责人`)
 	// Mitigation verbs negated in place: "never rolled back", "没有回滚".
-	negMitigationRE = regexp.MustCompile(`\b(never|not|didn't|did not|doesn't|does not|don't|wasn't|weren't)\b (?:\w+ )?(rolled?|rolls|rolling) back\b|(没有|没|未|不会|无法|不能)(回滚|切换|扩容|重启|释放)`)
+	negMitigationRE = mustFilter(`\b(never|not|didn't|did not|doesn't|does not|don't|wasn't|weren't)\b (?:\w+ )?(rolled?|rolls|rolling) back\b|(没有|没|未|不会|无法|不能)(回滚|切换|扩容|重启|释放)`)
 )
 
 // Kind priority when sentence scores tie: the more specific and the more final
@@ -212,7 +212,7 @@ func clauseEnd(s string) int {
 // character; a digit anywhere counts as enough.
 func substance(text string) (units int, digits bool) {
 	words, han, _ := content(text)
-	return 2*words + han, hasDigit(urlRE.ReplaceAllString(text, " "))
+	return 2*words + han, hasDigit(withoutURLs(text))
 }
 
 // Minimum substance, in substance units: below minSubstance a message ("继续观察",

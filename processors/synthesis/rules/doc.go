@@ -10,8 +10,9 @@
 // states status, impact, mitigation, root cause, owner, decision, blocker and next
 // steps from the visible entries.
 //
-// Cost is linear in the request's text and nothing is kept between calls; phrase rules
-// miss paraphrase and irony but never invent a fact. docs/operations.md ("How the rule
-// synthesizer drafts entries") has every rule: what yields a draft, labels, what
-// yields nothing, drafting and the summary.
+// Cost is linear in the request's text (a pattern is skipped when the sentence holds
+// none of the literals it requires, all found in one pass: decisions D37) and nothing
+// is kept between calls; phrase rules miss paraphrase and irony but never invent a
+// fact. docs/operations.md ("How the rule synthesizer drafts entries") has every
+// rule: what yields a draft, labels, what yields nothing, drafting and the summary.
 package rules

@@ -23,11 +23,60 @@ const (
 type pattern struct {
 	kind   synth.Kind
 	weight int
-	re     *regexp.Regexp
-	// anyOf lists literals of which every match contains at least one (derived from
-	// the pattern's syntax); a sentence containing none of them skips the regular
-	// expression. Nil when no such list could be derived.
+	filtered
+}
+
+// filtered is a regular expression with a literal prefilter: anyOf lists literals of
+// which every match contains at least one (derived from the expression's syntax by
+// requiredLiterals); a text containing none of them cannot match, so the regular
+// expression is not run on it. Nil anyOf when no such list could be derived. Every
+// method answers exactly what the same method of re answers.
+type filtered struct {
+	re    *regexp.Regexp
 	anyOf []string
+	ids   []int32 // the literal ids of anyOf, for matchIn
+}
+
+// mustFilter compiles expr and derives its prefilter.
+func mustFilter(expr string) filtered {
+	re := regexp.MustCompile(expr)
+	syn, err := syntax.Parse(expr, syntax.Perl)
+	if err != nil {
+		panic(err) // unreachable: MustCompile accepted it
+	}
+	f := filtered{re: re, anyOf: requiredLiterals(syn.Simplify())}
+	for _, l := range f.anyOf {
+		f.ids = append(f.ids, literalID(l))
+	}
+	return f
+}
+
+// matchIn is MatchString(s) for a text s whose literals (or those of a text that
+// holds s) are in p: the prefilter looks them up instead of searching s.
+func (f filtered) matchIn(p present, s string) bool {
+	if f.anyOf != nil && !slices.ContainsFunc(f.ids, p.has) {
+		return false
+	}
+	return f.re.MatchString(s)
+}
+
+// mayMatch is false when s holds none of the required literals.
+func (f filtered) mayMatch(s string) bool { return f.anyOf == nil || containsAny(s, f.anyOf) }
+
+func (f filtered) MatchString(s string) bool { return f.mayMatch(s) && f.re.MatchString(s) }
+
+func (f filtered) ReplaceAllString(s, repl string) string {
+	if !f.mayMatch(s) {
+		return s
+	}
+	return f.re.ReplaceAllString(s, repl)
+}
+
+func (f filtered) FindAllStringIndex(s string, n int) [][]int {
+	if !f.mayMatch(s) {
+		return nil
+	}
+	return f.re.FindAllStringIndex(s, n)
 }
 
 // Patterns match lower-cased text. English patterns use ASCII word boundaries; Chinese
@@ -136,14 +185,14 @@ var patterns = compile([]struct {
 var (
 	// A sentence about the future turns a mitigation or recovery term into a plan:
 	// "we'll roll back" is a decision, "should recover soon" is no recovery.
-	futureRE = regexp.MustCompile(`\b(will|we'll|i'll|going to|gonna|plan(ning)? to|let's|should|shall|about to|want to|propose|suggest|might|may need to|expect(ed)? to)\b|准备|计划|打算|即将|稍后|马上|建议|决定|预计|等待|应该|^先|，先|,先`)
+	futureRE = mustFilter(`\b(will|we'll|i'll|going to|gonna|plan(ning)? to|let's|should|shall|about to|want to|propose|suggest|might|may need to|expect(ed)? to)\b|准备|计划|打算|即将|稍后|马上|建议|决定|预计|等待|应该|^先|，先|,先`)
 	// ...unless it also says the thing is done.
-	doneRE = regexp.MustCompile(`\b(done|completed?|finished|already)\b|已|完成|完毕`)
+	doneRE = mustFilter(`\b(done|completed?|finished|already)\b|已|完成|完毕`)
 	// A negated recovery term is ongoing impact: "still not recovered", "还没恢复".
-	negationRE = regexp.MustCompile(`\b(not|never|no sign|yet to)\b|n't\b|未|还没|没有恢复|没恢复|不稳定`)
+	negationRE = mustFilter(`\b(not|never|no sign|yet to)\b|n't\b|未|还没|没有恢复|没恢复|不稳定`)
 	// Questions carry no facts: "is the DB down?", "要不要回滚".
-	questionStartRE = regexp.MustCompile(`^(any (update|news|idea|ideas)|anyone|anybody|what|why|how|when|who|where|which|is (there|it|the|this|that)|are (there|we|the|you)|did (we|you|anyone|someone)|do (we|you)|does (anyone|someone)|can (we|you|someone)|could (we|you|someone)|should we|shall we|has (anyone|someone)|have (we|you))\b`)
-	questionZHRE    = regexp.MustCompile(`(吗|呢|么)$|是不是|有没有|为什么|要不要|能不能|可不可以|怎么回事|什么原因|谁来`)
+	questionStartRE = mustFilter(`^(any (update|news|idea|ideas)|anyone|anybody|what|why|how|when|who|where|which|is (there|it|the|this|that)|are (there|we|the|you)|did (we|you|anyone|someone)|do (we|you)|does (anyone|someone)|can (we|you|someone)|could (we|you|someone)|should we|shall we|has (anyone|someone)|have (we|you))\b`)
+	questionZHRE    = mustFilter(`(吗|呢|么)$|是不是|有没有|为什么|要不要|能不能|可不可以|怎么回事|什么原因|谁来`)
 )
 
 func compile(defs []struct {
@@ -153,12 +202,7 @@ func compile(defs []struct {
 }) []pattern {
 	out := make([]pattern, len(defs))
 	for i, d := range defs {
-		re := regexp.MustCompile(d.expr)
-		syn, err := syntax.Parse(d.expr, syntax.Perl)
-		if err != nil {
-			panic(err) // unreachable: MustCompile accepted it
-		}
-		out[i] = pattern{kind: d.kind, weight: d.weight, re: re, anyOf: requiredLiterals(syn.Simplify())}
+		out[i] = pattern{kind: d.kind, weight: d.weight, filtered: mustFilter(d.expr)}
 	}
 	return out
 }
@@ -171,7 +215,8 @@ type scores [numKinds]int
 // scoreSentence scores one sentence (already lower-cased and trimmed).
 func scoreSentence(s string) scores {
 	var sc scores
-	if isQuestion(s) || commsRE.MatchString(s) || progressRE.MatchString(s) {
+	lits := literalsIn(s)
+	if isQuestion(lits, s) || commsRE.matchIn(lits, s) || progressRE.matchIn(lits, s) {
 		// Questions carry no facts; status-page chatter reports none; an action's
 		// interim progress ("rollback 60%") is followed by its completion.
 		return sc
@@ -179,36 +224,33 @@ func scoreSentence(s string) scores {
 	rImpact, rMitigation, rRecovery := synth.KindImpact.Rank(), synth.KindMitigation.Rank(), synth.KindRecovery.Rank()
 	strongImpact := false
 	for _, p := range patterns {
-		if p.anyOf != nil && !containsAny(s, p.anyOf) {
-			continue
-		}
-		if p.re.MatchString(s) {
+		if p.matchIn(lits, s) {
 			sc[p.kind.Rank()] += p.weight
 			if p.kind == synth.KindImpact && p.weight >= strong {
 				strongImpact = true
 			}
 		}
 	}
-	if !strongImpact && !quantRE.MatchString(s) && !scopeRE.MatchString(s) {
+	if !strongImpact && !quantRE.matchIn(lits, s) && !scopeRE.matchIn(lits, s) {
 		// "still seeing 5xx", "errors spiking": an error signal becomes customer
 		// impact only with a quantity (a rate, "1 in 3", "46 tickets") or a scope
 		// (customers, a region).
 		sc[rImpact] = 0
 	}
-	if hedgeRE.MatchString(s) {
+	if hedgeRE.matchIn(lits, s) {
 		// "the risk is 30s of write errors", "errors spike, expected": anticipated.
 		sc[rImpact] = 0
 	}
-	if futureRE.MatchString(s) && !doneRE.MatchString(s) {
+	if futureRE.matchIn(lits, s) && !doneRE.matchIn(lits, s) {
 		sc[rMitigation], sc[rRecovery] = 0, 0
 	}
-	if deicticRE.MatchString(s) {
+	if deicticRE.matchIn(lits, s) {
 		sc[synth.KindNextStep.Rank()] = 0 // "I'll add that to the doc": a reply, no item of its own
 	}
-	if negMitigationRE.MatchString(s) {
+	if negMitigationRE.matchIn(lits, s) {
 		sc[rMitigation] = 0 // "never rolled back on timeout", "没有回滚": no action taken
 	}
-	if sc[rRecovery] > 0 && negationRE.MatchString(s) {
+	if sc[rRecovery] > 0 && negationRE.matchIn(lits, s) {
 		sc[rRecovery] = 0
 		sc[rImpact] = max(sc[rImpact], medium)
 	}
@@ -228,9 +270,10 @@ func scoreSentence(s string) scores {
 	return sc
 }
 
-func isQuestion(s string) bool {
+// isQuestion reports whether sentence s, whose literals are lits, is a question.
+func isQuestion(lits present, s string) bool {
 	return strings.HasSuffix(s, "?") || strings.HasSuffix(s, "？") ||
-		questionStartRE.MatchString(s) || questionZHRE.MatchString(strings.TrimRight(s, "。.!！~ "))
+		questionStartRE.matchIn(lits, s) || questionZHRE.matchIn(lits, strings.TrimRight(s, "。.!！~ "))
 }
 
 func containsAny(s string, lits []string) bool {

@@ -9,9 +9,36 @@ import (
 
 var (
 	urlRE     = regexp.MustCompile(`(?i)\b(?:https?://|www\.)\S+`)
-	mentionRE = regexp.MustCompile(`@\S+`)
+	mentionRE = mustFilter(`@\S+`)
 	wordRE    = regexp.MustCompile(`[\p{L}\p{N}]+`)
 )
+
+// mayHaveURL is false when s holds no match of urlRE: every match holds "://" or
+// "www." in any case. It spares the case-folding regexp most messages.
+func mayHaveURL(s string) bool {
+	if strings.Contains(s, "://") {
+		return true
+	}
+	for i := strings.IndexByte(s, '.'); i >= 0; {
+		if i >= 3 && strings.EqualFold(s[i-3:i], "www") {
+			return true
+		}
+		j := strings.IndexByte(s[i+1:], '.')
+		if j < 0 {
+			break
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+// withoutURLs is s with every match of urlRE replaced by a space.
+func withoutURLs(s string) string {
+	if !mayHaveURL(s) {
+		return s
+	}
+	return urlRE.ReplaceAllString(s, " ")
+}
 
 // ackWords are whole-message acknowledgements and social replies in English; a
 // message made only of these (and mentions, punctuation, emoji) is not timeline-worthy.
@@ -125,8 +152,8 @@ func hasHan(s string) bool {
 // content measures what is left of a message once links and mentions are removed:
 // Latin words of two or more letters, Han characters, and whether there was a link.
 func content(text string) (words, han int, hadLink bool) {
-	hadLink = urlRE.MatchString(text)
-	t := urlRE.ReplaceAllString(text, " ")
+	hadLink = mayHaveURL(text) && urlRE.MatchString(text)
+	t := withoutURLs(text)
 	t = mentionRE.ReplaceAllString(t, " ")
 	for _, w := range wordRE.FindAllString(t, -1) {
 		latin := 0
