@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 	"github.com/larkline/larkline/schemas/ids"
@@ -540,7 +541,7 @@ func (w *Worker) synthesizeChunk(ctx context.Context, syn *jobSynthesis, req syn
 			}
 			w.m.chunkRetries.WithLabelValues(reason).Inc()
 			log.Warn("synthesizing a chunk failed; retrying the chunk", "batch_id", batchID, "try", try+1, "error", err)
-			if err := sleep(ctx, retry.next()); err != nil {
+			if err := backoff.Sleep(ctx, retry.next()); err != nil {
 				return res, err
 			}
 		case isModelOutage(err):

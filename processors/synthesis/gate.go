@@ -66,7 +66,7 @@ type modelGate struct {
 	mu      sync.Mutex
 	state   gateState
 	until   time.Time     // end of the open period
-	period  *backoff      // grows with consecutive opens; reset on close
+	period  *retryDelay   // grows with consecutive opens; reset on close
 	since   time.Time     // when the current outage began
 	outage  time.Duration // outage time of past outages
 	probe   *gateTicket   // the probing ticket while gateProbing
@@ -76,7 +76,7 @@ type modelGate struct {
 func newModelGate(o *Options, log *slog.Logger) *modelGate {
 	return &modelGate{
 		log:     log,
-		period:  &backoff{min: o.RetryBackoffMin, max: o.ModelOutageBackoffMax},
+		period:  &retryDelay{min: o.RetryBackoffMin, max: o.ModelOutageBackoffMax},
 		changed: make(chan struct{}),
 	}
 }

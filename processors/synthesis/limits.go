@@ -2,10 +2,10 @@ package synthesis
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -75,40 +75,20 @@ func (l *limiter) acquire(ctx context.Context, ws ids.WorkspaceID) (release func
 // inUse reports the global slots taken (for the in-flight gauge and tests).
 func (l *limiter) inUse() int { return len(l.slots) }
 
-// backoff is an exponential backoff with jitter: the n-th delay is drawn from
+// retryDelay is an exponential backoff with jitter: the n-th delay is drawn from
 // [d/2, d] where d = min·2ⁿ capped at max.
-type backoff struct {
+type retryDelay struct {
 	min, max time.Duration
 	n        int
 }
 
-func (b *backoff) next() time.Duration {
+func (b *retryDelay) next() time.Duration {
 	d := b.min
 	for i := 0; i < b.n && d < b.max; i++ {
 		d *= 2
 	}
-	d = min(d, b.max)
 	b.n++
-	half := d / 2
-	if half <= 0 {
-		return d
-	}
-	return half + rand.N(d-half+1)
+	return backoff.Jitter(min(d, b.max))
 }
 
-func (b *backoff) reset() { b.n = 0 }
-
-// sleep waits d or until ctx ends, returning ctx's error in that case.
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
+func (b *retryDelay) reset() { b.n = 0 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/twmb/franz-go/pkg/kadm"
 )
 
@@ -107,7 +108,7 @@ func (w *Worker) waitSink(ctx context.Context, j *job, log *slog.Logger) error {
 				"waited", now.Sub(started).String())
 			next = now.Add(w.o.EvidenceWait)
 		}
-		if err := sleep(ctx, min(retry.next(), w.o.EvidenceWait)); err != nil {
+		if err := backoff.Sleep(ctx, min(retry.next(), w.o.EvidenceWait)); err != nil {
 			return err
 		}
 	}

@@ -79,7 +79,7 @@ func TestLimiter(t *testing.T) {
 }
 
 func TestBackoffIsBoundedAndGrows(t *testing.T) {
-	b := &backoff{min: 100 * time.Millisecond, max: time.Second}
+	b := &retryDelay{min: 100 * time.Millisecond, max: time.Second}
 	prevMax := time.Duration(0)
 	for i := range 12 {
 		d := b.next()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -155,7 +156,7 @@ func (w *Worker) runWindow(ctx, stop context.Context, j *job) (string, error) {
 				return out, err
 			}
 		}
-		if err := sleep(wait, r.retry.next()); err != nil {
+		if err := backoff.Sleep(wait, r.retry.next()); err != nil {
 			return "", err
 		}
 	}
@@ -170,7 +171,7 @@ type windowRun struct {
 	w     *Worker
 	j     *job
 	log   *slog.Logger
-	retry *backoff
+	retry *retryDelay
 	// verified: the window's evidence is known to be in the table (a sweep names no
 	// evidence to wait for).
 	verified bool
@@ -240,7 +241,7 @@ func (r *windowRun) emptyClaim(ctx context.Context) (string, bool, error) {
 
 // alreadyTerminal checks, before any wait, whether a duplicate record names a window
 // that is already terminal.
-func (w *Worker) alreadyTerminal(ctx context.Context, j *job, retry *backoff, log *slog.Logger) (string, bool, error) {
+func (w *Worker) alreadyTerminal(ctx context.Context, j *job, retry *retryDelay, log *slog.Logger) (string, bool, error) {
 	for {
 		st, err := w.o.Store.GetWindow(ctx, j.key)
 		switch {
@@ -265,13 +266,13 @@ func (w *Worker) alreadyTerminal(ctx context.Context, j *job, retry *backoff, lo
 
 // storeTrouble logs a store failure outside an attempt and waits before the caller
 // tries again; it returns an error only when ctx ended.
-func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *backoff, log *slog.Logger) error {
+func (w *Worker) storeTrouble(ctx context.Context, op string, err error, retry *retryDelay, log *slog.Logger) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	w.m.storeRetries.WithLabelValues(op).Inc()
 	log.Warn("store call failed; retrying", "operation", op, "retryable", store.IsRetryable(err), "error", err)
-	return sleep(ctx, retry.next())
+	return backoff.Sleep(ctx, retry.next())
 }
 
 // claimOnce claims the window and, when it gets it, runs one whole-window attempt.
@@ -544,12 +545,12 @@ func (w *Worker) withStore(ctx context.Context, op string, f func() error) error
 			return err
 		}
 		w.m.storeRetries.WithLabelValues(op).Inc()
-		if sleep(ctx, retry.next()) != nil {
+		if backoff.Sleep(ctx, retry.next()) != nil {
 			return err
 		}
 	}
 }
 
-func (w *Worker) backoff() *backoff {
-	return &backoff{min: w.o.RetryBackoffMin, max: w.o.RetryBackoffMax}
+func (w *Worker) backoff() *retryDelay {
+	return &retryDelay{min: w.o.RetryBackoffMin, max: w.o.RetryBackoffMax}
 }

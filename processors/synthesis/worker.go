@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
 	"github.com/larkline/larkline/schemas"
@@ -198,7 +199,7 @@ func (w *Worker) pollLoop(stop, work context.Context) error {
 		})
 		w.cl.AllowRebalance()
 		if failed && n == 0 {
-			if sleep(stop, retry.next()) != nil {
+			if backoff.Sleep(stop, retry.next()) != nil {
 				return nil
 			}
 			continue
@@ -347,7 +348,7 @@ func (w *Worker) decode(stop context.Context, r *kgo.Record) (schemas.ClosedWind
 		case schemas.IsRetryable(err):
 			w.log.Warn("decoding a closed window needs the schema registry, which failed; retrying",
 				"partition", r.Partition, "offset", r.Offset, "error", err)
-			if serr := sleep(stop, retry.next()); serr != nil {
+			if serr := backoff.Sleep(stop, retry.next()); serr != nil {
 				return cw, serr
 			}
 		default:
@@ -378,7 +379,7 @@ func (w *Worker) deadLetter(stop context.Context, r *kgo.Record, cause error) bo
 		}
 		w.log.Error("writing a dead letter failed; retrying", "partition", r.Partition, "offset", r.Offset,
 			"retryable", kafka.IsRetryable(err) || schemas.IsRetryable(err), "error", err)
-		if sleep(stop, retry.next()) != nil {
+		if backoff.Sleep(stop, retry.next()) != nil {
 			return false
 		}
 	}

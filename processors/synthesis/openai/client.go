@@ -18,6 +18,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/larkline/larkline/internal/backoff"
 	"github.com/larkline/larkline/processors/synthesis/synth"
 )
 
@@ -71,7 +72,7 @@ func New(o Options) (*Client, error) {
 		system:   synthesizePrompt(synthesizeInstructions),
 		log:      o.Logger.With("component", "synthesis.openai", "model", o.Model, "prompt_version", o.PromptVersion),
 		m:        m,
-		sleep:    sleepCtx,
+		sleep:    backoff.Sleep,
 	}
 	if o.Instructions != "" {
 		c.system = synthesizePrompt(o.Instructions)
@@ -468,17 +469,6 @@ func (c *Client) retryDelay(attempt int, err error) (time.Duration, bool) {
 		d = max(d, se.RetryAfter)
 	}
 	return d, true
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 // unwrapURLError drops the *url.Error wrapper, whose text repeats method and URL.
