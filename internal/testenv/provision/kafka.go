@@ -2,20 +2,16 @@ package provision
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/larkline/larkline/internal/reaper"
 )
 
 const (
@@ -30,8 +26,6 @@ func kafkaReady(ctx context.Context, s *Service) error {
 	if len(brokers) == 0 {
 		return fmt.Errorf("%w: no brokers in %q", ErrBadEnv, s.Endpoint)
 	}
-	ctx, cancel := context.WithTimeout(ctx, kafkaReadyTimeout)
-	defer cancel()
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(brokers...),
 		kgo.ClientID("larkline-testenv"),
@@ -42,18 +36,32 @@ func kafkaReady(ctx context.Context, s *Service) error {
 		return fmt.Errorf("creating a kafka client for %v: %w", brokers, err)
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	if err := brokerReady(ctx, kadm.NewClient(cl), nil); err != nil {
+		return fmt.Errorf("kafka at %v did not answer within %s: %w", brokers, kafkaReadyTimeout, err)
+	}
+	return nil
+}
+
+// brokerReady asks adm, for at most kafkaReadyTimeout, until the metadata names a
+// broker and a controller and then check (when set) passes; it returns the last
+// failure.
+func brokerReady(ctx context.Context, adm *kadm.Client, check func(context.Context, *kadm.Client) error) error {
+	ctx, cancel := context.WithTimeout(ctx, kafkaReadyTimeout)
+	defer cancel()
 	for {
 		m, err := adm.BrokerMetadata(ctx)
-		if err == nil && len(m.Brokers) > 0 && m.Controller >= 0 {
-			return nil
+		if err == nil && (len(m.Brokers) == 0 || m.Controller < 0) {
+			err = fmt.Errorf("metadata names %d brokers and controller %d", len(m.Brokers), m.Controller)
+		}
+		if err == nil && check != nil {
+			err = check(ctx, adm)
 		}
 		if err == nil {
-			err = fmt.Errorf("metadata names %d brokers and controller %d", len(m.Brokers), m.Controller)
+			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kafka at %v did not answer within %s: %w", brokers, kafkaReadyTimeout, err)
+			return err
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -71,42 +79,14 @@ func startKafkaEmbedded(_ context.Context, _ Options) (*Service, error) {
 	}), nil
 }
 
-// startKafkaJVM runs deploy/kafka/kafka-jvm.sh start in a fresh temporary
-// directory on two free ports.
+// startKafkaJVM runs a KafkaProcess, the broker of deploy/kafka/kafka-jvm.sh in a
+// fresh temporary directory on two free ports, as the jvm kind's Service.
 func startKafkaJVM(ctx context.Context, o Options) (*Service, error) {
-	bash, script, env, err := prepareScript(ctx, o, jvmScript, EnvKafkaJars)
+	kp, err := StartKafkaProcess(ctx, o)
 	if err != nil {
 		return nil, err
 	}
-
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "larkline-kafka-")
-	if err != nil {
-		return nil, fmt.Errorf("creating the broker directory: %w", err)
-	}
-	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	stopBroker := func(ctx context.Context) error {
-		cmd := exec.CommandContext(ctx, bash, script, "stop", dir)
-		cmd.Env = env
-		_, err := runLogged(cmd)
-		return err
-	}
-	stop := stopChain(stopBroker, removeDir(dir), cancelReaper(reap))
-
-	cmd := exec.CommandContext(ctx, bash, script, "start", dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[1]))
-	cmd.Env = env
-	out, err := runLogged(cmd)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("starting the broker: %w", err), stop(context.WithoutCancel(ctx)))
-	}
-	o.logger().Info("provision: kafka-jvm.sh", "output", strings.TrimSpace(tail(string(out), 3)))
-	return newService(kafkaSpec, KindJVM, "127.0.0.1:"+strconv.Itoa(ports[0]), stop), nil
+	return newService(kafkaSpec, KindJVM, kp.Brokers[0], kp.Close), nil
 }
 
 // javaAvailable reports ErrUnavailable when no java can be found the way

@@ -22,10 +22,11 @@ func StartKafkaProcess(ctx context.Context, o Options) (*KafkaProcess, error) {
 		return nil, err
 	}
 	var brokers []string
-	sp, err := startScriptProc(ctx, o, "broker", jvmScript, EnvKafkaJars, 2, func(ports []int) func(context.Context) error {
-		brokers = []string{"127.0.0.1:" + strconv.Itoa(ports[0])}
-		return func(ctx context.Context) error { return kafkaReady(ctx, &Service{Endpoint: brokers[0]}) }
-	})
+	sp, err := startScriptProc(ctx, o, "broker", jvmScript, EnvKafkaJars, 2, 2,
+		func(_ string, ports []int) ([]string, func(context.Context) error, error) {
+			brokers = []string{"127.0.0.1:" + strconv.Itoa(ports[0])}
+			return nil, func(ctx context.Context) error { return kafkaReady(ctx, &Service{Endpoint: brokers[0]}) }, nil
+		})
 	if err != nil {
 		return nil, err
 	}

@@ -110,10 +110,11 @@ type RegistryProcess struct {
 // starts it in a fresh temporary directory on a free port.
 func StartRegistryProcess(ctx context.Context, o Options) (*RegistryProcess, error) {
 	var url string
-	sp, err := startScriptProc(ctx, o, "registry", registryScript, EnvRegistryJars, 1, func(ports []int) func(context.Context) error {
-		url = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + registryCompatPath
-		return func(ctx context.Context) error { return waitRegistry(ctx, url, registryReadyTimeout) }
-	})
+	sp, err := startScriptProc(ctx, o, "registry", registryScript, EnvRegistryJars, 1, 1,
+		func(_ string, ports []int) ([]string, func(context.Context) error, error) {
+			url = "http://127.0.0.1:" + strconv.Itoa(ports[0]) + registryCompatPath
+			return nil, func(ctx context.Context) error { return waitRegistry(ctx, url, registryReadyTimeout) }, nil
+		})
 	if err != nil {
 		return nil, err
 	}

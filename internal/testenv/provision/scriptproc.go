@@ -22,7 +22,7 @@ import (
 type scriptProc struct {
 	what              string // "broker", "registry": in errors
 	bash, script, dir string
-	ports             []int
+	ports             []int // the script's port arguments
 	env               []string
 	reap              *reaper.Reaper
 	ready             func(ctx context.Context) error
@@ -34,9 +34,12 @@ type scriptProc struct {
 }
 
 // startScriptProc prepares script (jarsEnv names its cache), takes nPorts free ports
-// and a fresh directory, starts the service and waits until ready(ports) answers.
-func startScriptProc(ctx context.Context, o Options, what, script, jarsEnv string, nPorts int,
-	ready func(ports []int) func(context.Context) error) (*scriptProc, error) {
+// and a fresh directory, lets setup write what the service needs into the directory
+// (it returns extra environment for the script and the readiness check), starts the
+// service with the first args ports as the script's arguments and waits until ready
+// answers.
+func startScriptProc(ctx context.Context, o Options, what, script, jarsEnv string, nPorts, args int,
+	setup func(dir string, ports []int) (env []string, ready func(context.Context) error, err error)) (*scriptProc, error) {
 	bash, path, env, err := prepareScript(ctx, o, script, jarsEnv)
 	if err != nil {
 		return nil, err
@@ -49,11 +52,16 @@ func startScriptProc(ctx context.Context, o Options, what, script, jarsEnv strin
 	if err != nil {
 		return nil, fmt.Errorf("creating the %s directory: %w", what, err)
 	}
+	more, ready, err := setup(dir, ports)
+	if err != nil {
+		return nil, errors.Join(err, os.RemoveAll(dir))
+	}
 	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, path, dir)
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
 	}
-	sp := &scriptProc{what: what, bash: bash, script: path, dir: dir, ports: ports, env: env, reap: reap, ready: ready(ports)}
+	sp := &scriptProc{what: what, bash: bash, script: path, dir: dir, ports: ports[:args],
+		env: append(env, more...), reap: reap, ready: ready}
 	if err := sp.Start(ctx); err != nil {
 		return nil, errors.Join(err, sp.Close(context.WithoutCancel(ctx)))
 	}

@@ -8,12 +8,10 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -21,8 +19,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/larkline/larkline/internal/reaper"
 )
 
 // Principals of the secured broker's own certificates. Both are super users: the
@@ -68,98 +64,60 @@ type SecuredKafka struct {
 
 	ca    *x509.Certificate
 	caKey *rsa.PrivateKey
-	stop  func(context.Context) error
+	proc  *scriptProc
 }
 
 // StartSecuredKafka starts a SecuredKafka in a fresh temporary directory on free
 // ports. It needs what the jvm kind needs (Java 17+, the jar cache or Maven) and never
 // falls back to anything else: any failure is returned.
 func StartSecuredKafka(ctx context.Context, o Options) (*SecuredKafka, error) {
-	bash, script, env, err := prepareScript(ctx, o, jvmScript, EnvKafkaJars)
+	s := &SecuredKafka{}
+	// Ports: SASL_SSL and CONTROLLER (the script's two arguments), SSL, OAUTH. The
+	// port the script waits for is the SASL_SSL listener's; a TCP accept is all it
+	// checks, so the admin's requests (ready) are the real readiness test.
+	sp, err := startScriptProc(ctx, o, "broker", jvmScript, EnvKafkaJars, 4, 2,
+		func(dir string, ports []int) ([]string, func(context.Context) error, error) {
+			s.Dir = dir
+			s.SASLBrokers = []string{"127.0.0.1:" + strconv.Itoa(ports[0])}
+			s.MTLSBrokers = []string{"127.0.0.1:" + strconv.Itoa(ports[2])}
+			s.OAuthBrokers = []string{"127.0.0.1:" + strconv.Itoa(ports[3])}
+			if err := s.writeMaterial(ports[0], ports[2], ports[1], ports[3]); err != nil {
+				return nil, nil, err
+			}
+			return []string{"LARKLINE_KAFKA_EXTRA_PROPERTIES=" + filepath.Join(dir, "secured.properties")}, s.ready, nil
+		})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting the secured broker: %w", err)
 	}
-	ports, err := freePorts(4)
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "larkline-kafka-secured-")
-	if err != nil {
-		return nil, fmt.Errorf("creating the broker directory: %w", err)
-	}
-	s := &SecuredKafka{
-		SASLBrokers:  []string{"127.0.0.1:" + strconv.Itoa(ports[0])},
-		MTLSBrokers:  []string{"127.0.0.1:" + strconv.Itoa(ports[1])},
-		OAuthBrokers: []string{"127.0.0.1:" + strconv.Itoa(ports[3])},
-		Dir:          dir,
-	}
-	if err := s.writeMaterial(ports); err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	reap, err := reaper.Start(`bash "$1" stop "$2" >/dev/null 2>&1; rm -rf "$2"`, script, dir)
-	if err != nil {
-		return nil, errors.Join(err, os.RemoveAll(dir))
-	}
-	env = append(env, "LARKLINE_KAFKA_EXTRA_PROPERTIES="+filepath.Join(dir, "secured.properties"))
-	stopBroker := func(ctx context.Context) error {
-		cmd := exec.CommandContext(ctx, bash, script, "stop", dir)
-		cmd.Env = env
-		_, err := runLogged(cmd)
-		return err
-	}
-	s.stop = stopChain(stopBroker, removeDir(dir), cancelReaper(reap))
-	// The port the script waits for is the SASL_SSL listener's; a TCP accept is all it
-	// checks, so the admin's metadata request below is the real readiness test.
-	cmd := exec.CommandContext(ctx, bash, script, "start", dir, strconv.Itoa(ports[0]), strconv.Itoa(ports[2]))
-	cmd.Env = env
-	out, err := runLogged(cmd)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("starting the secured broker: %w", err), s.stop(context.WithoutCancel(ctx)))
-	}
-	o.logger().Info("provision: kafka-jvm.sh (secured)", "output", strings.TrimSpace(tail(string(out), 3)))
-	if err := s.ready(ctx); err != nil {
-		return nil, errors.Join(err, s.stop(context.WithoutCancel(ctx)))
-	}
+	s.proc = sp
+	o.logger().Info("provision: kafka-jvm.sh (secured)", "dir", s.Dir)
 	return s, nil
 }
 
 // Close stops the broker and removes its directory.
 func (s *SecuredKafka) Close(ctx context.Context) error {
-	if s == nil || s.stop == nil {
+	if s == nil || s.proc == nil {
 		return nil
 	}
-	return s.stop(ctx)
+	return s.proc.Close(ctx)
 }
 
 // ready waits until the admin, over mTLS, gets metadata naming a broker and a
 // controller, and can list ACLs (the authorizer is up).
 func (s *SecuredKafka) ready(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, kafkaReadyTimeout)
-	defer cancel()
 	cl, err := s.AdminClient()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	for {
-		m, err := adm.BrokerMetadata(ctx)
-		if err == nil && len(m.Brokers) > 0 && m.Controller >= 0 {
-			_, err = adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
-			if err == nil {
-				return nil
-			}
-		}
-		if err == nil {
-			err = fmt.Errorf("metadata names %d brokers and controller %d", len(m.Brokers), m.Controller)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("secured kafka at %v did not answer the admin within %s: %w (broker log %s)",
-				s.MTLSBrokers, kafkaReadyTimeout, err, filepath.Join(s.Dir, "broker.log"))
-		case <-time.After(200 * time.Millisecond):
-		}
+	err = brokerReady(ctx, kadm.NewClient(cl), func(ctx context.Context, adm *kadm.Client) error {
+		_, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Operations(kadm.OpAny).ResourcePatternType(kadm.ACLPatternAny))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("secured kafka at %v did not answer the admin within %s: %w", s.MTLSBrokers, kafkaReadyTimeout, err)
 	}
+	return nil
 }
 
 // AdminClient is a franz-go client of the super user User:admin on the mTLS listener.
@@ -223,8 +181,8 @@ func (s *SecuredKafka) NewClientCert(cn string) (certFile, keyFile string, err e
 }
 
 // writeMaterial generates the CA, the broker's and the admin's certificates, and
-// secured.properties for kafka-jvm.sh (ports: SASL_SSL, SSL, CONTROLLER, OAUTH).
-func (s *SecuredKafka) writeMaterial(ports []int) error {
+// secured.properties for kafka-jvm.sh with the four listeners' ports.
+func (s *SecuredKafka) writeMaterial(sasl, ssl, controller, oauth int) error {
 	caKey, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		return fmt.Errorf("generating the CA key: %w", err)
@@ -297,7 +255,7 @@ ssl.principal.mapping.rules=RULE:^CN=([^,]+)(,.*)?$/$1/,DEFAULT
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 allow.everyone.if.no.acl.found=false
 super.users=%[6]s;%[7]s
-`, ports[0], ports[1], ports[2], keystore, s.CAFile, SecuredBrokerPrincipal, SecuredAdminPrincipal, ports[3], oauthKeystore)
+`, sasl, ssl, controller, keystore, s.CAFile, SecuredBrokerPrincipal, SecuredAdminPrincipal, oauth, oauthKeystore)
 	return os.WriteFile(filepath.Join(s.Dir, "secured.properties"), []byte(props), 0o600)
 }
 
