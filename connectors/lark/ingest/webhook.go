@@ -1,13 +1,13 @@
 package ingest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -74,15 +74,16 @@ type WebhookOptions struct {
 }
 
 // Webhook is the HTTP endpoint Lark posts events to (mount it at
-// DefaultWebhookPath, or the configured path, on the ops server). It is built on the
-// SDK's event dispatcher (dispatcher.NewEventDispatcher with OnP2MessageReceiveV1 and
-// OnP2MessageRecalledV1) and adds what the SDK does not check; see the package
-// documentation. ServeHTTP runs the whole event path synchronously and answers 200
+// DefaultWebhookPath, or the configured path, on the ops server). It verifies,
+// decrypts and decodes each callback into the SDK's typed events itself (the SDK's
+// dispatcher formats and re-parses every request) and adds what the SDK does not
+// check; see the package documentation. ServeHTTP runs the whole event path synchronously and answers 200
 // only once Kafka acknowledged the event's evidence.
 type Webhook struct {
 	ing     *Ingester
 	token   []byte
 	key     string
+	ck      *callbackKey // nil without an encrypt key
 	skew    time.Duration
 	maxBody int64
 	now     func() time.Time
@@ -115,6 +116,13 @@ func NewWebhook(opts WebhookOptions) (*Webhook, error) {
 		skew: opts.MaxTimestampSkew, maxBody: opts.MaxBodyBytes, now: opts.Clock,
 		seen:      newSeenEvents(opts.MaxSeenEvents, opts.Ingester.m.seenEvicted.Inc),
 		verifyURL: opts.URLVerification,
+	}
+	if h.key != "" {
+		ck, err := newCallbackKey(h.key)
+		if err != nil {
+			return nil, fmt.Errorf("preparing the encrypt key: %w", err)
+		}
+		h.ck = ck
 	}
 	return h, nil
 }
@@ -303,9 +311,14 @@ func (h *Webhook) dispatch(ctx context.Context, env envelope) Result {
 	}
 }
 
-// readBody reads at most maxBody bytes.
+// readBody reads at most maxBody bytes, into a buffer of the announced length.
 func (h *Webhook) readBody(w http.ResponseWriter, r *http.Request) ([]byte, Result) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.maxBody))
+	var buf bytes.Buffer
+	if n := r.ContentLength; n > 0 && n <= h.maxBody {
+		buf.Grow(int(n) + bytes.MinRead) // room for the read that sees the end
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, h.maxBody))
+	body := buf.Bytes()
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -317,43 +330,35 @@ func (h *Webhook) readBody(w http.ResponseWriter, r *http.Request) ([]byte, Resu
 }
 
 // verifySignature checks X-Lark-Signature = hex(sha256(timestamp + nonce + key +
-// body)) (the SDK's larkevent.Signature) in constant time.
+// body)) in constant time.
 func (h *Webhook) verifySignature(r *http.Request, body []byte) Result {
 	ts, nonce := r.Header.Get(larkevent.EventRequestTimestamp), r.Header.Get(larkevent.EventRequestNonce)
 	if ts == "" || nonce == "" {
 		return rejected(ReasonMissingSignature, errors.New("X-Lark-Signature without X-Lark-Request-Timestamp or X-Lark-Request-Nonce"))
 	}
-	want := larkevent.Signature(ts, nonce, h.key, string(body))
-	if subtle.ConstantTimeCompare([]byte(want), []byte(r.Header.Get(larkevent.EventSignature))) != 1 {
+	if !h.ck.verify(ts, nonce, body, r.Header.Get(larkevent.EventSignature)) {
 		return rejected(ReasonBadSignature, errors.New("X-Lark-Signature does not match the body"))
 	}
 	return Result{}
 }
 
-// open decrypts the body (with the SDK's ParseReq and DecryptEvent) and reads its
-// envelope.
+// open decrypts the body (when an encrypt key is set) and reads its envelope.
 func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
-	defer func() {
-		// EventDecrypt slices between the first '{' and the last '}' of what it
-		// decrypted and panics when a wrong key puts them in the wrong order.
-		if p := recover(); p != nil {
-			res = rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
-		}
-	}()
 	plain = body
-	if h.key != "" {
+	if h.ck != nil {
 		var encrypted struct {
-			Encrypt string `json:"encrypt"`
+			Encrypt json.RawMessage `json:"encrypt"`
 		}
 		if err := json.Unmarshal(body, &encrypted); err != nil && !json.Valid(body) {
 			return nil, env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
 		}
-		if encrypted.Encrypt == "" {
+		field := encryptedField(encrypted.Encrypt)
+		if len(field) == 0 {
 			return nil, env, rejected(ReasonMalformedBody, errors.New("body has no \"encrypt\" field although an encrypt key is set"))
 		}
 		var err error
-		if plain, err = larkevent.EventDecrypt(encrypted.Encrypt, h.key); err != nil {
-			return nil, env, rejected(ReasonUndecryptable, errors.New("body does not decrypt with the encrypt key"))
+		if plain, err = h.ck.decrypt(field); err != nil {
+			return nil, env, rejected(ReasonUndecryptable, err)
 		}
 	}
 	err := json.Unmarshal(plain, &env)
@@ -373,6 +378,23 @@ func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 		return nil, env, rejected(ReasonEncryptedNoKey, errors.New("body is encrypted but no encrypt key is configured"))
 	}
 	return plain, env, Result{}
+}
+
+// encryptedField is the text of the "encrypt" field's JSON string, or nil when the
+// field is absent, null or not a string. The base64 alphabet needs no escapes, so
+// the text is the raw value between its quotes unless a sender escaped anyway.
+func encryptedField(raw json.RawMessage) []byte {
+	if len(raw) < 2 || raw[0] != '"' {
+		return nil
+	}
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return raw[1 : len(raw)-1]
+	}
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return nil
+	}
+	return []byte(s)
 }
 
 // challenge answers url_verification when its token is right.

@@ -40,7 +40,7 @@ func newTextSink(limit, sizeHint int) *textSink {
 		limit: limit,
 		buf:   make([]byte, 0, sizeHint),
 		h:     sha256.New(),
-		hbuf:  make([]byte, 0, hashBatch),
+		hbuf:  make([]byte, 0, min(hashBatch, sizeHint)),
 	}
 }
 
