@@ -66,126 +66,122 @@ func benchSynthesisSize(b *testing.B) (windows, perWindow int) {
 
 // BenchmarkSynthesis measures closed windows per second and evidence rows per second
 // through the synthesis worker with the rule synthesizer (no model) on the real broker
-// and Postgres (larkline), and the floor of that work (floor): per window, one plain
-// pgx transaction that reads the window's eligible evidence rows and inserts as many
-// entries, each bound to one of the rows, as larkline wrote per window in the same
-// run (larkline runs first; the floor needs its count). Every iteration seeds a fresh
-// database (untimed): LARKLINE_BENCH_WINDOWS windows of LARKLINE_BENCH_WINDOW_LINES
-// messages of one chat. larkline is timed from producing the closed records to the
-// last window's terminal state (after a warm-up window that includes the group join), the floor from its first read to its last commit.
-// Compare windows/s of the two lines of one run.
+// and Postgres, and, in the same operation right after it, the floor of that work:
+// per window, one plain pgx transaction that reads the window's eligible evidence
+// rows and inserts as many entries, each bound to one of the rows, as larkline wrote
+// per window in that operation. Each operation seeds two fresh databases (untimed):
+// LARKLINE_BENCH_WINDOWS windows of LARKLINE_BENCH_WINDOW_LINES messages of one chat.
+// larkline is timed from producing the closed records to the last window's terminal
+// state (after a warm-up window that includes the group join), the floor from its
+// first read to its last commit. Reported: windows/s and rows/s (larkline),
+// floor-windows/s, and ratio, larkline's windows/s over the floor's, both measured
+// back to back under the same load.
 func BenchmarkSynthesis(b *testing.B) {
 	windows, perWindow := benchSynthesisSize(b)
-	var entriesPerWindow float64
-	report := func(b *testing.B, d time.Duration, rows int) {
-		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "ns/op")
-		b.ReportMetric(float64(windows*b.N)/d.Seconds(), "windows/s")
-		b.ReportMetric(float64(rows)/d.Seconds(), "rows/s")
-		b.ReportMetric(entriesPerWindow, "entries/window")
+	var larkline, floor time.Duration
+	var rows, entries int
+	for range b.N {
+		d, r, n := benchSynthesisWorker(b, windows, perWindow)
+		larkline, rows, entries = larkline+d, rows+r, entries+n
+		floor += benchSynthesisFloor(b, windows, perWindow, (n+windows/2)/windows) // entries per window, rounded
 	}
-	b.Run("larkline", func(b *testing.B) {
-		var total time.Duration
-		var rows, entries int
-		for range b.N {
-			b.StopTimer()
-			e := newEnv(b)
-			// One more window, the first, synthesized before the timer starts: the
-			// group join and the first fetch are not the worker's rate.
-			cws := benchSynthesisSetup(b, e, windows+1, perWindow)
-			r := e.start(e.options())
-			ctx := context.Background()
-			e.produce(cws[0])
-			eventually(b, "the warm-up window to finish", func() bool {
-				st, err := e.st.GetWindow(ctx, e.key(win))
-				return err == nil && terminal(st)
-			})
-			warm := len(e.entries())
-			cws = cws[1:]
-			b.StartTimer()
-			t := time.Now()
-			e.produce(cws...)
-			for w := 1; w <= windows; w++ {
-				key := e.key(win.Add(time.Duration(w) * winLen))
-				eventually(b, "every benchmark window to finish", func() bool {
-					st, err := e.st.GetWindow(ctx, key)
-					return err == nil && terminal(st)
-				})
-			}
-			total += time.Since(t)
-			b.StopTimer()
-			for _, cw := range cws {
-				rows += cw.EvidenceCount
-			}
-			entries += len(e.entries()) - warm
-			r.stop(b)
-		}
-		entriesPerWindow = float64(entries) / float64(windows*b.N)
-		report(b, total, rows)
+	b.ReportMetric(float64(larkline.Nanoseconds())/float64(b.N), "ns/op")
+	b.ReportMetric(float64(windows*b.N)/larkline.Seconds(), "windows/s")
+	b.ReportMetric(float64(rows)/larkline.Seconds(), "rows/s")
+	b.ReportMetric(float64(entries)/float64(windows*b.N), "entries/window")
+	b.ReportMetric(float64(windows*b.N)/floor.Seconds(), "floor-windows/s")
+	b.ReportMetric(floor.Seconds()/larkline.Seconds(), "ratio")
+}
+
+// benchSynthesisWorker runs the worker over windows fresh windows and returns the
+// time they took, their evidence rows and the entries written.
+func benchSynthesisWorker(b *testing.B, windows, perWindow int) (d time.Duration, rows, entries int) {
+	b.StopTimer()
+	defer b.StartTimer()
+	e := newEnv(b)
+	// One more window, the first, synthesized before the clock starts: the group
+	// join and the first fetch are not the worker's rate.
+	cws := benchSynthesisSetup(b, e, windows+1, perWindow)
+	r := e.start(e.options())
+	defer r.stop(b)
+	ctx := context.Background()
+	e.produce(cws[0])
+	eventually(b, "the warm-up window to finish", func() bool {
+		st, err := e.st.GetWindow(ctx, e.key(win))
+		return err == nil && terminal(st)
 	})
-	b.Run("floor", func(b *testing.B) {
-		if entriesPerWindow == 0 {
-			b.Fatal("run with larkline first (-bench 'Synthesis/(larkline|floor)'): the floor writes as many entries per window")
-		}
-		per := int(entriesPerWindow + 0.5)
-		var total time.Duration
-		var rows int
-		for i := range b.N {
-			b.StopTimer()
-			e := newEnv(b)
-			benchSynthesisSetup(b, e, windows, perWindow)
-			pool := e.st.Pool()
-			ctx := context.Background()
-			b.StartTimer()
-			t := time.Now()
-			for w := range windows {
-				start := win.Add(time.Duration(w) * winLen)
-				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-					res, err := tx.Query(ctx, `SELECT id, occurred_at, actor_display_name, content, metadata_json
-						FROM workspace_timeline_evidence
-						WHERE workspace_id = $1 AND chat_id = $2 AND occurred_at >= $3 AND occurred_at < $4
-						  AND synthesis_eligible AND NOT deleted ORDER BY occurred_at, id`,
-						string(e.ws), string(e.chat), start, start.Add(winLen))
-					if err != nil {
+	warm := len(e.entries())
+	cws = cws[1:]
+	t := time.Now()
+	e.produce(cws...)
+	for w := 1; w <= windows; w++ {
+		key := e.key(win.Add(time.Duration(w) * winLen))
+		eventually(b, "every benchmark window to finish", func() bool {
+			st, err := e.st.GetWindow(ctx, key)
+			return err == nil && terminal(st)
+		})
+	}
+	d = time.Since(t)
+	for _, cw := range cws {
+		rows += cw.EvidenceCount
+	}
+	return d, rows, len(e.entries()) - warm
+}
+
+// benchSynthesisFloor runs the floor over windows fresh windows, per entries each,
+// and returns the time it took.
+func benchSynthesisFloor(b *testing.B, windows, perWindow, per int) time.Duration {
+	b.StopTimer()
+	defer b.StartTimer()
+	e := newEnv(b)
+	benchSynthesisSetup(b, e, windows, perWindow)
+	pool := e.st.Pool()
+	ctx := context.Background()
+	t := time.Now()
+	for w := range windows {
+		start := win.Add(time.Duration(w) * winLen)
+		err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+			res, err := tx.Query(ctx, `SELECT id, occurred_at, actor_display_name, content, metadata_json
+				FROM workspace_timeline_evidence
+				WHERE workspace_id = $1 AND chat_id = $2 AND occurred_at >= $3 AND occurred_at < $4
+				  AND synthesis_eligible AND NOT deleted ORDER BY occurred_at, id`,
+				string(e.ws), string(e.chat), start, start.Add(winLen))
+			if err != nil {
+				return err
+			}
+			var ids []int64
+			var (
+				id          int64
+				at          time.Time
+				actor, text string
+				meta        []byte
+			)
+			if _, err := pgx.ForEachRow(res, []any{&id, &at, &actor, &text, &meta}, func() error {
+				ids = append(ids, id)
+				return nil
+			}); err != nil {
+				return err
+			}
+			for k := range per {
+				var entry int64
+				if err := tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+					(workspace_id, occurred_at, kind, title, body, source, status, fingerprint)
+					VALUES ($1, $2, 'update', $3, $4, 'ai', 'draft', $5) RETURNING id`,
+					string(e.ws), start, "entry", "body", fmt.Sprintf("floor-%d-%d", w, k)).Scan(&entry); err != nil {
+					return err
+				}
+				if len(ids) > 0 {
+					if _, err := tx.Exec(ctx, `INSERT INTO workspace_timeline_entry_evidence (entry_id, evidence_id) VALUES ($1, $2)`,
+						entry, ids[k%len(ids)]); err != nil {
 						return err
 					}
-					var ids []int64
-					var (
-						id          int64
-						at          time.Time
-						actor, text string
-						meta        []byte
-					)
-					if _, err := pgx.ForEachRow(res, []any{&id, &at, &actor, &text, &meta}, func() error {
-						ids = append(ids, id)
-						return nil
-					}); err != nil {
-						return err
-					}
-					rows += len(ids)
-					for k := range per {
-						var entry int64
-						if err := tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
-							(workspace_id, occurred_at, kind, title, body, source, status, fingerprint)
-							VALUES ($1, $2, 'update', $3, $4, 'ai', 'draft', $5) RETURNING id`,
-							string(e.ws), start, "entry", "body", fmt.Sprintf("floor-%d-%d-%d", i, w, k)).Scan(&entry); err != nil {
-							return err
-						}
-						if len(ids) > 0 {
-							if _, err := tx.Exec(ctx, `INSERT INTO workspace_timeline_entry_evidence (entry_id, evidence_id) VALUES ($1, $2)`,
-								entry, ids[k%len(ids)]); err != nil {
-								return err
-							}
-						}
-					}
-					return nil
-				})
-				if err != nil {
-					b.Fatalf("floor window %d: %v", w, err)
 				}
 			}
-			total += time.Since(t)
-			b.StopTimer()
+			return nil
+		})
+		if err != nil {
+			b.Fatalf("floor window %d: %v", w, err)
 		}
-		report(b, total, rows)
-	})
+	}
+	return time.Since(t)
 }
