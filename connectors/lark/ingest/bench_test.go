@@ -28,7 +28,7 @@ import (
 const benchEvents = 2000
 
 // BenchmarkWebhookFullPath measures the webhook end to end over HTTP on loopback:
-// signature check, AES decryption, the SDK's dispatch, normalization, binding
+// signature check, AES decryption, decoding into the SDK's typed event, normalization, binding
 // resolution (Postgres behind the cache: a hit after the first event), Avro encoding
 // and ProduceSync with acks=all and the idempotent producer to the real broker. One
 // operation is benchEvents callbacks, so `-benchtime 1x` (make bench) measures
@@ -37,7 +37,10 @@ const benchEvents = 2000
 //   - floor: the same callbacks to a bare handler that only produces their bytes
 //     (newFloorServer), the peer throughput is a ratio to;
 //   - throughput: 64 concurrent senders, as fast as the path allows; reports
-//     events/s and the ack latency percentiles under saturation.
+//     events/s and the ack latency percentiles under saturation;
+//   - paired: a floor round and a throughput round in every operation, back to
+//     back, reporting both rates and their ratio (the figure to compare: separate
+//     sub-benchmarks meet different loads);
 //   - rate=1000: an open-loop arrival rate of 1,000 events/s (each callback on its
 //     own goroutine, as Lark's pushes are independent); reports p50/p99/max ack
 //     latency.
@@ -88,6 +91,8 @@ func BenchmarkWebhookFullPath(b *testing.B) {
 	// acks=all, and answers 200 once the broker acknowledged. No larkline code.
 	b.Run("floor", func(b *testing.B) { saturate(b, sender(floor), fresh) })
 	b.Run("throughput", func(b *testing.B) { saturate(b, send, fresh) })
+	// paired: the floor and larkline in every operation, for a ratio under one load.
+	b.Run("paired", func(b *testing.B) { saturatePaired(b, sender(floor), send, fresh) })
 
 	b.Run("rate=1000", func(b *testing.B) {
 		const rate = 1000
@@ -130,7 +135,6 @@ func BenchmarkWebhookFullPath(b *testing.B) {
 // fast as the path allows, and reports events/s and the ack latency percentiles.
 // fresh (untimed) makes the callbacks of the next operation.
 func saturate(b *testing.B, send func(i int) (time.Duration, error), fresh func()) {
-	const workers = 64
 	var all []time.Duration
 	var elapsed time.Duration
 	b.ResetTimer()
@@ -138,35 +142,72 @@ func saturate(b *testing.B, send func(i int) (time.Duration, error), fresh func(
 		b.StopTimer()
 		fresh()
 		b.StartTimer()
-		start := time.Now()
-		lat := make([][]time.Duration, workers)
-		var wg sync.WaitGroup
-		errs := make(chan error, workers)
-		for w := range workers {
-			wg.Go(func() {
-				for i := w; i < benchEvents; i += workers {
-					d, err := send(i)
-					if err != nil {
-						errs <- err
-						return
-					}
-					lat[w] = append(lat[w], d)
-				}
-			})
-		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			b.Fatal(err)
-		}
-		elapsed += time.Since(start)
-		for _, l := range lat {
-			all = append(all, l...)
-		}
+		d, lat := saturateRound(b, send)
+		elapsed += d
+		all = append(all, lat...)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.N*benchEvents)/elapsed.Seconds(), "events/s")
 	reportLatencies(b, all)
+}
+
+// saturatePaired runs, in every operation, a saturated round of the floor and one of
+// larkline, back to back (their order alternating), so both meet the same load; it
+// reports events/s of each and their ratio.
+func saturatePaired(b *testing.B, floor, larkline func(i int) (time.Duration, error), fresh func()) {
+	var onFloor, onLarkline time.Duration
+	b.ResetTimer()
+	for op := range b.N {
+		rounds := []*time.Duration{&onFloor, &onLarkline}
+		sends := []func(int) (time.Duration, error){floor, larkline}
+		if op%2 == 1 {
+			rounds[0], rounds[1], sends[0], sends[1] = rounds[1], rounds[0], sends[1], sends[0]
+		}
+		for k := range rounds {
+			b.StopTimer()
+			fresh()
+			b.StartTimer()
+			d, _ := saturateRound(b, sends[k])
+			*rounds[k] += d
+		}
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchEvents)/onLarkline.Seconds(), "events/s")
+	b.ReportMetric(float64(b.N*benchEvents)/onFloor.Seconds(), "floor-events/s")
+	b.ReportMetric(onFloor.Seconds()/onLarkline.Seconds(), "ratio")
+}
+
+// saturateRound sends benchEvents callbacks from 64 concurrent senders and returns
+// the round's wall time and every ack latency.
+func saturateRound(b *testing.B, send func(i int) (time.Duration, error)) (time.Duration, []time.Duration) {
+	const workers = 64
+	start := time.Now()
+	lat := make([][]time.Duration, workers)
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Go(func() {
+			for i := w; i < benchEvents; i += workers {
+				d, err := send(i)
+				if err != nil {
+					errs <- err
+					return
+				}
+				lat[w] = append(lat[w], d)
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	close(errs)
+	for err := range errs {
+		b.Fatal(err)
+	}
+	var all []time.Duration
+	for _, l := range lat {
+		all = append(all, l...)
+	}
+	return elapsed, all
 }
 
 // benchProducer is a topic of 6 partitions and a client with the production settings
@@ -289,7 +330,7 @@ func benchRequests(b *testing.B) []benchRequest {
 }
 
 // BenchmarkWebhookCPU is the webhook's own CPU cost per callback, without Kafka or
-// HTTP: signature check, decryption, the SDK's dispatch, normalization, a cached
+// HTTP: signature check, decryption, decoding the typed event, normalization, a cached
 // binding lookup and Avro encoding, handed to a producer that drops the records.
 // It separates larkline's cost from the broker's in BenchmarkWebhookFullPath. One
 // operation is benchEvents sequential callbacks; µs/event is reported.
