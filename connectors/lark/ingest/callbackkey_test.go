@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/aes"
 	"encoding/base64"
+	"encoding/json"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	larkevent "github.com/larksuite/oapi-sdk-go/v3/event"
@@ -102,6 +104,87 @@ func TestEncryptedField(t *testing.T) {
 	} {
 		if got := encryptedField([]byte(c.raw)); string(got) != c.want {
 			t.Errorf("encryptedField(%s) = %q, want %q", c.raw, got, c.want)
+		}
+	}
+}
+
+// decodedEncrypted is the decoder's reading of an encrypted body: the "encrypt"
+// field's text, and whether the body is JSON at all.
+func decodedEncrypted(body []byte) (field []byte, valid bool) {
+	var encrypted struct {
+		Encrypt json.RawMessage `json:"encrypt"`
+	}
+	if err := json.Unmarshal(body, &encrypted); err != nil && !json.Valid(body) {
+		return nil, false
+	}
+	return encryptedField(encrypted.Encrypt), true
+}
+
+// TestBareEncrypted: the decoder-free reading of {"encrypt":"…"} takes the bodies
+// Lark sends and reads what the JSON decoder reads; any other body is left to the
+// decoder, never misread (hand-picked shapes, then random mutations of a real one).
+func TestBareEncrypted(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		body string
+		bare bool
+	}{
+		{`{"encrypt":"QUJDRA=="}`, true},
+		{" \n{ \"encrypt\" :\t\"QUJD+/==\" }\r\n", true},
+		{`{"encrypt":""}`, true},
+		{`{"encrypt":"QU\/JD"}`, false},
+		{`{"encrypt":"QUJD","x":1}`, false},
+		{`{"x":1,"encrypt":"QUJD"}`, false},
+		{`{"encrypt":"QUJD"}x`, false},
+		{`{"encrypt":"QUJD"`, false},
+		{`"encrypt":"QUJD"}`, false},
+		{`{"encrypt":"QU JD"}`, false},
+		{`{"encrypt":"QUJD "}`, false},
+		{`{"Encrypt":"QUJD"}`, false},
+		{"\v{\"encrypt\":\"QUJD\"}", false},
+		{`{"encrypt":1}`, false},
+		{``, false},
+	} {
+		field, bare := bareEncrypted([]byte(c.body))
+		if bare != c.bare {
+			t.Errorf("bareEncrypted(%q) = %v, want %v", c.body, bare, c.bare)
+		}
+		if want, valid := decodedEncrypted([]byte(c.body)); bare && (!valid || !bytes.Equal(field, want)) {
+			t.Errorf("bareEncrypted(%q) = %q; the decoder reads %q (valid %v)", c.body, field, want, valid)
+		}
+	}
+	sealed, err := larktest.Encrypt("key", []byte(`{"schema":"2.0"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := []byte(`{"encrypt":"` + sealed + `"}`)
+	if field, bare := bareEncrypted(real); !bare || string(field) != sealed {
+		t.Fatalf("a real callback body is not read bare: %q %v", field, bare)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []byte(" \t\n\r\v{}\":,\\/+=aZ09x")
+	for i := range 20000 {
+		b := slices.Clone(real)
+		for range 1 + rng.IntN(3) {
+			switch p := rng.IntN(len(b) + 1); rng.IntN(3) {
+			case 0: // replace
+				if p < len(b) {
+					b[p] = alphabet[rng.IntN(len(alphabet))]
+				}
+			case 1: // insert
+				b = slices.Insert(b, p, alphabet[rng.IntN(len(alphabet))])
+			default: // delete
+				if p < len(b) {
+					b = slices.Delete(b, p, p+1)
+				}
+			}
+		}
+		field, bare := bareEncrypted(b)
+		if !bare {
+			continue
+		}
+		if want, valid := decodedEncrypted(b); !valid || !bytes.Equal(field, want) {
+			t.Fatalf("mutation %d: bareEncrypted(%q) = %q; the decoder reads %q (valid %v)", i, b, field, want, valid)
 		}
 	}
 }

@@ -346,13 +346,16 @@ func (h *Webhook) verifySignature(r *http.Request, body []byte) Result {
 func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 	plain = body
 	if h.ck != nil {
-		var encrypted struct {
-			Encrypt json.RawMessage `json:"encrypt"`
+		field, bare := bareEncrypted(body)
+		if !bare {
+			var encrypted struct {
+				Encrypt json.RawMessage `json:"encrypt"`
+			}
+			if err := json.Unmarshal(body, &encrypted); err != nil && !json.Valid(body) {
+				return nil, env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
+			}
+			field = encryptedField(encrypted.Encrypt)
 		}
-		if err := json.Unmarshal(body, &encrypted); err != nil && !json.Valid(body) {
-			return nil, env, rejected(ReasonMalformedBody, errors.New("body is not JSON"))
-		}
-		field := encryptedField(encrypted.Encrypt)
 		if len(field) == 0 {
 			return nil, env, rejected(ReasonMalformedBody, errors.New("body has no \"encrypt\" field although an encrypt key is set"))
 		}
@@ -378,6 +381,49 @@ func (h *Webhook) open(body []byte) (plain []byte, env envelope, res Result) {
 		return nil, env, rejected(ReasonEncryptedNoKey, errors.New("body is encrypted but no encrypt key is configured"))
 	}
 	return plain, env, Result{}
+}
+
+// bareEncrypted reads the body every encrypted callback has, {"encrypt":"<base64>"}
+// with JSON whitespace around its tokens, without a JSON decoder (which scanned and
+// copied the whole ciphertext: an eighth of the webhook's CPU). Any other body,
+// valid or not, is false and left to the decoder.
+func bareEncrypted(body []byte) ([]byte, bool) {
+	b := body
+	for _, tok := range []string{`{`, `"encrypt"`, `:`, `"`} {
+		var ok bool
+		if b, ok = cutToken(b, tok); !ok {
+			return nil, false
+		}
+	}
+	end := 0
+	for end < len(b) && isBase64Byte(b[end]) {
+		end++
+	}
+	if end == len(b) || b[end] != '"' {
+		return nil, false // an escape, another character or no end: the decoder's
+	}
+	field := b[:end]
+	rest, ok := cutToken(b[end+1:], `}`)
+	if !ok || len(trimJSONSpace(rest)) != 0 {
+		return nil, false
+	}
+	return field, true
+}
+
+// cutToken removes JSON whitespace and then tok from the front of b.
+func cutToken(b []byte, tok string) ([]byte, bool) {
+	return bytes.CutPrefix(trimJSONSpace(b), []byte(tok))
+}
+
+func trimJSONSpace(b []byte) []byte {
+	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
+		b = b[1:]
+	}
+	return b
+}
+
+func isBase64Byte(c byte) bool {
+	return 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '+' || c == '/' || c == '='
 }
 
 // encryptedField is the text of the "encrypt" field's JSON string, or nil when the
