@@ -305,69 +305,103 @@ func insertBindings(ctx context.Context, q querier, ws ids.WorkspaceID, entryID 
 // what the serving version shows (decisions D26). Every evidence id must belong to the
 // workspace (ErrInvalid otherwise, and nothing is written).
 func (s *Store) UpsertDraftEntry(ctx context.Context, d EntryDraft) (EntryResult, error) {
-	if err := validWorkspace(d.Workspace); err != nil {
-		return EntryResult{}, err
-	}
-	if err := checkText("fingerprint", d.Fingerprint, MaxFingerprintLen, true); err != nil {
-		return EntryResult{}, err
-	}
-	version, err := versionName(d.ProcessorVersion)
+	res, err := s.UpsertDraftEntries(ctx, []EntryDraft{d})
 	if err != nil {
 		return EntryResult{}, err
 	}
-	if err := d.validate(); err != nil {
+	return res[0], nil
+}
+
+// UpsertDraftEntries writes drafts as UpsertDraftEntry writes each, in one
+// transaction: all of them or, on any error (an invalid draft included), none. A
+// synthesis chunk's drafts go in one call, so a chunk costs one transaction, not one
+// per draft (issue 35).
+func (s *Store) UpsertDraftEntries(ctx context.Context, ds []EntryDraft) ([]EntryResult, error) {
+	versions := make([]string, len(ds))
+	for i, d := range ds {
+		if err := validWorkspace(d.Workspace); err != nil {
+			return nil, fmt.Errorf("draft %d: %w", i, err)
+		}
+		if err := checkText("fingerprint", d.Fingerprint, MaxFingerprintLen, true); err != nil {
+			return nil, fmt.Errorf("draft %d: %w", i, err)
+		}
+		version, err := versionName(d.ProcessorVersion)
+		if err != nil {
+			return nil, fmt.Errorf("draft %d: %w", i, err)
+		}
+		if err := d.validate(); err != nil {
+			return nil, fmt.Errorf("draft %d: %w", i, err)
+		}
+		versions[i] = version
+	}
+	if len(ds) == 0 {
+		return nil, nil
+	}
+	res := make([]EntryResult, len(ds))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		type access struct{ writable, serving bool }
+		seen := map[string]access{}
+		for i, d := range ds {
+			a, ok := seen[versions[i]]
+			if !ok {
+				var err error
+				if a.writable, a.serving, err = versionWritable(ctx, tx, versions[i]); err != nil {
+					return err
+				}
+				seen[versions[i]] = a
+			}
+			if !a.writable {
+				res[i] = EntryResult{Outcome: EntryDiscarded}
+				continue
+			}
+			var err error
+			if res[i], err = upsertDraft(ctx, tx, d, versions[i], a.serving); err != nil {
+				return fmt.Errorf("draft %d of workspace %s, version %s: %w", i, d.Workspace, versions[i], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("upsert %d draft entries: %w", len(ds), err)
+	}
+	return res, nil
+}
+
+// upsertDraft is UpsertDraftEntry's write of one draft of a writable version, in tx.
+func upsertDraft(ctx context.Context, tx pgx.Tx, d EntryDraft, version string, serving bool) (EntryResult, error) {
+	var own int64
+	err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
+		WHERE workspace_id = $1 AND processor_version = '' AND fingerprint = $2`,
+		string(d.Workspace), d.Fingerprint).Scan(&own)
+	switch {
+	case err == nil && serving:
+		return updateDraft(ctx, tx, d.Workspace, own, d.EntryContent, false)
+	case err == nil:
+		return EntryResult{ID: own, Outcome: EntryUnchanged, HumanOwned: true}, nil
+	case !errors.Is(err, pgx.ErrNoRows):
 		return EntryResult{}, err
 	}
 	var res EntryResult
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		writable, serving, err := versionWritable(ctx, tx, version)
-		if err != nil {
-			return err
-		}
-		if !writable {
-			res = EntryResult{Outcome: EntryDiscarded}
-			return nil
-		}
-		var own int64
-		err = tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
-			WHERE workspace_id = $1 AND processor_version = '' AND fingerprint = $2`,
-			string(d.Workspace), d.Fingerprint).Scan(&own)
-		switch {
-		case err == nil && serving:
-			res, err = updateDraft(ctx, tx, d.Workspace, own, d.EntryContent, false)
-			return err
-		case err == nil:
-			res = EntryResult{ID: own, Outcome: EntryUnchanged, HumanOwned: true}
-			return nil
-		case !errors.Is(err, pgx.ErrNoRows):
-			return err
-		}
-		err = tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
-				(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata, processor_version)
-			VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb, $8)
-			ON CONFLICT (workspace_id, processor_version, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
-			RETURNING id`,
-			string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata), version).Scan(&res.ID)
-		if err == nil {
-			res.Outcome = EntryCreated
-			_, err = bindEvidence(ctx, tx, d.Workspace, res.ID, d.EvidenceIDs)
-			return err
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
-			WHERE workspace_id = $1 AND processor_version = $2 AND fingerprint = $3`,
-			string(d.Workspace), version, d.Fingerprint).Scan(&res.ID); err != nil {
-			return err
-		}
-		res, err = updateDraft(ctx, tx, d.Workspace, res.ID, d.EntryContent, false)
-		return err
-	})
-	if err != nil {
-		return EntryResult{}, fmt.Errorf("upsert draft entry of workspace %s, version %s: %w", d.Workspace, version, err)
+	err = tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+			(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata, processor_version)
+		VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb, $8)
+		ON CONFLICT (workspace_id, processor_version, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
+		RETURNING id`,
+		string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata), version).Scan(&res.ID)
+	if err == nil {
+		res.Outcome = EntryCreated
+		_, err = bindEvidence(ctx, tx, d.Workspace, res.ID, d.EvidenceIDs)
+		return res, err
 	}
-	return res, nil
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return EntryResult{}, err
+	}
+	if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
+		WHERE workspace_id = $1 AND processor_version = $2 AND fingerprint = $3`,
+		string(d.Workspace), version, d.Fingerprint).Scan(&res.ID); err != nil {
+		return EntryResult{}, err
+	}
+	return updateDraft(ctx, tx, d.Workspace, res.ID, d.EntryContent, false)
 }
 
 // updateDraft applies content to entry id under a row lock. A human-owned entry keeps

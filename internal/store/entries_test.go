@@ -105,6 +105,62 @@ func TestUpsertDraftEntryDedupAndProtection(t *testing.T) {
 	}
 }
 
+// TestUpsertDraftEntriesIsOneTransaction: a batch reports each draft's outcome as
+// single upserts would (a repeated fingerprint in one batch sees the earlier row),
+// and a draft that cannot be written leaves the whole batch unwritten.
+func TestUpsertDraftEntriesIsOneTransaction(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := t.Context()
+	const ws ids.WorkspaceID = "ws-batch"
+	ev := evidenceIDs(mustUpsert(t, s, larkEvidence(ws, "oc_a", "om_1", t0, "a"), larkEvidence(ws, "oc_a", "om_2", t0, "b")))
+	other := evidenceIDs(mustUpsert(t, s, larkEvidence("ws-batch-other", "oc_b", "om_1", t0, "c")))
+	if _, err := s.UpsertDraftEntry(ctx, draft(ws, "fp-old", "Old", ev[0])); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := s.UpsertDraftEntries(ctx, []EntryDraft{
+		draft(ws, "fp-new", "New", ev[0]),
+		draft(ws, "fp-old", "Old, rewritten", ev[0]),
+		draft(ws, "fp-new", "New", ev[0], ev[1]),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []EntryOutcome{EntryCreated, EntryUpdated, EntryEvidenceAttached}
+	if len(res) != len(want) || res[0].ID != res[2].ID {
+		t.Fatalf("results %+v, want %v on the same new entry", res, want)
+	}
+	for i, r := range res {
+		if r.Outcome != want[i] {
+			t.Errorf("draft %d: %s, want %s", i, r.Outcome, want[i])
+		}
+	}
+
+	before, err := s.ListEntries(ctx, ws, EntryQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.UpsertDraftEntries(ctx, []EntryDraft{
+		draft(ws, "fp-never", "Never written", ev[0]),
+		draft(ws, "fp-new", "New, rewritten", ev[1]),
+		draft(ws, "fp-foreign", "Foreign evidence", other[0]),
+	})
+	if !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a batch with another workspace's evidence: %v, want ErrInvalid", err)
+	}
+	after, err := s.ListEntries(ctx, ws, EntryQuery{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(after.Items) != fmt.Sprint(before.Items) {
+		t.Fatalf("a failed batch wrote:\n%+v\nwant\n%+v", after.Items, before.Items)
+	}
+	if res, err := s.UpsertDraftEntries(ctx, nil); err != nil || res != nil {
+		t.Fatalf("an empty batch: %v %v", res, err)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 func TestHumanCreatedEntryIsNeverOverwritten(t *testing.T) {

@@ -597,7 +597,7 @@ func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, 
 			}
 		}
 	}
-	changed := false
+	drafts := make([]store.EntryDraft, 0, len(res.Drafts))
 	for _, d := range res.Drafts {
 		meta := aiMetadata{
 			ProcessorVersion: j.processorVersion(), Synthesizer: res.Synthesizer, Model: res.Model,
@@ -618,21 +618,29 @@ func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, 
 		}
 		raw, err := json.Marshal(meta)
 		if err != nil {
-			return changed, failAttempt(reasonStore, fmt.Errorf("encoding ai metadata of chunk %s: %w", batchID, err))
+			return false, failAttempt(reasonStore, fmt.Errorf("encoding ai metadata of chunk %s: %w", batchID, err))
 		}
-		fp := synth.Fingerprint(j.key.Workspace, d)
-		var r store.EntryResult
-		err = w.withStore(ctx, "upsert_draft_entry", func() (err error) {
-			r, err = w.o.Store.UpsertDraftEntry(ctx, store.EntryDraft{Workspace: j.key.Workspace, Fingerprint: fp,
-				ProcessorVersion: j.processorVersion(),
-				EntryContent: store.EntryContent{OccurredAt: d.OccurredAt, Kind: string(d.Kind), Title: d.Title,
-					Body: d.Body, AIMetadata: raw, EvidenceIDs: evidence}})
-			return err
-		})
-		if err != nil {
-			return changed, storeFailure(ctx, fmt.Sprintf("writing a %s draft of chunk %s", d.Kind, batchID), err)
-		}
-		w.m.draftBindings.Add(float64(len(evidence)))
+		drafts = append(drafts, store.EntryDraft{Workspace: j.key.Workspace, Fingerprint: synth.Fingerprint(j.key.Workspace, d),
+			ProcessorVersion: j.processorVersion(),
+			EntryContent: store.EntryContent{OccurredAt: d.OccurredAt, Kind: string(d.Kind), Title: d.Title,
+				Body: d.Body, AIMetadata: raw, EvidenceIDs: evidence}})
+	}
+	if len(drafts) == 0 {
+		return false, nil
+	}
+	// The chunk's drafts go in one transaction: all or none, one round trip set.
+	var written []store.EntryResult
+	err := w.withStore(ctx, "upsert_draft_entries", func() (err error) {
+		written, err = w.o.Store.UpsertDraftEntries(ctx, drafts)
+		return err
+	})
+	if err != nil {
+		return false, storeFailure(ctx, fmt.Sprintf("writing %d drafts of chunk %s", len(drafts), batchID), err)
+	}
+	changed := false
+	for i, r := range written {
+		d := drafts[i]
+		w.m.draftBindings.Add(float64(len(d.EvidenceIDs)))
 		outcome := draftUnchanged
 		switch {
 		case r.HumanOwned:
@@ -652,8 +660,8 @@ func (w *Worker) writeDrafts(ctx context.Context, j *job, st store.WindowState, 
 			changed = true
 		}
 		w.m.drafts.WithLabelValues(outcome).Inc()
-		log.Debug("draft written", "batch_id", batchID, "entry_id", r.ID, "fingerprint", fp, "kind", string(d.Kind),
-			"outcome", outcome, "evidence", len(evidence))
+		log.Debug("draft written", "batch_id", batchID, "entry_id", r.ID, "fingerprint", d.Fingerprint, "kind", d.Kind,
+			"outcome", outcome, "evidence", len(d.EvidenceIDs))
 	}
 	return changed, nil
 }

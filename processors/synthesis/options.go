@@ -119,7 +119,7 @@ type Store interface {
 	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
 	EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind store.EvidenceKind, sourceKeys []string) ([]store.Evidence, error)
 
-	UpsertDraftEntry(ctx context.Context, d store.EntryDraft) (store.EntryResult, error)
+	UpsertDraftEntries(ctx context.Context, ds []store.EntryDraft) ([]store.EntryResult, error)
 	ListEntries(ctx context.Context, ws ids.WorkspaceID, q store.EntryQuery) (store.EntryPage, error)
 	// The reads and writes below are in the window's processor version's view: a
 	// candidate's summary and entries are its own (decisions D26).
