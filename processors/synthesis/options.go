@@ -198,8 +198,8 @@ type Options struct {
 	// ChunkTimeout bounds one Synthesize call. Default DefaultChunkTimeout.
 	ChunkTimeout time.Duration
 	// ChunkRetries bounds the retries of a chunk after a retryable model failure
-	// within one attempt; NoChunkRetries makes none. Default DefaultChunkRetries.
-	ChunkRetries int
+	// within one attempt: nil means DefaultChunkRetries, 0 none; at most 10.
+	ChunkRetries *int
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff (with jitter).
 	RetryBackoffMin time.Duration
 	RetryBackoffMax time.Duration
@@ -243,9 +243,6 @@ type Options struct {
 	afterClaim func(ctx context.Context, st store.WindowState) error
 }
 
-// NoChunkRetries as Options.ChunkRetries makes one Synthesize call per chunk and attempt.
-const NoChunkRetries = -1
-
 func (o Options) withDefaults() Options {
 	names := kafka.DefaultTopicNames()
 	o.Kafka = o.Kafka.WithDefaults()
@@ -284,11 +281,8 @@ func (o Options) withDefaults() Options {
 	def(&o.ProximityGap, DefaultProximityGap)
 	def(&o.EvidenceWait, DefaultEvidenceWait)
 	def(&o.ChunkTimeout, DefaultChunkTimeout)
-	switch o.ChunkRetries {
-	case 0:
-		o.ChunkRetries = DefaultChunkRetries
-	case NoChunkRetries:
-		o.ChunkRetries = 0
+	if o.ChunkRetries == nil {
+		o.ChunkRetries = new(DefaultChunkRetries)
 	}
 	def(&o.RetryBackoffMin, DefaultRetryBackoffMin)
 	if o.RetryBackoffMax == 0 {
@@ -371,8 +365,8 @@ func (o Options) problems() *options.Problems {
 	within("ProximityGap", o.ProximityGap, 24*time.Hour)
 	within("EvidenceWait", o.EvidenceWait, 24*time.Hour)
 	within("ChunkTimeout", o.ChunkTimeout, time.Hour)
-	if o.ChunkRetries < 0 || o.ChunkRetries > 10 {
-		p.Add("ChunkRetries", o.ChunkRetries, "must be between 0 and 10 (or NoChunkRetries)")
+	if o.ChunkRetries != nil && (*o.ChunkRetries < 0 || *o.ChunkRetries > 10) {
+		p.Add("ChunkRetries", *o.ChunkRetries, "must be between 0 and 10 (0: no retries)")
 	}
 	if o.RetryBackoffMin <= 0 || o.RetryBackoffMax < o.RetryBackoffMin || o.RetryBackoffMax > time.Hour {
 		p.Add("RetryBackoffMax", o.RetryBackoffMax, "must satisfy 0 < RetryBackoffMin (%s) <= RetryBackoffMax <= 1h", o.RetryBackoffMin)
