@@ -13,8 +13,8 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) mapped[kafka.Options]
 	if clientSuffix != "" {
 		id += "-" + clientSuffix
 	}
-	m := newMapped[kafka.Options]()
-	o, p, c := &m.opts, &m.opts.Producer, &m.opts.Consumer
+	m, o := newMapped[kafka.Options]()
+	p, c := &o.Producer, &o.Consumer
 	set(m, &o.Brokers, "kafka.brokers", k.Brokers)
 	set(m, &o.ClientID, "kafka.clientID", id)
 	set(m, &o.TLS.Enabled, "kafka.tls.enabled", k.TLS.Enabled)
@@ -47,8 +47,7 @@ func kafkaOptions(cfg *config.Config, clientSuffix string) mapped[kafka.Options]
 
 // gokaOptions: the Kafka clients, franz-go's (the embedded Options) and Goka's.
 func gokaOptions(cfg *config.Config, clientSuffix string) mapped[kafka.GokaOptions] {
-	m := newMapped[kafka.GokaOptions]()
-	o := &m.opts
+	m, o := newMapped[kafka.GokaOptions]()
 	nest(m, &o.Options, kafkaOptions(cfg, clientSuffix))
 	set(m, &o.Version, "kafka.saramaVersion", cfg.Kafka.SaramaVersion)
 	set(m, &o.TableReplication, "kafka.replicationFactor", int(cfg.Kafka.ReplicationFactor))

@@ -7,8 +7,7 @@ import (
 
 // normalizeOptions: the Lark message normalizer.
 func normalizeOptions(cfg *config.Config) mapped[normalize.Options] {
-	m := newMapped[normalize.Options]()
-	o := &m.opts
+	m, o := newMapped[normalize.Options]()
 	set(m, &o.SelfAppID, "lark.appID", cfg.Lark.AppID)
 	set(m, &o.SelfBotOpenID, "lark.botOpenID", cfg.Lark.BotOpenID)
 	set(m, &o.MaxTextBytes, tl+"maxMessageTextBytes", cfg.Services.Workspace.Timeline.Lark.MaxMessageTextBytes)

@@ -8,8 +8,7 @@ import (
 // openaiOptions: the OpenAI-compatible model client.
 func openaiOptions(cfg *config.Config) mapped[openai.Options] {
 	c := cfg.Synthesis.OpenAI
-	m := newMapped[openai.Options]()
-	o := &m.opts
+	m, o := newMapped[openai.Options]()
 	set(m, &o.BaseURL, "synthesis.openai.baseURL", c.BaseURL)
 	set(m, &o.Model, "synthesis.openai.model", c.Model)
 	set(m, &o.APIKey, "synthesis.openai.apiKey", c.APIKey.Value())

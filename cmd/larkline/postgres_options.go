@@ -8,8 +8,7 @@ import (
 // poolConfig maps the postgres section onto the store's pool options.
 func poolConfig(cfg *config.Config) mapped[store.PoolConfig] {
 	p := cfg.Postgres
-	m := newMapped[store.PoolConfig]()
-	o := &m.opts
+	m, o := newMapped[store.PoolConfig]()
 	set(m, &o.DSN, "postgres.dsn", p.DSN.Value())
 	set(m, &o.MaxConns, "postgres.maxConns", p.MaxConns)
 	set(m, &o.ConnectTimeout, "postgres.connectTimeout", p.ConnectTimeout)

@@ -12,8 +12,7 @@ func reconcileOptions(cfg *config.Config) mapped[reconcile.Options] {
 	if !l.Retention.Enabled {
 		retention = 0
 	}
-	m := newMapped[reconcile.Options]()
-	o := &m.opts
+	m, o := newMapped[reconcile.Options]()
 	set(m, &o.EvidenceTopic, "kafka.topics.evidence", cfg.Kafka.Topics.Evidence)
 	set(m, &o.CheckpointTopic, "kafka.topics.checkpoints", cfg.Kafka.Topics.Checkpoints)
 	set(m, &o.IngestionLookback, tl+"ingestionLookback", l.IngestionLookback)

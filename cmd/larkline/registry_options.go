@@ -11,8 +11,7 @@ import (
 // registryOptions: the schema registry client of the codecs.
 func registryOptions(cfg *config.Config) mapped[schemas.RegistryOptions] {
 	r := cfg.Schemas.Registry
-	m := newMapped[schemas.RegistryOptions]()
-	o := &m.opts
+	m, o := newMapped[schemas.RegistryOptions]()
 	set(m, &o.URL, "schemas.registry.url", r.URL)
 	set(m, &o.Username, "schemas.registry.username", r.Username)
 	set(m, &o.Password, "schemas.registry.password", r.Password.Value())
@@ -27,7 +26,8 @@ func registryOptions(cfg *config.Config) mapped[schemas.RegistryOptions] {
 }
 
 // registryProblems carries schemas' own option problems (schemas lies below internal
-// and cannot use internal/options) over into the options.Error every stage returns.
+// and cannot use internal/options) over into the options.Error every stage returns;
+// any other error is returned as it is.
 func registryProblems(err error) error {
 	var re *schemas.RegistryOptionsError
 	if !errors.As(err, &re) {

@@ -8,8 +8,7 @@ import (
 // retentionOptions: the retention job.
 func retentionOptions(cfg *config.Config) mapped[retention.Options] {
 	r := cfg.Services.Workspace.Timeline.Lark.Retention
-	m := newMapped[retention.Options]()
-	o := &m.opts
+	m, o := newMapped[retention.Options]()
 	nest(m, &o.Kafka, kafkaOptions(cfg, "retention"))
 	set(m, &o.EvidenceTopic, "kafka.topics.evidence", cfg.Kafka.Topics.Evidence)
 	set(m, &o.CheckpointTopic, "kafka.topics.checkpoints", cfg.Kafka.Topics.Checkpoints)

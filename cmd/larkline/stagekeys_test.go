@@ -6,36 +6,7 @@ import (
 	"testing"
 
 	"github.com/larkline/larkline/internal/config"
-	"github.com/larkline/larkline/internal/kafka"
-	"github.com/larkline/larkline/processors/windows"
 )
-
-// stageMapping is one stage's mapping, its options seen through reflection.
-type stageMapping struct {
-	name  string
-	build func(*config.Config) (config.FieldKeys, reflect.Value)
-}
-
-func mappingOf[O any](name string, build func(*config.Config) mapped[O]) stageMapping {
-	return stageMapping{name, func(c *config.Config) (config.FieldKeys, reflect.Value) {
-		m := build(c)
-		return m.keys, reflect.ValueOf(m.opts)
-	}}
-}
-
-// stageMappings are the mappings stageChecks check.
-var stageMappings = []stageMapping{
-	mappingOf("kafka", func(c *config.Config) mapped[kafka.GokaOptions] { return gokaOptions(c, "") }),
-	mappingOf("windows", func(c *config.Config) mapped[windows.Options] { return windowsOptions(c, c.Windows.ProcessorVersion) }),
-	mappingOf("reconcile", reconcileOptions),
-	mappingOf("synthesis", synthesisOptions),
-	mappingOf("retention", retentionOptions),
-	mappingOf("normalize", normalizeOptions),
-	mappingOf("webhook", webhookOptions),
-	mappingOf("schemas", registryOptions),
-	mappingOf("postgres", poolConfig),
-	mappingOf("openai", openaiOptions),
-}
 
 // optionField is the field at a Go path ("Producer.Linger"; "Brokers", promoted
 // from an embedded struct) of the options v, or false.
@@ -79,12 +50,9 @@ func TestMappedKeysAreConfigKeysAndFields(t *testing.T) {
 	for _, k := range all {
 		known[k.Path] = true
 	}
-	if len(stageMappings) != len(stageChecks) {
-		t.Errorf("%d mappings here, %d stage checks: list every checked mapping", len(stageMappings), len(stageChecks))
-	}
-	for _, sm := range stageMappings {
-		t.Run(sm.name, func(t *testing.T) {
-			keys, opts := sm.build(config.Default())
+	for _, s := range stages {
+		t.Run(s.name, func(t *testing.T) {
+			opts, keys, _ := s.build(config.Default())
 			if len(keys) == 0 {
 				t.Fatal("the mapping records no keys")
 			}
@@ -93,8 +61,8 @@ func TestMappedKeysAreConfigKeysAndFields(t *testing.T) {
 					t.Errorf("%s: %q is not a configuration key", field, key)
 				}
 				path, _, _ := strings.Cut(field, "=") // a list field keyed by value
-				if _, ok := optionField(opts, path); !ok {
-					t.Errorf("%s (key %s) is not a field of %s", field, key, opts.Type())
+				if _, ok := optionField(reflect.ValueOf(opts), path); !ok {
+					t.Errorf("%s (key %s) is not a field of %T", field, key, opts)
 				}
 			}
 		})
@@ -109,9 +77,9 @@ func TestEachMappedKeySetsItsField(t *testing.T) {
 	// the switches some fields also depend on
 	base.Services.Workspace.Timeline.Lark.Enabled = true  // RequireCoverage
 	base.Synthesis.Synthesizer = config.SynthesizerOpenAI // ChunkTimeout
-	for _, sm := range stageMappings {
-		t.Run(sm.name, func(t *testing.T) {
-			keys, before := sm.build(base)
+	for _, s := range stages {
+		t.Run(s.name, func(t *testing.T) {
+			before, keys, _ := s.build(base)
 			for field, key := range keys {
 				c := base.Clone()
 				v, ok := configField(c, key)
@@ -120,10 +88,10 @@ func TestEachMappedKeySetsItsField(t *testing.T) {
 					continue
 				}
 				perturb(v)
-				_, after := sm.build(c)
+				after, _, _ := s.build(c)
 				path, _, _ := strings.Cut(field, "=")
-				was, _ := optionField(before, path)
-				now, ok := optionField(after, path)
+				was, _ := optionField(reflect.ValueOf(before), path)
+				now, ok := optionField(reflect.ValueOf(after), path)
 				if !ok {
 					t.Errorf("%s: no such field", field)
 					continue

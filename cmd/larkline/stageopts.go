@@ -37,7 +37,11 @@ type mapped[O any] struct {
 	keys config.FieldKeys
 }
 
-func newMapped[O any]() *mapped[O] { return &mapped[O]{keys: config.FieldKeys{}} }
+// newMapped starts the mapping of options O: m records the keys, o is the options.
+func newMapped[O any]() (m *mapped[O], o *O) {
+	m = &mapped[O]{keys: config.FieldKeys{}}
+	return m, &m.opts
+}
 
 // set sets the field at p, a field of m.opts, to v, the value of key.
 func set[O, T any](m *mapped[O], p *T, key string, v T) {
@@ -107,46 +111,56 @@ func fieldPath(v, p reflect.Value) (string, bool) {
 // all problems at once.
 func validateConfig(cfg *config.Config) error { return cfg.ValidateWith(stageChecks...) }
 
-// checked is the check of one stage: its Options.Check on the options the
-// configuration maps onto, each problem reported under the key that set its field.
-func checked[O interface{ Check() error }](stage string, build func(*config.Config) mapped[O]) config.StageCheck {
-	return func(c *config.Config) []config.Problem {
-		m := build(c)
-		return c.OptionProblems(stage, m.keys, m.opts.Check())
-	}
+// A stage is one stage's options as the configuration maps them, and its check.
+type stage struct {
+	name string
+	// used says whether the configuration uses the stage (nil: always); an unused
+	// stage's rules do not apply. A used stage is checked whether or not this
+	// process runs it: a file is right or wrong as a whole, not per role.
+	used  func(*config.Config) bool
+	build func(*config.Config) (opts any, keys config.FieldKeys, problems error)
 }
 
-// stageChecks run each stage's Options.Check on the configured options. Every
-// stage is checked whether or not this process runs it: a file is right or wrong
-// as a whole, not per role.
-var stageChecks = []config.StageCheck{
-	checked("kafka", func(c *config.Config) mapped[kafka.GokaOptions] { return gokaOptions(c, "") }),
-	checked("windows", func(c *config.Config) mapped[windows.Options] { return windowsOptions(c, c.Windows.ProcessorVersion) }),
-	checked("reconcile", reconcileOptions),
-	checked("synthesis", synthesisOptions),
-	checked("retention", retentionOptions),
-	checked("normalize", normalizeOptions),
-	checked("webhook", webhookOptions),
-	func(c *config.Config) []config.Problem {
-		if c.Schemas.Registry.URL == "" {
-			return nil // no registry: the Avro single-object encoding
-		}
-		m := registryOptions(c)
-		return c.OptionProblems("schemas", m.keys, registryProblems(m.opts.Check()))
-	},
-	func(c *config.Config) []config.Problem {
-		if !c.Postgres.DSN.IsSet() {
-			return nil // required where needed (loadConfig's required keys)
-		}
-		return checked("postgres", poolConfig)(c)
-	},
-	func(c *config.Config) []config.Problem {
-		if c.Synthesis.Synthesizer != config.SynthesizerOpenAI {
-			return nil // the client's rules apply only to the client in use
-		}
-		return checked("openai", openaiOptions)(c)
-	},
+// stageOf is the stage of a mapping, checked by its options' Check.
+func stageOf[O interface{ Check() error }](name string, used func(*config.Config) bool, mapping func(*config.Config) mapped[O]) stage {
+	return stage{name, used, func(c *config.Config) (any, config.FieldKeys, error) {
+		m := mapping(c)
+		return m.opts, m.keys, registryProblems(m.opts.Check())
+	}}
 }
+
+// stages are the stages whose options the configuration maps and checks.
+var stages = []stage{
+	stageOf("kafka", nil, func(c *config.Config) mapped[kafka.GokaOptions] { return gokaOptions(c, "") }),
+	stageOf("windows", nil, func(c *config.Config) mapped[windows.Options] { return windowsOptions(c, c.Windows.ProcessorVersion) }),
+	stageOf("reconcile", nil, reconcileOptions),
+	stageOf("synthesis", nil, synthesisOptions),
+	stageOf("retention", nil, retentionOptions),
+	stageOf("normalize", nil, normalizeOptions),
+	stageOf("webhook", nil, webhookOptions),
+	// no registry: the Avro single-object encoding
+	stageOf("schemas", func(c *config.Config) bool { return c.Schemas.Registry.URL != "" }, registryOptions),
+	// no DSN: required where needed (loadConfig's required keys)
+	stageOf("postgres", func(c *config.Config) bool { return c.Postgres.DSN.IsSet() }, poolConfig),
+	// the client's rules apply only to the client in use
+	stageOf("openai", func(c *config.Config) bool { return c.Synthesis.Synthesizer == config.SynthesizerOpenAI }, openaiOptions),
+}
+
+// stageChecks run each used stage's Options.Check on the configured options and
+// report each problem under the key that set its field.
+var stageChecks = func() []config.StageCheck {
+	checks := make([]config.StageCheck, len(stages))
+	for i, s := range stages {
+		checks[i] = func(c *config.Config) []config.Problem {
+			if s.used != nil && !s.used(c) {
+				return nil
+			}
+			_, keys, err := s.build(c)
+			return c.OptionProblems(s.name, keys, err)
+		}
+	}
+	return checks
+}()
 
 // roleOptions is what the roles are built from: each stage's options as the
 // configuration sets them, mapped once (newRoleOptions) by this file's functions.

@@ -12,8 +12,7 @@ import (
 // synthesisOptions: the synthesis worker.
 func synthesisOptions(cfg *config.Config) mapped[synthesis.Options] {
 	l, t := cfg.Services.Workspace.Timeline.Lark, cfg.Kafka.Topics
-	m := newMapped[synthesis.Options]()
-	o := &m.opts
+	m, o := newMapped[synthesis.Options]()
 	nest(m, &o.Kafka, kafkaOptions(cfg, "synthesis"))
 	set(m, &o.Group, "kafka.groupPrefix", groupName(cfg, groupSynthesis))
 	set(m, &o.Topic, "kafka.topics.windowsClosed", t.WindowsClosed)

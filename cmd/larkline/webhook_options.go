@@ -7,8 +7,7 @@ import (
 
 // webhookOptions: the Lark event webhook.
 func webhookOptions(cfg *config.Config) mapped[ingest.WebhookOptions] {
-	m := newMapped[ingest.WebhookOptions]()
-	o := &m.opts
+	m, o := newMapped[ingest.WebhookOptions]()
 	set(m, &o.VerificationToken, "lark.verificationToken", cfg.Lark.VerificationToken.Value())
 	set(m, &o.EncryptKey, "lark.encryptKey", cfg.Lark.EncryptKey.Value())
 	set(m, &o.MaxTimestampSkew, "lark.maxTimestampSkew", cfg.Lark.MaxTimestampSkew)

@@ -8,8 +8,7 @@ import (
 // windowsOptions: the window processor of one version.
 func windowsOptions(cfg *config.Config, version string) mapped[windows.Options] {
 	l, t := cfg.Services.Workspace.Timeline.Lark, cfg.Kafka.Topics
-	m := newMapped[windows.Options]()
-	o := &m.opts
+	m, o := newMapped[windows.Options]()
 	set(m, &o.ProcessorVersion, "windows.processorVersion", version)
 	set(m, &o.GroupPrefix, "kafka.groupPrefix", cfg.Kafka.GroupPrefix)
 	set(m, &o.EvidenceTopic, "kafka.topics.evidence", t.Evidence)
