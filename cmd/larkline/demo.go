@@ -398,7 +398,7 @@ func demoSetup(ctx context.Context, cfg *config.Config, sc *larktest.Scenario) e
 		return err
 	}
 	pub, err := workspaces.NewPublisher(workspaces.PublisherOptions{
-		Kafka: kafkaOptions(cfg, "demo-publish"), Topic: cfg.Kafka.Topics.Workspaces, Codec: codecs.Workspace,
+		Kafka: kafkaOptions(cfg, "demo-publish").opts, Topic: cfg.Kafka.Topics.Workspaces, Codec: codecs.Workspace,
 	})
 	if err != nil {
 		return err

@@ -31,7 +31,7 @@ func runSchemas(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	reg, err := schemas.NewRegistry(registryOptions(cfg))
+	reg, err := schemas.NewRegistry(registryOptions(cfg).opts)
 	if err != nil {
 		return err
 	}

@@ -59,41 +59,8 @@ func newLogger(cfg *config.Config, w io.Writer) (*slog.Logger, error) {
 	return logging.New(w, cfg.Log.Level, cfg.Log.Format)
 }
 
-// kafkaOptions maps the kafka section onto internal/kafka's options.
-func kafkaOptions(cfg *config.Config, clientSuffix string) kafka.Options {
-	k := cfg.Kafka
-	id := k.ClientID
-	if clientSuffix != "" {
-		id += "-" + clientSuffix
-	}
-	return kafka.Options{
-		Brokers:  k.Brokers,
-		ClientID: id,
-		TLS: kafka.TLSOptions{Enabled: k.TLS.Enabled, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile, KeyFile: k.TLS.KeyFile,
-			ServerName: k.TLS.ServerName},
-		SASL: kafka.SASLOptions{Mechanism: string(k.SASL.Mechanism), Username: k.SASL.Username, Password: k.SASL.Password.Value(),
-			OAuth: kafka.OAuthOptions{TokenFile: k.SASL.OAuth.TokenFile, TokenURL: k.SASL.OAuth.TokenURL,
-				ClientID: k.SASL.OAuth.ClientID, ClientSecret: k.SASL.OAuth.ClientSecret.Value(), Scope: k.SASL.OAuth.Scope}},
-		AllowInsecure: cfg.AllowInsecure,
-		Producer: kafka.ProducerOptions{
-			Acks:               kafka.Acks(k.Producer.Acks),
-			DisableIdempotence: !k.Producer.Idempotent,
-			Linger:             new(k.Producer.Linger), // 0: send at once
-			MaxBufferedRecords: k.Producer.MaxBufferedRecords,
-			Compression:        kafka.Compression(k.Producer.Compression),
-			// any producer may park a large record in the dead-letter topic
-			LargeRecordTopics: []string{k.Topics.DeadLetter, k.Topics.WindowsClosed},
-		},
-		Consumer: kafka.ConsumerOptions{
-			SessionTimeout:   k.Consumer.SessionTimeout,
-			RebalanceTimeout: k.Consumer.RebalanceTimeout,
-			FetchMaxWait:     k.Consumer.FetchMaxWait,
-		},
-	}
-}
-
 func newKafkaClient(cfg *config.Config, clientSuffix string, extra ...kgo.Opt) (*kgo.Client, error) {
-	return newClient(kafkaOptions(cfg, clientSuffix), extra...)
+	return newClient(kafkaOptions(cfg, clientSuffix).opts, extra...)
 }
 
 // newClient is a franz-go client with o.
@@ -109,14 +76,6 @@ func newClient(o kafka.Options, extra ...kgo.Opt) (*kgo.Client, error) {
 	return cl, nil
 }
 
-func topicNames(cfg *config.Config) kafka.TopicNames {
-	t := cfg.Kafka.Topics
-	return kafka.TopicNames{
-		Evidence: t.Evidence, Checkpoints: t.Checkpoints, Workspaces: t.Workspaces,
-		WindowsClosed: t.WindowsClosed, DeadLetter: t.DeadLetter,
-	}
-}
-
 // newCodecs builds the Avro codecs: the Confluent wire format through the schema
 // registry when one is configured, Avro single-object encoding otherwise.
 func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
@@ -125,7 +84,7 @@ func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
 		Workspace: t.Workspaces, DeadLetter: t.DeadLetter}
 	var opts []schemas.Option
 	if cfg.Schemas.Registry.URL != "" {
-		reg, err := schemas.NewRegistry(registryOptions(cfg))
+		reg, err := schemas.NewRegistry(registryOptions(cfg).opts)
 		if err != nil {
 			return nil, err
 		}
@@ -135,17 +94,7 @@ func newCodecs(cfg *config.Config) (*schemas.Codecs, error) {
 }
 
 func openPool(ctx context.Context, cfg *config.Config) (*pgxpool.Pool, error) {
-	return store.OpenPool(ctx, poolConfig(cfg))
-}
-
-// poolConfig maps the postgres section onto the store's pool options.
-func poolConfig(cfg *config.Config) store.PoolConfig {
-	return store.PoolConfig{
-		DSN:            cfg.Postgres.DSN.Value(),
-		MaxConns:       cfg.Postgres.MaxConns,
-		ConnectTimeout: cfg.Postgres.ConnectTimeout,
-		AllowInsecure:  cfg.AllowInsecure,
-	}
+	return store.OpenPool(ctx, poolConfig(cfg).opts)
 }
 
 // oneShotRuntime is the runtime of a one-shot command (refresh, retention run): the

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"errors"
-	"time"
+	"fmt"
+	"reflect"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/ingest"
@@ -15,322 +15,152 @@ import (
 	"github.com/larkline/larkline/internal/httpapi"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lagexport"
-	"github.com/larkline/larkline/internal/options"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/processors/retention"
 	"github.com/larkline/larkline/processors/synthesis"
-	"github.com/larkline/larkline/processors/synthesis/openai"
 	"github.com/larkline/larkline/processors/windows"
-	"github.com/larkline/larkline/schemas"
 )
 
-// The one mapping of configuration keys onto each stage's value options. A role
-// takes the stage's options from here and adds its dependencies (store, clients,
-// codecs); stageChecks run the stage's own Options.Check on the same options at
-// load and report each problem under the key that set the field. The rules
-// live in the stages (docs/decisions.md D17); each FieldKeys table names, for
-// every field set here, its key.
+// The mapping of configuration keys onto each stage's value options is one file
+// per stage (<stage>_options.go). Each field is set by one statement that also
+// names its key (set, add, nest), so the keys a stage's problems are reported
+// under (config.FieldKeys) are recorded as the options are built, never written
+// again (docs/decisions.md D17, D38). A role takes the stage's options and adds
+// its dependencies; stageChecks run the stage's own Options.Check at load.
 
 const tl = "services.workspace.timeline.lark."
+
+// mapped is one stage's options as the configuration sets them, with the key of
+// every field it set.
+type mapped[O any] struct {
+	opts O
+	keys config.FieldKeys
+}
+
+// newMapped starts the mapping of options O: m records the keys, o is the options.
+func newMapped[O any]() (m *mapped[O], o *O) {
+	m = &mapped[O]{keys: config.FieldKeys{}}
+	return m, &m.opts
+}
+
+// set sets the field at p, a field of m.opts, to v, the value of key.
+func set[O, T any](m *mapped[O], p *T, key string, v T) {
+	*p = v
+	m.keys[m.field(p)] = key
+}
+
+// add appends v, the value of key, to the list field at p: a problem with that
+// value is reported under key.
+func add[O any](m *mapped[O], p *[]string, key, v string) {
+	*p = append(*p, v)
+	m.keys[m.field(p)+"="+v] = key
+}
+
+// nest sets the options at p, a field of m.opts, to sub's, with sub's keys under
+// the field's path.
+func nest[O, T any](m *mapped[O], p *T, sub mapped[T]) {
+	*p = sub.opts
+	prefix := m.field(p)
+	for f, key := range sub.keys {
+		if prefix != "" {
+			f = prefix + "." + f
+		}
+		m.keys[f] = key
+	}
+}
+
+// field is the Go path of the field at p within m.opts, as a stage's Check names
+// it ("Producer.Linger"; an embedded struct's fields by their promoted names). A
+// pointer that is no field of m.opts is a mistake of this file: it panics, and
+// every mapping runs in the tests.
+func (m *mapped[O]) field(p any) string {
+	path, ok := fieldPath(reflect.ValueOf(&m.opts).Elem(), reflect.ValueOf(p))
+	if !ok {
+		panic(fmt.Sprintf("stageopts: %T is not a field of %T", p, m.opts))
+	}
+	return path
+}
+
+func fieldPath(v, p reflect.Value) (string, bool) {
+	for i := range v.NumField() {
+		sf, f := v.Type().Field(i), v.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		name := sf.Name
+		if sf.Anonymous {
+			name = ""
+		}
+		if f.Addr().UnsafePointer() == p.UnsafePointer() && f.Type() == p.Type().Elem() {
+			return name, true
+		}
+		if f.Kind() != reflect.Struct {
+			continue
+		}
+		if sub, ok := fieldPath(f, p); ok {
+			if name == "" {
+				return sub, true
+			}
+			return name + "." + sub, true
+		}
+	}
+	return "", false
+}
 
 // validateConfig checks the file's own rules and every stage's (stageChecks),
 // all problems at once.
 func validateConfig(cfg *config.Config) error { return cfg.ValidateWith(stageChecks...) }
 
-// stageChecks run each stage's Options.Check on the configured options. Every
-// stage is checked whether or not this process runs it: a file is right or wrong
-// as a whole, not per role.
-var stageChecks = []config.StageCheck{
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("kafka", kafkaKeys(c), gokaOptions(c, "").Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("windows", windowsKeys, windowsOptions(c, c.Windows.ProcessorVersion).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("reconcile", reconcileKeys, reconcileOptions(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("synthesis", synthesisKeys, synthesisOptions(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("retention", retentionKeys, retentionOptions(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("normalize", normalizeKeys, normalizeOptions(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		return c.OptionProblems("webhook", webhookKeys, webhookOptions(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		if c.Schemas.Registry.URL == "" {
-			return nil // no registry: the Avro single-object encoding
+// A stage is one stage's options as the configuration maps them, and its check.
+type stage struct {
+	name string
+	// used says whether the configuration uses the stage (nil: always); an unused
+	// stage's rules do not apply. A used stage is checked whether or not this
+	// process runs it: a file is right or wrong as a whole, not per role.
+	used  func(*config.Config) bool
+	build func(*config.Config) (opts any, keys config.FieldKeys, problems error)
+}
+
+// stageOf is the stage of a mapping, checked by its options' Check.
+func stageOf[O interface{ Check() error }](name string, used func(*config.Config) bool, mapping func(*config.Config) mapped[O]) stage {
+	return stage{name, used, func(c *config.Config) (any, config.FieldKeys, error) {
+		m := mapping(c)
+		return m.opts, m.keys, registryProblems(m.opts.Check())
+	}}
+}
+
+// stages are the stages whose options the configuration maps and checks.
+var stages = []stage{
+	stageOf("kafka", nil, func(c *config.Config) mapped[kafka.GokaOptions] { return gokaOptions(c, "") }),
+	stageOf("windows", nil, func(c *config.Config) mapped[windows.Options] { return windowsOptions(c, c.Windows.ProcessorVersion) }),
+	stageOf("reconcile", nil, reconcileOptions),
+	stageOf("synthesis", nil, synthesisOptions),
+	stageOf("retention", nil, retentionOptions),
+	stageOf("normalize", nil, normalizeOptions),
+	stageOf("webhook", nil, webhookOptions),
+	// no registry: the Avro single-object encoding
+	stageOf("schemas", func(c *config.Config) bool { return c.Schemas.Registry.URL != "" }, registryOptions),
+	// no DSN: required where needed (loadConfig's required keys)
+	stageOf("postgres", func(c *config.Config) bool { return c.Postgres.DSN.IsSet() }, poolConfig),
+	// the client's rules apply only to the client in use
+	stageOf("openai", func(c *config.Config) bool { return c.Synthesis.Synthesizer == config.SynthesizerOpenAI }, openaiOptions),
+}
+
+// stageChecks run each used stage's Options.Check on the configured options and
+// report each problem under the key that set its field.
+var stageChecks = func() []config.StageCheck {
+	checks := make([]config.StageCheck, len(stages))
+	for i, s := range stages {
+		checks[i] = func(c *config.Config) []config.Problem {
+			if s.used != nil && !s.used(c) {
+				return nil
+			}
+			_, keys, err := s.build(c)
+			return c.OptionProblems(s.name, keys, err)
 		}
-		return c.OptionProblems("schemas", registryKeys, registryProblems(registryOptions(c).Check()))
-	},
-	func(c *config.Config) []config.Problem {
-		if !c.Postgres.DSN.IsSet() {
-			return nil // required where needed (loadConfig's required keys)
-		}
-		return c.OptionProblems("postgres", postgresKeys, poolConfig(c).Check())
-	},
-	func(c *config.Config) []config.Problem {
-		if c.Synthesis.Synthesizer != config.SynthesizerOpenAI {
-			return nil // the client's rules apply only to the client in use
-		}
-		return c.OptionProblems("openai", openaiKeys, openaiOptions(c).Check())
-	},
-}
-
-// gokaOptions: the Kafka clients, franz-go's (the embedded Options) and Goka's.
-func gokaOptions(cfg *config.Config, clientSuffix string) kafka.GokaOptions {
-	return kafka.GokaOptions{
-		Options:           kafkaOptions(cfg, clientSuffix),
-		Version:           cfg.Kafka.SaramaVersion,
-		TableReplication:  int(cfg.Kafka.ReplicationFactor),
-		StreamReplication: int(cfg.Kafka.ReplicationFactor),
-		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
 	}
-}
-
-// kafkaKeys names the keys of the Kafka options; the large-record topics come
-// from two topic keys, named by value.
-func kafkaKeys(cfg *config.Config) config.FieldKeys {
-	keys := config.FieldKeys{
-		"Producer.LargeRecordTopics=" + cfg.Kafka.Topics.DeadLetter:    "kafka.topics.deadLetter",
-		"Producer.LargeRecordTopics=" + cfg.Kafka.Topics.WindowsClosed: "kafka.topics.windowsClosed",
-	}
-	for field, key := range kafkaFieldKeys {
-		keys[field] = key
-	}
-	return keys
-}
-
-var kafkaFieldKeys = config.FieldKeys{
-	"Brokers":                     "kafka.brokers",
-	"ClientID":                    "kafka.clientID",
-	"Producer.Acks":               "kafka.producer.acks",
-	"Producer.Linger":             "kafka.producer.linger",
-	"Producer.MaxBufferedRecords": "kafka.producer.maxBufferedRecords",
-	"Producer.Compression":        "kafka.producer.compression",
-	"Consumer.SessionTimeout":     "kafka.consumer.sessionTimeout",
-	"Consumer.RebalanceTimeout":   "kafka.consumer.rebalanceTimeout",
-	"Consumer.FetchMaxWait":       "kafka.consumer.fetchMaxWait",
-	"SASL.Mechanism":              "kafka.sasl.mechanism",
-	"SASL.Username":               "kafka.sasl.username",
-	"SASL.Password":               "kafka.sasl.password",
-	"TLS.CAFile":                  "kafka.tls.caFile",
-	"TLS.CertFile":                "kafka.tls.certFile",
-	"TLS.KeyFile":                 "kafka.tls.keyFile",
-	"TLS.ServerName":              "kafka.tls.serverName",
-	"SASL.OAuth.TokenFile":        "kafka.sasl.oauth.tokenFile",
-	"SASL.OAuth.TokenURL":         "kafka.sasl.oauth.tokenURL",
-	"SASL.OAuth.ClientID":         "kafka.sasl.oauth.clientID",
-	"AllowInsecure":               "allowInsecure",
-	"Version":                     "kafka.saramaVersion",
-	"TableReplication":            "kafka.replicationFactor",
-	"StreamReplication":           "kafka.replicationFactor",
-}
-
-// registryProblems carries schemas' own option problems (schemas lies below internal
-// and cannot use internal/options) over into the options.Error every stage returns.
-func registryProblems(err error) error {
-	var re *schemas.RegistryOptionsError
-	if !errors.As(err, &re) {
-		return err
-	}
-	p := new(options.Problems)
-	for _, rp := range re.Problems {
-		p.Add(rp.Field, rp.Value, "%s", rp.Message)
-	}
-	return p.Err(schemas.ErrInvalidRegistryOptions)
-}
-
-// registryOptions: the schema registry client of the codecs.
-func registryOptions(cfg *config.Config) schemas.RegistryOptions {
-	r := cfg.Schemas.Registry
-	return schemas.RegistryOptions{
-		URL: r.URL, Username: r.Username, Password: r.Password.Value(), BearerToken: r.BearerToken.Value(),
-		CAFile: r.TLS.CAFile, CertFile: r.TLS.CertFile, KeyFile: r.TLS.KeyFile, ServerName: r.TLS.ServerName,
-		Timeout: r.Timeout, AutoRegister: cfg.Schemas.AutoRegister,
-	}
-}
-
-var registryKeys = config.FieldKeys{
-	"URL":         "schemas.registry.url",
-	"Username":    "schemas.registry.username",
-	"Password":    "schemas.registry.password",
-	"BearerToken": "schemas.registry.bearerToken",
-	"CAFile":      "schemas.registry.tls.caFile",
-	"CertFile":    "schemas.registry.tls.certFile",
-	"KeyFile":     "schemas.registry.tls.keyFile",
-	"ServerName":  "schemas.registry.tls.serverName",
-	"Timeout":     "schemas.registry.timeout",
-}
-
-// windowsOptions: the window processor of one version.
-func windowsOptions(cfg *config.Config, version string) windows.Options {
-	l := cfg.Services.Workspace.Timeline.Lark
-	t := cfg.Kafka.Topics
-	return windows.Options{
-		ProcessorVersion:  version,
-		GroupPrefix:       cfg.Kafka.GroupPrefix,
-		EvidenceTopic:     t.Evidence,
-		CheckpointTopic:   t.Checkpoints,
-		ClosedTopic:       t.WindowsClosed,
-		DeadLetterTopic:   t.DeadLetter,
-		Window:            l.SynthesisWindow,
-		Grace:             l.SynthesisWindowCloseGrace,
-		RequireCoverage:   l.ReconciliationActive(),
-		Retention:         l.IngestionLookback,
-		ScanInterval:      l.SynthesisScanInterval,
-		OversizedVersions: new(cfg.Windows.OversizedVersions), // 0: never flag
-		CheckTopicsOnly:   !cfg.Kafka.ManageTopics,
-		TopicReplication:  cfg.Kafka.ReplicationFactor,
-	}
-}
-
-var windowsKeys = config.FieldKeys{
-	"ProcessorVersion":  "windows.processorVersion",
-	"EvidenceTopic":     "kafka.topics.evidence",
-	"CheckpointTopic":   "kafka.topics.checkpoints",
-	"ClosedTopic":       "kafka.topics.windowsClosed",
-	"DeadLetterTopic":   "kafka.topics.deadLetter",
-	"Window":            tl + "synthesisWindow",
-	"Grace":             tl + "synthesisWindowCloseGrace",
-	"Retention":         tl + "ingestionLookback",
-	"ScanInterval":      tl + "synthesisScanInterval",
-	"OversizedVersions": "windows.oversizedVersions",
-}
-
-// reconcileOptions: history reconciliation.
-func reconcileOptions(cfg *config.Config) reconcile.Options {
-	l := cfg.Services.Workspace.Timeline.Lark
-	a := cfg.Lark.API
-	retention := l.Retention.EvidenceRetention
-	if !l.Retention.Enabled {
-		retention = 0
-	}
-	return reconcile.Options{
-		EvidenceTopic: cfg.Kafka.Topics.Evidence, CheckpointTopic: cfg.Kafka.Topics.Checkpoints,
-		IngestionLookback: l.IngestionLookback, ReconcileInterval: l.ReconcileInterval, ReconcileOverlap: l.ReconcileOverlap,
-		EvidenceRefreshInterval: l.EvidenceRefreshInterval, EvidenceRefreshLookback: l.EvidenceRefreshLookback,
-		Retention: retention,
-		// Coverage passes follow the window clock (docs/decisions.md D15).
-		Window:            l.SynthesisWindow,
-		RequestsPerSecond: a.RequestsPerSecond, Burst: a.Burst, MaxConcurrentChats: a.MaxConcurrentChats,
-		MaxPagesPerRun: a.MaxPagesPerRun, PageSize: a.PageSize, MaxRetries: a.MaxRetries, MaxBackoff: a.MaxBackoff,
-	}
-}
-
-var reconcileKeys = config.FieldKeys{
-	"EvidenceTopic":           "kafka.topics.evidence",
-	"CheckpointTopic":         "kafka.topics.checkpoints",
-	"IngestionLookback":       tl + "ingestionLookback",
-	"ReconcileInterval":       tl + "reconcileInterval",
-	"ReconcileOverlap":        tl + "reconcileOverlap",
-	"EvidenceRefreshInterval": tl + "evidenceRefreshInterval",
-	"EvidenceRefreshLookback": tl + "evidenceRefreshLookback",
-	"Retention":               tl + "retention.evidenceRetention",
-	"Window":                  tl + "synthesisWindow",
-	"RequestsPerSecond":       "lark.api.requestsPerSecond",
-	"Burst":                   "lark.api.burst",
-	"MaxConcurrentChats":      "lark.api.maxConcurrentChats",
-	"MaxPagesPerRun":          "lark.api.maxPagesPerRun",
-	"PageSize":                "lark.api.pageSize",
-	"MaxRetries":              "lark.api.maxRetries",
-	"MaxBackoff":              "lark.api.maxBackoff",
-}
-
-// synthesisOptions: the synthesis worker.
-func synthesisOptions(cfg *config.Config) synthesis.Options {
-	l := cfg.Services.Workspace.Timeline.Lark
-	t := cfg.Kafka.Topics
-	return synthesis.Options{
-		Kafka: kafkaOptions(cfg, "synthesis"), Group: groupName(cfg, groupSynthesis), Topic: t.WindowsClosed, DeadLetterTopic: t.DeadLetter,
-		PromptVersion:   cfg.Synthesis.PromptVersion,
-		ContextLookback: l.SynthesisContextLookback, StaleTimeout: l.SynthesisStaleTimeout, MaxAttempts: l.SynthesisWindowMaxAttempts,
-		ChunkTimeout: synthesizerOf(cfg).chunkTimeout(), EvidenceWait: cfg.Synthesis.EvidenceWait,
-		ScanInterval: l.SynthesisScanInterval, EvidenceBatchLimit: l.EvidenceBatchLimit,
-		MaxEstimatedTokensPerChunk: l.MaxEstimatedTokensPerChunk, MaxConcurrentSynthesis: l.MaxConcurrentSynthesis,
-	}
-}
-
-var synthesisKeys = config.FieldKeys{
-	"Group":                      "kafka.groupPrefix",
-	"DeadLetterTopic":            "kafka.topics.deadLetter",
-	"PromptVersion":              "synthesis.promptVersion",
-	"ContextLookback":            tl + "synthesisContextLookback",
-	"StaleTimeout":               tl + "synthesisStaleTimeout",
-	"MaxAttempts":                tl + "synthesisWindowMaxAttempts",
-	"ChunkTimeout":               "synthesis.openai.timeout",
-	"EvidenceWait":               "synthesis.evidenceWait",
-	"ScanInterval":               tl + "synthesisScanInterval",
-	"EvidenceBatchLimit":         tl + "evidenceBatchLimit",
-	"MaxEstimatedTokensPerChunk": tl + "maxEstimatedTokensPerChunk",
-	"MaxConcurrentSynthesis":     tl + "maxConcurrentSynthesis",
-}
-
-// retentionOptions: the retention job.
-func retentionOptions(cfg *config.Config) retention.Options {
-	r := cfg.Services.Workspace.Timeline.Lark.Retention
-	return retention.Options{
-		Kafka:         kafkaOptions(cfg, "retention"),
-		EvidenceTopic: cfg.Kafka.Topics.Evidence, CheckpointTopic: cfg.Kafka.Topics.Checkpoints,
-		Retention: r.EvidenceRetention, Mode: retention.Mode(r.Mode), Interval: r.Interval,
-	}
-}
-
-var retentionKeys = config.FieldKeys{
-	"Kafka.Producer.Acks": "kafka.producer.acks",
-	"EvidenceTopic":       "kafka.topics.evidence",
-	"CheckpointTopic":     "kafka.topics.checkpoints",
-	"Retention":           tl + "retention.evidenceRetention",
-	"Mode":                tl + "retention.mode",
-	"Interval":            tl + "retention.interval",
-}
-
-// normalizeOptions: the Lark message normalizer.
-func normalizeOptions(cfg *config.Config) normalize.Options {
-	return normalize.Options{SelfAppID: cfg.Lark.AppID, SelfBotOpenID: cfg.Lark.BotOpenID,
-		MaxTextBytes: cfg.Services.Workspace.Timeline.Lark.MaxMessageTextBytes}
-}
-
-var normalizeKeys = config.FieldKeys{
-	"SelfAppID":     "lark.appID",
-	"SelfBotOpenID": "lark.botOpenID",
-	"MaxTextBytes":  tl + "maxMessageTextBytes",
-}
-
-// webhookOptions: the Lark event webhook (its secrets are added by the role).
-func webhookOptions(cfg *config.Config) ingest.WebhookOptions {
-	return ingest.WebhookOptions{MaxTimestampSkew: cfg.Lark.MaxTimestampSkew, URLVerification: cfg.Lark.URLVerification}
-}
-
-var webhookKeys = config.FieldKeys{"MaxTimestampSkew": "lark.maxTimestampSkew"}
-
-// openaiOptions: the OpenAI-compatible model client.
-func openaiOptions(cfg *config.Config) openai.Options {
-	o := cfg.Synthesis.OpenAI
-	return openai.Options{
-		BaseURL: o.BaseURL, Model: o.Model, APIKey: o.APIKey.Value(), Timeout: o.Timeout,
-		MaxRetries: new(o.MaxRetries), MaxOutputTokens: o.MaxOutputTokens, PromptVersion: cfg.Synthesis.PromptVersion,
-		AllowInsecure: cfg.AllowInsecure,
-	}
-}
-
-var postgresKeys = config.FieldKeys{"DSN": "postgres.dsn", "AllowInsecure": "allowInsecure"}
-
-var openaiKeys = config.FieldKeys{
-	"BaseURL":         "synthesis.openai.baseURL",
-	"Model":           "synthesis.openai.model",
-	"APIKey":          "synthesis.openai.apiKey",
-	"Timeout":         "synthesis.openai.timeout",
-	"MaxRetries":      "synthesis.openai.maxRetries",
-	"MaxOutputTokens": "synthesis.openai.maxOutputTokens",
-	"PromptVersion":   "synthesis.promptVersion",
-	"AllowInsecure":   "allowInsecure",
-}
+	return checks
+}()
 
 // roleOptions is what the roles are built from: each stage's options as the
 // configuration sets them, mapped once (newRoleOptions) by this file's functions.
@@ -378,30 +208,29 @@ func newRoleOptions(cfg *config.Config) *roleOptions {
 	l := cfg.Services.Workspace.Timeline.Lark
 	t := cfg.Kafka.Topics
 	o := &roleOptions{
-		kafka: kafkaOptions(cfg, ""), goka: gokaOptions(cfg, ""), topics: topicNames(cfg),
-		windows: windowsOptions(cfg, cfg.Windows.ProcessorVersion), stateDir: cfg.Windows.StateDir,
-		pool: poolConfig(cfg), poolMissing: cfg.Require("postgres.dsn"),
-		sink: pgsink.Options{Kafka: kafkaOptions(cfg, "sink"), Group: groupName(cfg, groupSink),
+		kafka: kafkaOptions(cfg, "").opts, goka: gokaOptions(cfg, "").opts, topics: topicNames(cfg),
+		windows: windowsOptions(cfg, cfg.Windows.ProcessorVersion).opts, stateDir: cfg.Windows.StateDir,
+		pool: poolConfig(cfg).opts, poolMissing: cfg.Require("postgres.dsn"),
+		sink: pgsink.Options{Kafka: kafkaOptions(cfg, "sink").opts, Group: groupName(cfg, groupSink),
 			EvidenceTopic: t.Evidence, DeadLetterTopic: t.DeadLetter},
-		workspaces: workspaces.ConsumerOptions{Kafka: kafkaOptions(cfg, "workspaces"), Group: groupName(cfg, groupWorkspaces),
+		workspaces: workspaces.ConsumerOptions{Kafka: kafkaOptions(cfg, "workspaces").opts, Group: groupName(cfg, groupWorkspaces),
 			Topic: t.Workspaces, DeadLetterTopic: t.DeadLetter},
 		admin:     workspaces.HandlerOptions{AdminTokenSHA256: cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(cfg)},
 		api:       httpapi.Options{Tokens: apiTokens(cfg), EvidenceListed: l.EvidenceListedInAPI},
 		cursorKey: cfg.HTTP.CursorKey.Value(),
-		lag: lagexport.Options{Kafka: kafkaOptions(cfg, "lag"), Groups: lagGroups(cfg), GroupPrefixes: []string{versionGroupsPrefix(cfg)},
+		lag: lagexport.Options{Kafka: kafkaOptions(cfg, "lag").opts, Groups: lagGroups(cfg), GroupPrefixes: []string{versionGroupsPrefix(cfg)},
 			KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: cfg.Lag.KafkaLagExporterMetrics, ClusterName: cfg.Lag.ClusterName}},
-		synthesis: synthesisOptions(cfg), synthesizer: synthesizerOf(cfg),
-		retentionOn: l.Retention.Enabled, retention: retentionOptions(cfg),
+		synthesis: synthesisOptions(cfg).opts, synthesizer: synthesizerOf(cfg),
+		retentionOn: l.Retention.Enabled, retention: retentionOptions(cfg).opts,
 		ingestOn: l.EventIngestionActive(), reconcileOn: l.ReconciliationActive(),
 		larkSDK:     larkapi.SDKOptions{AppID: cfg.Lark.AppID, AppSecret: cfg.Lark.AppSecret.Value(), OpenBaseURL: cfg.Lark.OpenBaseURL},
 		larkMissing: cfg.Require("lark.appID", "lark.appSecret"),
-		normalize:   normalizeOptions(cfg),
+		normalize:   normalizeOptions(cfg).opts,
 		bindings:    bindings.Options{WorkspaceTypes: l.WorkspaceTypes, Lookback: l.IngestionLookback},
 		contacts:    ingest.ContactsOptions{RequestsPerSecond: cfg.Lark.API.RequestsPerSecond / 4},
-		webhook:     webhookOptions(cfg), webhookPath: cfg.Lark.WebhookPath,
-		reconcile: reconcileOptions(cfg),
+		webhook:     webhookOptions(cfg).opts, webhookPath: cfg.Lark.WebhookPath,
+		reconcile: reconcileOptions(cfg).opts,
 	}
-	o.webhook.VerificationToken, o.webhook.EncryptKey = cfg.Lark.VerificationToken.Value(), cfg.Lark.EncryptKey.Value()
 	if cfg.Lark.Mode == config.LarkModeLongConn {
 		o.longConn = &ingest.LongConnOptions{AppID: cfg.Lark.AppID, AppSecret: cfg.Lark.AppSecret.Value(), Domain: cfg.Lark.OpenBaseURL}
 	}
@@ -433,37 +262,4 @@ func adminScopeTokens(cfg *config.Config) []string {
 		}
 	}
 	return out
-}
-
-// synthesizerOptions: the synthesizer, and the model client a processor version's
-// own settings (D31) are laid over.
-type synthesizerOptions struct {
-	openAI bool           // synthesis.synthesizer is openai; else the rules
-	openai openai.Options // also while the rules synthesize: a version may call the model
-}
-
-func synthesizerOf(cfg *config.Config) synthesizerOptions {
-	return synthesizerOptions{openAI: cfg.Synthesis.Synthesizer == config.SynthesizerOpenAI, openai: openaiOptions(cfg)}
-}
-
-// chunkTimeout bounds one Synthesize call: the model client's own retries of its
-// request timeout, with a margin; the rules run in microseconds.
-func (s synthesizerOptions) chunkTimeout() time.Duration {
-	if !s.openAI {
-		return 10 * time.Second
-	}
-	return time.Duration(*s.openai.MaxRetries+1)*s.openai.Timeout + 10*time.Second
-}
-
-// with lays a version's own synthesis settings over s.
-func (s synthesizerOptions) with(v *store.VersionSynthesis) synthesizerOptions {
-	s.openAI = v.Synthesizer == string(config.SynthesizerOpenAI)
-	s.openai.PromptVersion = v.PromptVersion
-	if v.OpenAI.Model != "" {
-		s.openai.Model = v.OpenAI.Model
-	}
-	if v.OpenAI.MaxOutputTokens != 0 {
-		s.openai.MaxOutputTokens = v.OpenAI.MaxOutputTokens
-	}
-	return s
 }

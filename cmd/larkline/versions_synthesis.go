@@ -115,7 +115,7 @@ func (f *synthesisFlags) settings(cfg *config.Config) (*store.VersionSynthesis, 
 	}
 	if s.OpenAI.Instructions != "" {
 		// the model client's own rules on them (size, UTF-8, their own prompt version)
-		o := openaiOptions(vc)
+		o := openaiOptions(vc).opts
 		o.Instructions = s.OpenAI.Instructions
 		if err := o.Check(); err != nil {
 			return nil, fmt.Errorf("%w: the version's synthesis settings are refused: --prompt-file %s: %w", errUsage, *f.promptFile, err)

@@ -193,7 +193,7 @@ func publishWorkspace(ctx context.Context, cfg *config.Config, file string, stdo
 		return err
 	}
 	pub, err := workspaces.NewPublisher(workspaces.PublisherOptions{
-		Kafka: kafkaOptions(cfg, "workspaces-publish"), Topic: cfg.Kafka.Topics.Workspaces, Codec: codecs.Workspace,
+		Kafka: kafkaOptions(cfg, "workspaces-publish").opts, Topic: cfg.Kafka.Topics.Workspaces, Codec: codecs.Workspace,
 	})
 	if err != nil {
 		return err

@@ -19,8 +19,9 @@ import (
 
 // Defaults applied by New for zero Options fields.
 const (
-	// DefaultGroup is the consumer group of the evidence sink.
-	DefaultGroup = "larkline-evidence-sink"
+	// DefaultGroup is the consumer group of the evidence sink, the one the binary
+	// names under the default kafka.groupPrefix.
+	DefaultGroup = "larkline-sink"
 	// DefaultMaxBatchRecords bounds the records of one batch (one database round).
 	DefaultMaxBatchRecords = 5000
 	// DefaultAttemptTimeout bounds one database, dead-letter or commit attempt.

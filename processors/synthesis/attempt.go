@@ -534,7 +534,7 @@ func (w *Worker) synthesizeChunk(ctx context.Context, syn *jobSynthesis, req syn
 		case errors.Is(err, synth.ErrInvalidOutput):
 			w.m.validationError.Inc()
 			return res, failAttempt(reasonInvalidOutput, fmt.Errorf("chunk %s: %w", batchID, err))
-		case isModelOutage(err) && try < w.o.ChunkRetries && w.gate.closed():
+		case isModelOutage(err) && try < *w.o.ChunkRetries && w.gate.closed():
 			reason := "unavailable"
 			if errors.Is(err, context.DeadlineExceeded) {
 				reason = "timeout"

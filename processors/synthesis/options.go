@@ -1,6 +1,7 @@
 package synthesis
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -198,8 +199,8 @@ type Options struct {
 	// ChunkTimeout bounds one Synthesize call. Default DefaultChunkTimeout.
 	ChunkTimeout time.Duration
 	// ChunkRetries bounds the retries of a chunk after a retryable model failure
-	// within one attempt; NoChunkRetries makes none. Default DefaultChunkRetries.
-	ChunkRetries int
+	// within one attempt: nil means DefaultChunkRetries, 0 none; at most 10.
+	ChunkRetries *int
 	// RetryBackoffMin and RetryBackoffMax bound the exponential backoff (with jitter).
 	RetryBackoffMin time.Duration
 	RetryBackoffMax time.Duration
@@ -243,67 +244,41 @@ type Options struct {
 	afterClaim func(ctx context.Context, st store.WindowState) error
 }
 
-// NoChunkRetries as Options.ChunkRetries makes one Synthesize call per chunk and attempt.
-const NoChunkRetries = -1
-
 func (o Options) withDefaults() Options {
 	names := kafka.DefaultTopicNames()
 	o.Kafka = o.Kafka.WithDefaults()
-	def := func(p *time.Duration, v time.Duration) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	defInt := func(p *int, v int) {
-		if *p == 0 {
-			*p = v
-		}
-	}
-	if o.Group == "" {
-		o.Group = DefaultGroup
-	}
-	if o.Topic == "" {
-		o.Topic = names.WindowsClosed
-	}
-	if o.DeadLetterTopic == "" {
-		o.DeadLetterTopic = names.DeadLetter
-	}
+	o.Group = cmp.Or(o.Group, DefaultGroup)
+	o.Topic = cmp.Or(o.Topic, names.WindowsClosed)
+	o.DeadLetterTopic = cmp.Or(o.DeadLetterTopic, names.DeadLetter)
 	// A dead letter may park a whole closed-window record (up to
 	// kafka.MaxRecordBytes): the producer may write batches of up to
 	// kafka.MaxBatchBytes to the dead-letter topic, which DefaultTopicSpecs allows.
 	if !slices.Contains(o.Kafka.Producer.LargeRecordTopics, o.DeadLetterTopic) {
 		o.Kafka.Producer.LargeRecordTopics = append(slices.Clone(o.Kafka.Producer.LargeRecordTopics), o.DeadLetterTopic)
 	}
-	def(&o.ContextLookback, DefaultContextLookback)
-	def(&o.StaleTimeout, DefaultStaleTimeout)
-	defInt(&o.MaxAttempts, DefaultMaxAttempts)
-	def(&o.ScanInterval, DefaultScanInterval)
-	defInt(&o.EvidenceBatchLimit, DefaultEvidenceBatchLimit)
-	defInt(&o.MaxEstimatedTokensPerChunk, DefaultMaxEstimatedTokensPerChunk)
-	defInt(&o.MaxConcurrentSynthesis, DefaultMaxConcurrentSynthesis)
-	def(&o.ProximityGap, DefaultProximityGap)
-	def(&o.EvidenceWait, DefaultEvidenceWait)
-	def(&o.ChunkTimeout, DefaultChunkTimeout)
-	switch o.ChunkRetries {
-	case 0:
-		o.ChunkRetries = DefaultChunkRetries
-	case NoChunkRetries:
-		o.ChunkRetries = 0
+	o.ContextLookback = cmp.Or(o.ContextLookback, DefaultContextLookback)
+	o.StaleTimeout = cmp.Or(o.StaleTimeout, DefaultStaleTimeout)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
+	o.ScanInterval = cmp.Or(o.ScanInterval, DefaultScanInterval)
+	o.EvidenceBatchLimit = cmp.Or(o.EvidenceBatchLimit, DefaultEvidenceBatchLimit)
+	o.MaxEstimatedTokensPerChunk = cmp.Or(o.MaxEstimatedTokensPerChunk, DefaultMaxEstimatedTokensPerChunk)
+	o.MaxConcurrentSynthesis = cmp.Or(o.MaxConcurrentSynthesis, DefaultMaxConcurrentSynthesis)
+	o.ProximityGap = cmp.Or(o.ProximityGap, DefaultProximityGap)
+	o.EvidenceWait = cmp.Or(o.EvidenceWait, DefaultEvidenceWait)
+	o.ChunkTimeout = cmp.Or(o.ChunkTimeout, DefaultChunkTimeout)
+	if o.ChunkRetries == nil {
+		o.ChunkRetries = new(DefaultChunkRetries)
 	}
-	def(&o.RetryBackoffMin, DefaultRetryBackoffMin)
-	if o.RetryBackoffMax == 0 {
-		o.RetryBackoffMax = max(DefaultRetryBackoffMax, o.RetryBackoffMin)
-	}
-	if o.ModelOutageBackoffMax == 0 {
-		o.ModelOutageBackoffMax = max(DefaultModelOutageBackoffMax, o.RetryBackoffMin)
-	}
-	def(&o.SummaryTimeout, DefaultSummaryTimeout)
-	def(&o.DrainTimeout, DefaultDrainTimeout)
-	defInt(&o.MaxInFlightRecords, DefaultMaxInFlightRecords)
-	defInt(&o.SweepLimit, DefaultSweepLimit)
-	def(&o.ExistingEntriesLookback, DefaultExistingEntriesLookback)
-	defInt(&o.MaxExistingEntries, DefaultMaxExistingEntries)
-	defInt(&o.MaxContextMessages, DefaultMaxContextMessages)
+	o.RetryBackoffMin = cmp.Or(o.RetryBackoffMin, DefaultRetryBackoffMin)
+	o.RetryBackoffMax = cmp.Or(o.RetryBackoffMax, max(DefaultRetryBackoffMax, o.RetryBackoffMin))
+	o.ModelOutageBackoffMax = cmp.Or(o.ModelOutageBackoffMax, max(DefaultModelOutageBackoffMax, o.RetryBackoffMin))
+	o.SummaryTimeout = cmp.Or(o.SummaryTimeout, DefaultSummaryTimeout)
+	o.DrainTimeout = cmp.Or(o.DrainTimeout, DefaultDrainTimeout)
+	o.MaxInFlightRecords = cmp.Or(o.MaxInFlightRecords, DefaultMaxInFlightRecords)
+	o.SweepLimit = cmp.Or(o.SweepLimit, DefaultSweepLimit)
+	o.ExistingEntriesLookback = cmp.Or(o.ExistingEntriesLookback, DefaultExistingEntriesLookback)
+	o.MaxExistingEntries = cmp.Or(o.MaxExistingEntries, DefaultMaxExistingEntries)
+	o.MaxContextMessages = cmp.Or(o.MaxContextMessages, DefaultMaxContextMessages)
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -371,8 +346,8 @@ func (o Options) problems() *options.Problems {
 	within("ProximityGap", o.ProximityGap, 24*time.Hour)
 	within("EvidenceWait", o.EvidenceWait, 24*time.Hour)
 	within("ChunkTimeout", o.ChunkTimeout, time.Hour)
-	if o.ChunkRetries < 0 || o.ChunkRetries > 10 {
-		p.Add("ChunkRetries", o.ChunkRetries, "must be between 0 and 10 (or NoChunkRetries)")
+	if o.ChunkRetries != nil && (*o.ChunkRetries < 0 || *o.ChunkRetries > 10) {
+		p.Add("ChunkRetries", *o.ChunkRetries, "must be between 0 and 10 (0: no retries)")
 	}
 	if o.RetryBackoffMin <= 0 || o.RetryBackoffMax < o.RetryBackoffMin || o.RetryBackoffMax > time.Hour {
 		p.Add("RetryBackoffMax", o.RetryBackoffMax, "must satisfy 0 < RetryBackoffMin (%s) <= RetryBackoffMax <= 1h", o.RetryBackoffMin)

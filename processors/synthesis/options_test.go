@@ -55,7 +55,7 @@ func TestNewAppliesDefaults(t *testing.T) {
 		{"evidence batch limit", o.EvidenceBatchLimit, 40},
 		{"max tokens", o.MaxEstimatedTokensPerChunk, 6000},
 		{"concurrency", o.MaxConcurrentSynthesis, 2},
-		{"chunk retries", o.ChunkRetries, DefaultChunkRetries},
+		{"chunk retries", *o.ChunkRetries, DefaultChunkRetries},
 		{"model outage backoff max", o.ModelOutageBackoffMax, DefaultModelOutageBackoffMax},
 	} {
 		if c.got != c.want {
@@ -63,13 +63,13 @@ func TestNewAppliesDefaults(t *testing.T) {
 		}
 	}
 	o2 := validOptions(t)
-	o2.ChunkRetries = NoChunkRetries
+	o2.ChunkRetries = new(0)
 	w2, err := New(o2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w2.o.ChunkRetries != 0 {
-		t.Errorf("NoChunkRetries gave %d retries", w2.o.ChunkRetries)
+	if *w2.o.ChunkRetries != 0 {
+		t.Errorf("ChunkRetries 0 gave %d retries", *w2.o.ChunkRetries)
 	}
 }
 
@@ -125,7 +125,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"attempts", func(o *Options) { o.MaxAttempts = -3 }, "MaxAttempts"},
 		{"backoff inverted", func(o *Options) { o.RetryBackoffMin, o.RetryBackoffMax = time.Minute, time.Second }, "RetryBackoffMax"},
 		{"stale timeout under the heartbeat's floor", func(o *Options) { o.StaleTimeout = 2 * time.Second }, "StaleTimeout"},
-		{"chunk retries", func(o *Options) { o.ChunkRetries = 11 }, "ChunkRetries"},
+		{"chunk retries", func(o *Options) { o.ChunkRetries = new(11) }, "ChunkRetries"},
+		{"negative chunk retries", func(o *Options) { o.ChunkRetries = new(-1) }, "ChunkRetries"},
 		{"model outage backoff below the retry backoff", func(o *Options) {
 			o.RetryBackoffMin, o.ModelOutageBackoffMax = time.Second, time.Millisecond
 		}, "ModelOutageBackoffMax"},

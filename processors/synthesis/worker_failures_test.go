@@ -41,7 +41,7 @@ func TestModelFailureThenWindowRetry(t *testing.T) {
 	e := newEnv(t)
 	rows := e.seed(win, incidentLines...)
 	o := e.options()
-	o.ChunkRetries = 1 // two tries per chunk
+	o.ChunkRetries = new(1) // two tries per chunk
 	rec := &recorder{next: o.Synthesizer, fail: func(n int, _ synth.Request) error {
 		if n <= 2 {
 			return fmt.Errorf("fake endpoint: %w", synth.ErrUnavailable)
@@ -189,7 +189,7 @@ func TestCrashWhileProcessingThenStaleTakeover(t *testing.T) {
 	o2.Topic = e.newTopic(t) // no record: only the sweep can find the window
 	o2.Group = e.group + "-sweeper"
 	o2.StaleTimeout, o2.ScanInterval = 3*time.Second, 200*time.Millisecond
-	o2.ChunkTimeout, o2.ChunkRetries = 500*time.Millisecond, NoChunkRetries
+	o2.ChunkTimeout, o2.ChunkRetries = 500*time.Millisecond, new(0)
 	w2 := e.start(o2)
 	done := e.waitState(win, "the stale window to be taken over and completed", terminal)
 	if done.Status != store.WindowCompleted || done.Attempts != 2 {

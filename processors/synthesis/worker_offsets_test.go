@@ -55,7 +55,7 @@ func TestOffsetsCommittedOnlyAfterTerminal(t *testing.T) {
 
 	o2 := e.options()
 	o2.StaleTimeout, o2.ScanInterval = 3*time.Second, time.Hour // only the record can bring window B back
-	o2.ChunkTimeout, o2.ChunkRetries = 500*time.Millisecond, NoChunkRetries
+	o2.ChunkTimeout, o2.ChunkRetries = 500*time.Millisecond, new(0)
 	rec := &recorder{next: o2.Synthesizer}
 	o2.Synthesizer = rec
 	w2 := e.start(o2)

@@ -101,7 +101,7 @@ func TestModelOutageDoesNotSpendAttempts(t *testing.T) {
 	const windows = 5
 	keys, cws := e.outageWindows(windows)
 	o := e.options()
-	o.MaxAttempts, o.ChunkRetries = 2, 1
+	o.MaxAttempts, o.ChunkRetries = 2, new(1)
 	o.MaxConcurrentSynthesis = 3
 	o.ModelOutageBackoffMax = 200 * time.Millisecond
 	model := &flakyModel{next: o.Synthesizer, down: true}
@@ -135,7 +135,7 @@ func TestModelOutageDoesNotSpendAttempts(t *testing.T) {
 	// opening of the gate.
 	down, _ := model.calls()
 	openCount := r.counter("larkline_synthesis_model_gate_opens_total")
-	if bound := o.MaxConcurrentSynthesis*(o.ChunkRetries+1) + int(openCount); down > bound {
+	if bound := o.MaxConcurrentSynthesis*(*o.ChunkRetries+1) + int(openCount); down > bound {
 		t.Fatalf("%d model calls during the outage with the gate opened %v times; want at most %d", down, openCount, bound)
 	}
 
@@ -196,7 +196,7 @@ func TestWindowFailuresStillBoundedAfterAnOutage(t *testing.T) {
 			e := newEnv(t)
 			rows := e.seed(win, incidentLines...)
 			o := e.options()
-			o.MaxAttempts, o.ChunkRetries = 2, NoChunkRetries
+			o.MaxAttempts, o.ChunkRetries = 2, new(0)
 			o.ModelOutageBackoffMax = 100 * time.Millisecond
 			model := &flakyModel{next: o.Synthesizer, fail: tc.answer, down: true}
 			o.Synthesizer = model
@@ -240,7 +240,7 @@ func TestShutdownDuringModelOutage(t *testing.T) {
 	e := newEnv(t)
 	keys, cws := e.outageWindows(3)
 	o := e.options()
-	o.MaxAttempts, o.ChunkRetries = 1, NoChunkRetries
+	o.MaxAttempts, o.ChunkRetries = 1, new(0)
 	o.ModelOutageBackoffMax = time.Minute
 	o.DrainTimeout = time.Hour // Run must not need it: nothing waits in an attempt
 	model := &flakyModel{next: o.Synthesizer, down: true}

@@ -99,7 +99,7 @@ func TestResumeAtNextUndoneChunk(t *testing.T) {
 			script.next, o.Synthesizer = o.Synthesizer, script
 			summaries := &countingSummarizer{next: o.Summarizer}
 			o.Summarizer = summaries
-			o.EvidenceBatchLimit, o.ChunkRetries, o.MaxContextMessages = 20, NoChunkRetries, 0
+			o.EvidenceBatchLimit, o.ChunkRetries, o.MaxContextMessages = 20, new(0), 0
 			if tc.shutdown {
 				blocked := make(chan struct{})
 				script.act = func(ctx context.Context, n int) error {
@@ -194,7 +194,7 @@ func TestHeartbeatKeepsALongAttempt(t *testing.T) {
 	rows := e.seed(win, incidentLines...)
 	o := e.options()
 	// heartbeats every second; the chunk takes 5.5 s
-	o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = 3*time.Second, 6*time.Second, NoChunkRetries
+	o.StaleTimeout, o.ChunkTimeout, o.ChunkRetries = 3*time.Second, 6*time.Second, new(0)
 	started := make(chan struct{}, 1)
 	const hold = 5500 * time.Millisecond
 	o.Synthesizer = slow{next: o.Synthesizer, hold: hold, started: started}
@@ -204,7 +204,7 @@ func TestHeartbeatKeepsALongAttempt(t *testing.T) {
 	sweeper.Topic = e.newTopic(t) // no record: only its sweep could find the window
 	sweeper.Group = e.group + "-sweeper"
 	sweeper.StaleTimeout, sweeper.ScanInterval = o.StaleTimeout, 100*time.Millisecond
-	sweeper.ChunkTimeout, sweeper.ChunkRetries = 500*time.Millisecond, NoChunkRetries
+	sweeper.ChunkTimeout, sweeper.ChunkRetries = 500*time.Millisecond, new(0)
 	sw := e.start(sweeper)
 
 	e.produce(e.closedWindow(win, rows))

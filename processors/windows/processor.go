@@ -197,9 +197,7 @@ func New(o Options) (*Processor, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if o.ReemitAfter == 0 {
-		o.ReemitAfter = max(o.ScanInterval, DefaultReemitAfter)
-	}
+	o.ReemitAfter = cmp.Or(o.ReemitAfter, max(o.ScanInterval, DefaultReemitAfter))
 	if o.OversizedVersions == nil {
 		o.OversizedVersions = new(DefaultOversizedVersions)
 	}

@@ -1,6 +1,7 @@
 package openai
 
 import (
+	"cmp"
 	"errors"
 	"log/slog"
 	"net/http"
@@ -185,9 +186,7 @@ func (o *Options) normalize() (string, error) {
 		return bad("APIKey", nil, "must not contain whitespace or control characters")
 	}
 
-	if o.Timeout == 0 {
-		o.Timeout = DefaultTimeout
-	}
+	o.Timeout = cmp.Or(o.Timeout, DefaultTimeout)
 	if o.Timeout < 0 || o.Timeout > maxTimeout {
 		return bad("Timeout", o.Timeout, "must be positive and at most %s", maxTimeout)
 	}
@@ -197,15 +196,11 @@ func (o *Options) normalize() (string, error) {
 	if *o.MaxRetries < 0 || *o.MaxRetries > maxRetriesLimit {
 		return bad("MaxRetries", *o.MaxRetries, "must be between 0 and %d", maxRetriesLimit)
 	}
-	if o.MaxOutputTokens == 0 {
-		o.MaxOutputTokens = DefaultMaxOutputTokens
-	}
+	o.MaxOutputTokens = cmp.Or(o.MaxOutputTokens, DefaultMaxOutputTokens)
 	if o.MaxOutputTokens < 0 || o.MaxOutputTokens > maxOutputTokens {
 		return bad("MaxOutputTokens", o.MaxOutputTokens, "must be between 1 and %d", maxOutputTokens)
 	}
-	if o.PromptVersion == "" {
-		o.PromptVersion = DefaultPromptVersion
-	}
+	o.PromptVersion = cmp.Or(o.PromptVersion, DefaultPromptVersion)
 	if len(o.PromptVersion) > maxPromptVersion || strings.IndexFunc(o.PromptVersion, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 		return bad("PromptVersion", o.PromptVersion, "must be 1..%d bytes without whitespace", maxPromptVersion)
 	}
@@ -216,18 +211,12 @@ func (o *Options) normalize() (string, error) {
 	case o.PromptVersion == DefaultPromptVersion:
 		return bad("PromptVersion", o.PromptVersion, "must name instructions of your own: not the package's %s", DefaultPromptVersion)
 	}
-	if o.BackoffBase == 0 {
-		o.BackoffBase = DefaultBackoffBase
-	}
-	if o.BackoffMax == 0 {
-		o.BackoffMax = max(DefaultBackoffMax, o.BackoffBase)
-	}
+	o.BackoffBase = cmp.Or(o.BackoffBase, DefaultBackoffBase)
+	o.BackoffMax = cmp.Or(o.BackoffMax, max(DefaultBackoffMax, o.BackoffBase))
 	if o.BackoffBase < 0 || o.BackoffMax < o.BackoffBase {
 		return bad("BackoffMax", o.BackoffMax, "must be at least BackoffBase (%s), which must be positive", o.BackoffBase)
 	}
-	if o.MaxRetryAfter == 0 {
-		o.MaxRetryAfter = DefaultMaxRetryAfter
-	}
+	o.MaxRetryAfter = cmp.Or(o.MaxRetryAfter, DefaultMaxRetryAfter)
 	if o.MaxRetryAfter < 0 || o.MaxRetryAfter > maxRetryAfterHard {
 		return bad("MaxRetryAfter", o.MaxRetryAfter, "must be positive and at most %s", maxRetryAfterHard)
 	}
