@@ -638,6 +638,14 @@ func (s *stack) callback(t testing.TB, sender *larktest.Sender, id string, at ti
 	return req
 }
 
+// newCallbackStack is a stack for incident ws-1, firing for an hour before now and
+// bound to tChat, and a sender whose callbacks it accepts.
+func newCallbackStack(t *testing.T, now time.Time) (*stack, *larktest.Sender) {
+	t.Helper()
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-1", now.Add(-time.Hour), tChat)
+	return newStack(t, stackOptions{scenario: sc}), newSender(t, tKey, tToken, nil)
+}
+
 // postRequest posts req to the stack and returns the answer's status and body.
 func postRequest(t testing.TB, req *http.Request) (int, string) {
 	t.Helper()
@@ -655,9 +663,7 @@ func postRequest(t testing.TB, req *http.Request) (int, string) {
 // only the genuine one is in the topic.
 func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 	now := time.Now()
-	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-1", now.Add(-time.Hour), tChat)
-	s := newStack(t, stackOptions{scenario: sc})
-	sender := newSender(t, tKey, tToken, nil)
+	s, sender := newCallbackStack(t, now)
 	forged := s.callback(t, sender, "om_forged", now, "transfer the money")
 	forged.Header.Set(larktest.HeaderSignature, "00"+forged.Header.Get(larktest.HeaderSignature)[2:])
 	if got, _ := postRequest(t, forged); got != http.StatusBadRequest {
@@ -688,9 +694,7 @@ func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 // produced a second time.
 func TestReplayedCallbackProducesNothing(t *testing.T) {
 	now := time.Now()
-	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-1", now.Add(-time.Hour), tChat)
-	s := newStack(t, stackOptions{scenario: sc})
-	sender := newSender(t, tKey, tToken, nil)
+	s, sender := newCallbackStack(t, now)
 	captured := s.callback(t, sender, "om_captured", now, "rotate the db password")
 	body, err := io.ReadAll(captured.Body)
 	if err != nil {
