@@ -363,9 +363,8 @@ func (e *env) rows(t testing.TB) map[string]store.Evidence {
 
 func rowKey(r schemas.EvidenceRecord) string { return string(r.WorkspaceID) + "|" + r.SourceKey }
 
-// deadLetters reads the dead-letter topic from the start until it holds n records,
-// then checks that no more arrive in a short grace read.
-func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
+// dlqRecords reads the dead-letter topic from the start until it holds n records.
+func (e *env) dlqRecords(t testing.TB, n int) []*kgo.Record {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.dlq),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
@@ -373,7 +372,7 @@ func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var out []schemas.DeadLetter
+	var out []*kgo.Record
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
 	for len(out) < n {
@@ -381,16 +380,25 @@ func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 		if err := fs.Err0(); err != nil {
 			t.Fatalf("reading dead letters (have %d of %d): %v", len(out), n, err)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			d, err := e.codecs.DeadLetter.Decode(ctx, r.Value)
-			if err != nil {
-				t.Fatalf("dead letter at offset %d does not decode: %v", r.Offset, err)
-			}
-			if string(r.Key) != string(d.Key) {
-				t.Errorf("dead letter record key %q, envelope key %q", r.Key, d.Key)
-			}
-			out = append(out, d)
-		})
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+// deadLetters reads and decodes the first n dead letters (more when one fetch
+// brings more).
+func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
+	t.Helper()
+	var out []schemas.DeadLetter
+	for _, r := range e.dlqRecords(t, n) {
+		d, err := e.codecs.DeadLetter.Decode(context.Background(), r.Value)
+		if err != nil {
+			t.Fatalf("dead letter at offset %d does not decode: %v", r.Offset, err)
+		}
+		if string(r.Key) != string(d.Key) {
+			t.Errorf("dead letter record key %q, envelope key %q", r.Key, d.Key)
+		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -399,27 +407,13 @@ func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 // and headers concatenated).
 func (e *env) rawDeadLetters(t testing.TB, n int) [][]byte {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.dlq),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var out [][]byte
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("reading dead letters (have %d of %d): %v", len(out), n, err)
+	for _, r := range e.dlqRecords(t, n) {
+		b := append(append([]byte(nil), r.Key...), r.Value...)
+		for _, h := range r.Headers {
+			b = append(append(b, h.Key...), h.Value...)
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			b := append(append([]byte(nil), r.Key...), r.Value...)
-			for _, h := range r.Headers {
-				b = append(append(b, h.Key...), h.Value...)
-			}
-			out = append(out, b)
-		})
+		out = append(out, b)
 	}
 	return out
 }

@@ -447,15 +447,7 @@ func TestSinkIsolatesConstraintViolations(t *testing.T) {
 // committing or skipping anything, and writes everything once the database is back.
 func TestSinkPostgresOutage(t *testing.T) {
 	e := newEnv(t, 3)
-	proxy, dsn := newPGProxy(t, e.dsn)
-	st := openStore(t, dsn)
-	group := uniqueGroup(t)
-	f := newFixture(e, "ws-outage")
-
-	r := start(t, e.options(group, st), hooks{})
-	first := f.messages(2)
-	e.produce(t, e.records(t, first)...)
-	e.waitCommitted(t, group)
+	r, proxy, group, first := e.startBehindProxy(t, "ws-outage", 2)
 
 	proxy.SetUp(false)
 	committed := e.committedOffsets(t, group)
@@ -489,15 +481,7 @@ func TestSinkPostgresOutage(t *testing.T) {
 // others are written by the new member, and nothing is lost.
 func TestSinkRebalanceDuringOutage(t *testing.T) {
 	e := newEnv(t, 4)
-	proxy, dsn := newPGProxy(t, e.dsn)
-	cutOff := openStore(t, dsn)
-	group := uniqueGroup(t)
-	f := newFixture(e, "ws-rebalance")
-
-	a := start(t, e.options(group, cutOff), hooks{})
-	warm := f.messages(1)
-	e.produce(t, e.records(t, warm)...)
-	e.waitCommitted(t, group)
+	a, proxy, group, warm := e.startBehindProxy(t, "ws-rebalance", 1)
 
 	proxy.SetUp(false)
 	want := append(warm, newFixture(e, "ws-rebalance-2").messages(6)...)
@@ -517,6 +501,20 @@ func TestSinkRebalanceDuringOutage(t *testing.T) {
 	proxy.SetUp(true)
 	e.waitCommitted(t, group)
 	assertRows(t, e.rows(t), want)
+}
+
+// startBehindProxy starts a sink of a new group whose database connection goes
+// through a proxy the test can cut, produces n messages of ws and returns once
+// the sink has committed them.
+func (e *env) startBehindProxy(t testing.TB, ws ids.WorkspaceID, n int) (*running, *pgProxy, string, []schemas.EvidenceRecord) {
+	t.Helper()
+	proxy, dsn := newPGProxy(t, e.dsn)
+	group := uniqueGroup(t)
+	r := start(t, e.options(group, openStore(t, dsn)), hooks{})
+	warm := newFixture(e, ws).messages(n)
+	e.produce(t, e.records(t, warm)...)
+	e.waitCommitted(t, group)
+	return r, proxy, group, warm
 }
 
 func testutilGauge(m *metrics) float64 { return testutil.ToFloat64(m.paused) }

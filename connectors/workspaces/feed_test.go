@@ -127,6 +127,17 @@ func (e *feedEnv) consumerOptions(group string, a Applier, reg *prometheus.Regis
 	}
 }
 
+// drain runs a consumer of group until it has committed the end of every
+// partition, stops it and returns the registry of its metrics.
+func (e *feedEnv) drain(group string, a Applier) *prometheus.Registry {
+	e.t.Helper()
+	reg := prometheus.NewRegistry()
+	stop := e.consumer(group, a, reg)
+	e.waitCaughtUp(group)
+	stop()
+	return reg
+}
+
 // waitCaughtUp waits until group has committed the end offset of every partition.
 func (e *feedEnv) waitCaughtUp(group string) {
 	e.t.Helper()
@@ -295,10 +306,7 @@ binding D oc_d2
 binding D oc_d3
 `
 	st := newStore(t)
-	reg := prometheus.NewRegistry()
-	stop := e.consumer("g1", applier(t, st), reg)
-	e.waitCaughtUp("g1")
-	stop()
+	reg := e.drain("g1", applier(t, st))
 	if got := snapshot(t, st); got != want {
 		t.Fatalf("tables after the feed:\n%s\nwant:\n%s", got, want)
 	}
@@ -338,10 +346,7 @@ binding D oc_d3
 
 	// Restart with the same group: only the new records are processed.
 	e.record(rec("A", 3, "archived", "oc_a3"))
-	reg2 := prometheus.NewRegistry()
-	stop = e.consumer("g1", applier(t, st), reg2)
-	e.waitCaughtUp("g1")
-	stop()
+	reg2 := e.drain("g1", applier(t, st))
 	if got := feedCount(t, reg2, outcomeApplied) + feedCount(t, reg2, outcomeIgnoredOlder) + feedCount(t, reg2, outcomeTombstone) +
 		feedCount(t, reg2, outcomeDeadLettered); got != 1 {
 		t.Errorf("the restarted group processed %v records, want only the new one", got)
@@ -354,17 +359,12 @@ binding D oc_d3
 
 	// A fresh group on a fresh database replays the compacted topic to the same state.
 	fresh := newStore(t)
-	stop = e.consumer("g2", applier(t, fresh), nil)
-	e.waitCaughtUp("g2")
-	stop()
+	e.drain("g2", applier(t, fresh))
 	if got := snapshot(t, fresh); got != want2 {
 		t.Fatalf("a fresh group on a fresh database:\n%s\nwant:\n%s", got, want2)
 	}
 	// And on the same database it changes nothing: every record is an old version.
-	reg3 := prometheus.NewRegistry()
-	stop = e.consumer("g3", applier(t, st), reg3)
-	e.waitCaughtUp("g3")
-	stop()
+	reg3 := e.drain("g3", applier(t, st))
 	if got := snapshot(t, st); got != want2 {
 		t.Fatalf("a fresh group on the same database:\n%s\nwant:\n%s", got, want2)
 	}
@@ -449,12 +449,9 @@ func TestFeedRetriesADatabaseOutage(t *testing.T) {
 	e := newFeedEnv(t, 1)
 	outage := &pgconn.PgError{Code: "57P03", Message: "the database system is starting up"}
 	f := &fakeApplier{err: outage, failures: 5, applied: make(chan ids.WorkspaceID, 10)}
-	reg := prometheus.NewRegistry()
 	e.record(rec("INC-R", 1, "firing"))
 	e.produce("INC-T", nil)
-	stop := e.consumer("g", f, reg)
-	e.waitCaughtUp("g")
-	stop()
+	reg := e.drain("g", f)
 	if got := []ids.WorkspaceID{<-f.applied, <-f.applied}; got[0] != "INC-R" || got[1] != "INC-T" {
 		t.Fatalf("applied %v, want INC-R then INC-T", got)
 	}
@@ -502,12 +499,9 @@ func TestFeedParksRecordsTheDatabaseRejects(t *testing.T) {
 	e := newFeedEnv(t, 1)
 	rejected := &pgconn.PgError{Code: "23514", Message: "new row violates check constraint"}
 	f := &fakeApplier{err: rejected, failures: 1, applied: make(chan ids.WorkspaceID, 10)}
-	reg := prometheus.NewRegistry()
 	e.record(rec("INC-X", 1, "firing"))
 	e.record(rec("INC-Y", 1, "firing"))
-	stop := e.consumer("g", f, reg)
-	e.waitCaughtUp("g")
-	stop()
+	reg := e.drain("g", f)
 	if got := <-f.applied; got != "INC-Y" {
 		t.Fatalf("applied %s, want INC-Y", got)
 	}

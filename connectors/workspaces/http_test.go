@@ -52,8 +52,13 @@ func (c apiClient) do(method, path, body string) apiResponse {
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
+	return serve(c.h, req)
+}
+
+// serve has h answer req, for requests apiClient.do does not build.
+func serve(h http.Handler, req *http.Request) apiResponse {
 	rec := httptest.NewRecorder()
-	c.h.ServeHTTP(rec, req)
+	h.ServeHTTP(rec, req)
 	return apiResponse{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
 }
 
@@ -120,9 +125,7 @@ func TestAdminAPIAuth(t *testing.T) {
 				if tc.header != "" {
 					req.Header.Set("Authorization", tc.header)
 				}
-				rec := httptest.NewRecorder()
-				tc.h.ServeHTTP(rec, req)
-				resp := apiResponse{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+				resp := serve(tc.h, req)
 				if resp.code != tc.wantCode || resp.errorCode(t) != tc.wantErr {
 					t.Fatalf("%d %s, want %d %s", resp.code, resp.body, tc.wantCode, tc.wantErr)
 				}
@@ -136,9 +139,7 @@ func TestAdminAPIAuth(t *testing.T) {
 	req := httptest.NewRequest(http.MethodGet, "/api/v1/admin/chats/oc_1/bindings", nil)
 	req.Header.Add("Authorization", "Bearer "+adminToken)
 	req.Header.Add("Authorization", "Bearer other")
-	rec := httptest.NewRecorder()
-	enabled.ServeHTTP(rec, req)
-	if r := (apiResponse{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}); r.code != http.StatusUnauthorized || r.errorCode(t) != CodeMissingToken {
+	if r := serve(enabled, req); r.code != http.StatusUnauthorized || r.errorCode(t) != CodeMissingToken {
 		t.Fatalf("two Authorization headers: %d %s", r.code, r.body)
 	}
 	// Refused requests changed nothing.
@@ -224,9 +225,7 @@ func TestAdminAPIErrors(t *testing.T) {
 			if tc.ctype != "" {
 				req.Header.Set("Content-Type", tc.ctype)
 			}
-			rec := httptest.NewRecorder()
-			c.h.ServeHTTP(rec, req)
-			r := apiResponse{code: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+			r := serve(c.h, req)
 			if r.code != tc.wantStatus || r.errorCode(t) != tc.wantCode {
 				t.Fatalf("%d %s, want %d %s", r.code, r.body, tc.wantStatus, tc.wantCode)
 			}

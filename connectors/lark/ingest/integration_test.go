@@ -505,13 +505,7 @@ func TestDeliverySemantics(t *testing.T) {
 // NOTIFY; both TTLs are an hour).
 func TestBindingAddedAtRuntime(t *testing.T) {
 	now := time.Now()
-	sc, err := larktest.NewScenario(larktest.App{AppID: tApp, BotOpenID: tBot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-late", Type: "incident", Status: "firing", CreatedAt: now.Add(-time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-late", now.Add(-time.Hour))
 	const chat = ids.ChatID("oc_late")
 	b := larktest.Builder{AppID: tApp, TenantKey: tTenant}
 	m := func(id string, at time.Time) larktest.Msg {
@@ -548,16 +542,7 @@ func TestBindingAddedAtRuntime(t *testing.T) {
 // redelivers; once the topic exists every event lands and nothing is lost.
 func TestKafkaDownNothingAcknowledgedNothingLost(t *testing.T) {
 	now := time.Now()
-	sc, err := larktest.NewScenario(larktest.App{AppID: tApp, BotOpenID: tBot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-1", Type: "incident", Status: "firing", CreatedAt: now.Add(-time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddBinding("ws-1", tChat); err != nil {
-		t.Fatal(err)
-	}
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-1", now.Add(-time.Hour), tChat)
 	b := larktest.Builder{AppID: tApp, TenantKey: tTenant}
 	const n = 5
 	for i := range n {
@@ -641,54 +626,56 @@ func TestBrokerUnreachable(t *testing.T) {
 	}
 }
 
+// callback is the signed and encrypted POST sender makes, to the stack, of a text
+// message id in tChat.
+func (s *stack) callback(t testing.TB, sender *larktest.Sender, id string, at time.Time, text string) *http.Request {
+	t.Helper()
+	b := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: tToken}
+	req, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg(id, at), text)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}
+
+// newCallbackStack is a stack for incident ws-1, firing for an hour before now and
+// bound to tChat, and a sender whose callbacks it accepts.
+func newCallbackStack(t *testing.T, now time.Time) (*stack, *larktest.Sender) {
+	t.Helper()
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: tApp, BotOpenID: tBot}, "ws-1", now.Add(-time.Hour), tChat)
+	return newStack(t, stackOptions{scenario: sc}), newSender(t, tKey, tToken, nil)
+}
+
+// postRequest posts req to the stack and returns the answer's status and body.
+func postRequest(t testing.TB, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(answer)
+}
+
 // TestForgedAndStaleCallbacksProduceNothing sends, through HTTP to the full stack, a
 // forged signature and a stale timestamp (both rejected) and then a genuine event:
 // only the genuine one is in the topic.
 func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 	now := time.Now()
-	sc, err := larktest.NewScenario(larktest.App{AppID: tApp, BotOpenID: tBot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-1", Type: "incident", Status: "firing", CreatedAt: now.Add(-time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddBinding("ws-1", tChat); err != nil {
-		t.Fatal(err)
-	}
-	s := newStack(t, stackOptions{scenario: sc})
-	b := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: tToken}
-	post := func(req *http.Request) int {
-		t.Helper()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
-	}
-	sender := newSender(t, tKey, tToken, nil)
-	forged, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_forged", now), "transfer the money")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sender := newCallbackStack(t, now)
+	forged := s.callback(t, sender, "om_forged", now, "transfer the money")
 	forged.Header.Set(larktest.HeaderSignature, "00"+forged.Header.Get(larktest.HeaderSignature)[2:])
-	if got := post(forged); got != http.StatusBadRequest {
+	if got, _ := postRequest(t, forged); got != http.StatusBadRequest {
 		t.Fatalf("forged signature answered %d, want 400 (every rejection alike)", got)
 	}
 	stale := newSender(t, tKey, tToken, func() time.Time { return time.Now().Add(-time.Hour) })
-	replay, err := stale.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_replayed", now), "old news")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := post(replay); got != http.StatusBadRequest {
+	replay := s.callback(t, stale, "om_replayed", now, "old news")
+	if got, _ := postRequest(t, replay); got != http.StatusBadRequest {
 		t.Fatalf("stale timestamp answered %d, want 400 (every rejection alike)", got)
 	}
-	genuine, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_genuine", now), "all clear")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := post(genuine); got != http.StatusOK {
+	genuine := s.callback(t, sender, "om_genuine", now, "all clear")
+	if got, _ := postRequest(t, genuine); got != http.StatusOK {
 		t.Fatalf("genuine callback answered %d", got)
 	}
 	recs := s.readAll(1)
@@ -707,61 +694,32 @@ func TestForgedAndStaleCallbacksProduceNothing(t *testing.T) {
 // produced a second time.
 func TestReplayedCallbackProducesNothing(t *testing.T) {
 	now := time.Now()
-	sc, err := larktest.NewScenario(larktest.App{AppID: tApp, BotOpenID: tBot})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddWorkspace(larktest.Workspace{ID: "ws-1", Type: "incident", Status: "firing", CreatedAt: now.Add(-time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sc.AddBinding("ws-1", tChat); err != nil {
-		t.Fatal(err)
-	}
-	s := newStack(t, stackOptions{scenario: sc})
-	b := larktest.Builder{AppID: tApp, TenantKey: tTenant, Token: tToken}
-	sender := newSender(t, tKey, tToken, nil)
-	captured, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_captured", now), "rotate the db password")))
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, sender := newCallbackStack(t, now)
+	captured := s.callback(t, sender, "om_captured", now, "rotate the db password")
 	body, err := io.ReadAll(captured.Body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	send := func() (int, string) {
+	again := func() *http.Request {
 		t.Helper()
 		req, err := http.NewRequest(http.MethodPost, s.url, bytes.NewReader(body))
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header = captured.Header.Clone()
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		answer, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(answer)
+		return req
 	}
-	if code, answer := send(); code != http.StatusOK {
+	if code, answer := postRequest(t, again()); code != http.StatusOK {
 		t.Fatalf("original callback: %d %s", code, answer)
 	}
 	for i := range 3 {
-		if code, answer := send(); code != http.StatusOK {
+		if code, answer := postRequest(t, again()); code != http.StatusOK {
 			t.Fatalf("replay %d: %d %s, want 200", i+1, code, answer)
 		}
 	}
-	next, err := sender.Request(context.Background(), s.url, envJSON(t, b.Text(msg("om_next", now.Add(time.Second)), "done")))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(next)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("a new event after the replays: %d", resp.StatusCode)
+	next := s.callback(t, sender, "om_next", now.Add(time.Second), "done")
+	if code, answer := postRequest(t, next); code != http.StatusOK {
+		t.Fatalf("a new event after the replays: %d %s", code, answer)
 	}
 	recs := s.readAll(2)
 	if len(recs) != 2 || recs[0].rec.MessageID != "om_captured" || recs[1].rec.MessageID != "om_next" {

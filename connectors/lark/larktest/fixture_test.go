@@ -37,10 +37,7 @@ func fxReply(i int) ids.MessageID { return ids.MessageID(fmt.Sprintf("om_t%d", i
 // twice, m11 dropped, and one message in an unbound chat.
 func fixture(t testing.TB) *larktest.Scenario {
 	t.Helper()
-	sc, err := larktest.NewScenario(larktest.App{AppID: "cli_fixture0000000", BotOpenID: fxBot})
-	must(t, err)
-	must(t, sc.AddWorkspace(larktest.Workspace{ID: fxWS, Type: "incident", Status: "firing", CreatedAt: fxBase.Add(-time.Minute)}))
-	must(t, sc.AddBinding(fxWS, fxChat))
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: "cli_fixture0000000", BotOpenID: fxBot}, fxWS, fxBase.Add(-time.Minute), fxChat)
 	must(t, sc.AddUser(larktest.User{OpenID: fxAlice, Name: "Alice", EnName: "Alice A.", UnionID: "on_alice", UserID: "alice01"}))
 	must(t, sc.AddUser(larktest.User{OpenID: fxBob, Name: "鲍勃"}))
 	b := larktest.Builder{AppID: "cli_fixture0000000", TenantKey: fxTenant, Token: "file-token"}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
 	"github.com/larkline/larkline/connectors/lark/chats"
+	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/connectors/lark/normalize"
@@ -114,19 +115,9 @@ func newLark(t testing.TB, chats ...ids.ChatID) *larkEnv {
 func newLarkAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *larkEnv {
 	t.Helper()
 	l := &larkEnv{appID: larktest.NewAppID(), botID: "ou_bot" + randomHex(t, 4)}
-	sc, err := larktest.NewScenario(larktest.App{AppID: l.appID, BotOpenID: l.botID})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The bot is a member of every chat of the test, even before its first message.
-	if err := sc.AddWorkspace(larktest.Workspace{ID: "lt-ws", Type: "incident", Status: "firing", CreatedAt: now().Add(-1000 * time.Hour)}); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range chats {
-		if err := sc.AddBinding("lt-ws", c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sc := larktest.IncidentForTest(t, larktest.App{AppID: l.appID, BotOpenID: l.botID}, "lt-ws", now().Add(-1000*time.Hour), chats...)
+	var err error
 	l.srv, err = larktest.New(larktest.Options{
 		AppSecret: tSecret, Scenario: sc, TokenTTL: 1000 * time.Hour, Now: now,
 		VerificationToken: tToken, EncryptKey: tKey, RetrySchedule: []time.Duration{},
@@ -188,6 +179,15 @@ func (l *larkEnv) say(t testing.TB, d larktest.Delivery, m larktest.Msg, text st
 	}
 	if err := l.srv.AddEvent(d, l.builder.Text(m, text)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// sayEvery adds n text messages om_<name>000… to chat's history, the i-th at
+// first + (i+1)·step, delivered (or dropped) as d says.
+func (l *larkEnv) sayEvery(t testing.TB, d larktest.Delivery, chat ids.ChatID, name string, n int, first time.Time, step time.Duration, text string) {
+	t.Helper()
+	for i := range n {
+		l.say(t, d, larktest.Msg{ID: msgID(name, i), Chat: chat, At: first.Add(time.Duration(i+1) * step)}, text)
 	}
 }
 
@@ -303,6 +303,27 @@ func (e *env) options(t testing.TB) Options {
 	}
 }
 
+// deliverWebhook sends the events Lark has not delivered yet through the real
+// webhook path (package ingest) and fails the test unless each was answered.
+func (e *env) deliverWebhook(t testing.TB, ctx context.Context) larktest.Report {
+	t.Helper()
+	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Holders: e.st, Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := ingest.NewWebhook(ingest.WebhookOptions{Ingester: ing, VerificationToken: tToken, EncryptKey: tKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(hook)
+	t.Cleanup(hs.Close)
+	report, err := e.lark.srv.Deliver(ctx, hs.URL)
+	if err != nil || len(report.Undelivered()) != 0 {
+		t.Fatalf("deliver: %v, undelivered %+v", err, report.Undelivered())
+	}
+	return report
+}
+
 func (e *env) reconciler(t testing.TB, opts Options) *Reconciler {
 	t.Helper()
 	r, err := New(opts)
@@ -311,6 +332,16 @@ func (e *env) reconciler(t testing.TB, opts Options) *Reconciler {
 	}
 	t.Cleanup(func() { _ = r.Close() })
 	return r
+}
+
+// runOne runs one pass of r and returns its only chat report.
+func runOne(t testing.TB, ctx context.Context, r *Reconciler) ChatReport {
+	t.Helper()
+	rep, err := r.RunOnce(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return oneChat(t, rep)
 }
 
 // testWriter sends log lines to t.Log.
@@ -474,4 +505,28 @@ func ctxTimeout(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// metricValue reads one counter of e's registry by labels (0 when absent).
+func metricValue(t testing.TB, e *env, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := e.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if labels[lp.GetName()] != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }

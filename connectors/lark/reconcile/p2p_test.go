@@ -2,14 +2,12 @@ package reconcile
 
 import (
 	"errors"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
-	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/schemas/ids"
@@ -43,21 +41,8 @@ func TestP2PChatNeverBecomesEvidence(t *testing.T) {
 		e.lark.say(t, pd, larktest.Msg{ID: msgID("p2pn", i), Chat: private, ChatType: "p2p", At: at.Add(time.Minute)}, "private note")
 	}
 
-	// the webhook path
-	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Holders: e.st, Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook, err := ingest.NewWebhook(ingest.WebhookOptions{Ingester: ing, VerificationToken: tToken, EncryptKey: tKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(hook)
-	t.Cleanup(hs.Close)
 	ctx := ctxTimeout(t)
-	if rep, err := e.lark.srv.Deliver(ctx, hs.URL); err != nil || len(rep.Undelivered()) != 0 {
-		t.Fatalf("deliver: %v, undelivered %+v", err, rep.Undelivered())
-	}
+	e.deliverWebhook(t, ctx)
 	e.sinkAll(t)
 
 	// reconciliation
@@ -131,11 +116,7 @@ func TestChatLookupFailureReadsNothing(t *testing.T) {
 	}
 	r := e.reconciler(t, e.options(t))
 	ctx := ctxTimeout(t)
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err == nil || failureReason(c.Err) != reasonChatLookup || c.Pages != 0 {
+	if c := runOne(t, ctx, r); c.Err == nil || failureReason(c.Err) != reasonChatLookup || c.Pages != 0 {
 		t.Fatalf("run %+v, want a chat_lookup failure before any page", c)
 	}
 	if n := len(e.lark.calls()); n != 0 {
@@ -144,35 +125,7 @@ func TestChatLookupFailureReadsNothing(t *testing.T) {
 	if v := testutil.ToFloat64(r.m.failures.WithLabelValues(reasonChatLookup)); v != 1 {
 		t.Errorf("failures{chat_lookup} = %v, want 1", v)
 	}
-	rep, err = r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Produced != 1 {
+	if c := runOne(t, ctx, r); c.Err != nil || !c.Complete || c.Produced != 1 {
 		t.Fatalf("second run %+v, want complete (the failure was not cached)", c)
 	}
-}
-
-// metricValue reads one counter of e's registry by labels (0 when absent).
-func metricValue(t testing.TB, e *env, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := e.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }

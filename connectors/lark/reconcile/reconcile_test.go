@@ -3,7 +3,6 @@ package reconcile
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +12,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/evidence"
-	"github.com/larkline/larkline/connectors/lark/ingest"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
@@ -72,11 +70,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 
 	r := e.reconciler(t, e.options(t))
 	ctx := ctxTimeout(t)
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctx, r)
 	if c.Err != nil || !c.Complete || c.Kind != KindBackfill {
 		t.Fatalf("run: %+v", c)
 	}
@@ -140,11 +134,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 	// The next run is incremental: the overlap only, no quiet thread, nothing new.
 	e.sinkAll(t)
 	before := len(e.lark.calls())
-	rep, err = r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c2 := oneChat(t, rep)
+	c2 := runOne(t, ctx, r)
 	if c2.Err != nil || !c2.Complete || c2.Kind != KindIncremental || c2.Produced != 0 {
 		t.Fatalf("incremental run: %+v", c2)
 	}
@@ -171,21 +161,8 @@ func TestDroppedEventRecovered(t *testing.T) {
 		}
 		e.lark.say(t, d, larktest.Msg{ID: msgID("drop", i), Chat: chat, At: created.Add(time.Duration(i+1) * 5 * time.Minute)}, "update")
 	}
-	ing, err := ingest.New(ingest.Options{Normalizer: e.norm, Resolver: e.resolver(t), Holders: e.st, Producer: e.prod, Codec: e.codecs.Evidence, Topic: e.evTopic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hook, err := ingest.NewWebhook(ingest.WebhookOptions{Ingester: ing, VerificationToken: tToken, EncryptKey: tKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(hook)
-	t.Cleanup(hs.Close)
 	ctx := ctxTimeout(t)
-	report, err := e.lark.srv.Deliver(ctx, hs.URL)
-	if err != nil || len(report.Undelivered()) != 0 {
-		t.Fatalf("deliver: %v, undelivered %+v", err, report.Undelivered())
-	}
+	report := e.deliverWebhook(t, ctx)
 	dropped := 0
 	for _, d := range report.Deliveries {
 		if d.Deliver == larktest.DeliverDrop && !d.Delivered {
@@ -200,12 +177,7 @@ func TestDroppedEventRecovered(t *testing.T) {
 	}
 	e.sinkAll(t)
 
-	r := e.reconciler(t, e.options(t))
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctx, e.reconciler(t, e.options(t)))
 	if c.Err != nil || !c.Complete || c.Produced != 2 || c.Unchanged != 4 {
 		t.Fatalf("run: %+v, want 2 produced and 4 unchanged", c)
 	}
@@ -247,11 +219,7 @@ func TestResumeAfterKill(t *testing.T) {
 			kill()
 		}
 	}
-	rep, err := e.reconciler(t, opts).RunOnce(killCtx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err == nil || failureReason(c.Err) != reasonCanceled || c.Pages != 2 {
+	if c := runOne(t, killCtx, e.reconciler(t, opts)); c.Err == nil || failureReason(c.Err) != reasonCanceled || c.Pages != 2 {
 		t.Fatalf("killed run: %+v", c)
 	}
 	cp, ok := e.checkpoint(t, ws, chat)
@@ -263,11 +231,7 @@ func TestResumeAfterKill(t *testing.T) {
 	}
 	killedCalls := len(e.lark.calls())
 
-	rep, err = e.reconciler(t, e.options(t)).RunOnce(ctxTimeout(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctxTimeout(t), e.reconciler(t, e.options(t)))
 	if c.Err != nil || !c.Complete || c.Kind != KindBackfill {
 		t.Fatalf("resumed run: %+v", c)
 	}
@@ -312,9 +276,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 		chat = ids.ChatID("oc_fp")
 	)
 	e, created := newIncident(t, ws, chat, time.Hour)
-	for i := range 12 {
-		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("fp", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
-	}
+	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "fp", 12, created, 3*time.Minute, "x")
 	opts := e.options(t)
 	opts.MaxRetries = 2
 	var sl sleeps
@@ -328,11 +290,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 		})
 	}
 	r := e.reconciler(t, opts)
-	rep, err := r.RunOnce(ctxTimeout(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctxTimeout(t), r)
 	if c.Err == nil || failureReason(c.Err) != reasonLarkUnavailable || c.Pages != 1 || !IsRetryable(c.Err) {
 		t.Fatalf("run: %+v", c)
 	}
@@ -350,11 +308,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 		t.Fatalf("failures{lark_unavailable} = %v", v)
 	}
 
-	rep, err = r.RunOnce(ctxTimeout(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete {
+	if c := runOne(t, ctxTimeout(t), r); c.Err != nil || !c.Complete {
 		t.Fatalf("next run: %+v", c)
 	}
 	if cp, _ := e.checkpoint(t, ws, chat); cp.Meta.Error != "" || cp.Position.MessageID != "" {
@@ -404,16 +358,10 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 			chat = ids.ChatID("oc_fk")
 		)
 		e, created := newIncident(t, ws, chat, time.Hour)
-		for i := range 12 {
-			e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("fk", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
-		}
+		e.lark.sayEvery(t, larktest.DeliverOnce, chat, "fk", 12, created, 3*time.Minute, "x")
 		opts := e.options(t)
 		opts.Producer = &failingProducer{Producer: e.prod, topic: e.evTopic, fail: 2}
-		rep, err := e.reconciler(t, opts).RunOnce(ctxTimeout(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := oneChat(t, rep)
+		c := runOne(t, ctxTimeout(t), e.reconciler(t, opts))
 		if !errors.Is(c.Err, errInjected) || failureReason(c.Err) != reasonKafka || c.Produced != 5 {
 			t.Fatalf("run: %+v", c)
 		}
@@ -437,11 +385,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("big", 0), Chat: chat, At: created.Add(time.Minute)}, "x")
 		opts := e.options(t)
 		opts.EvidenceTopic = small
-		rep, err := e.reconciler(t, opts).RunOnce(ctxTimeout(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := oneChat(t, rep)
+		c := runOne(t, ctxTimeout(t), e.reconciler(t, opts))
 		if c.Err == nil || failureReason(c.Err) != reasonKafka || IsRetryable(c.Err) {
 			t.Fatalf("run: %+v, want a non-retryable produce failure", c)
 		}
@@ -463,12 +407,10 @@ func TestRefreshTurnsEditsAndRecallsIntoVersions(t *testing.T) {
 		chat = ids.ChatID("oc_ed")
 	)
 	e, created := newIncident(t, ws, chat, 3*time.Hour)
-	for i := range 6 {
-		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("ed", i), Chat: chat, At: created.Add(time.Duration(i+1) * 10 * time.Minute)}, "original text")
-	}
+	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "ed", 6, created, 10*time.Minute, "original text")
 	ctx := ctxTimeout(t)
-	if rep, err := e.reconciler(t, e.options(t)).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 6 {
-		t.Fatalf("backfill: %+v %v", rep, err)
+	if c := runOne(t, ctx, e.reconciler(t, e.options(t))); c.Produced != 6 {
+		t.Fatalf("backfill: %+v", c)
 	}
 	e.sinkAll(t)
 	original := byMessage(e.evidence(t))
@@ -483,11 +425,7 @@ func TestRefreshTurnsEditsAndRecallsIntoVersions(t *testing.T) {
 
 	opts := e.options(t)
 	opts.EvidenceRefreshInterval = time.Nanosecond // due at once
-	rep, err := e.reconciler(t, opts).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctx, e.reconciler(t, opts))
 	if c.Err != nil || c.Kind != KindRefresh || c.Produced != 2 || c.Unchanged != 4 {
 		t.Fatalf("refresh run: %+v, want 2 produced and 4 unchanged", c)
 	}
@@ -524,9 +462,7 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 		chat = ids.ChatID("oc_rl")
 	)
 	e, created := newIncident(t, ws, chat, time.Hour)
-	for i := range 12 {
-		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("rl", i), Chat: chat, At: created.Add(time.Duration(i+1) * 3 * time.Minute)}, "x")
-	}
+	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "rl", 12, created, 3*time.Minute, "x")
 	if err := e.lark.srv.FailNext(larktest.PathListMessages, 2, larktest.FaultRateLimit(7)); err != nil {
 		t.Fatal(err)
 	}
@@ -535,11 +471,7 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 	ft := &fakeTime{now: time.Now()}
 	opts.Clock, opts.Sleep = ft.clock, ft.sleep
 	r := e.reconciler(t, opts)
-	rep, err := r.RunOnce(ctxTimeout(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctxTimeout(t), r)
 	if c.Err != nil || !c.Complete || c.Produced != 12 {
 		t.Fatalf("run: %+v", c)
 	}
@@ -584,11 +516,7 @@ func TestLookbackBound(t *testing.T) {
 	}
 	r := e.reconciler(t, e.options(t))
 	ctx := ctxTimeout(t)
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep) // the 100-hour-old workspace is not scanned automatically
+	c := runOne(t, ctx, r) // the 100-hour-old workspace is not scanned automatically
 	if c.Workspace != young || c.Produced != 1 {
 		t.Fatalf("automatic run: %+v", c)
 	}
@@ -634,9 +562,7 @@ func TestManualRefresh(t *testing.T) {
 	created := time.Now().Add(-5 * time.Hour)
 	e.workspace(t, ws, "incident", store.WorkspaceRecovered, created, chat)
 	e.workspace(t, drill, "drill", store.WorkspaceFiring, created, chatD)
-	for i := range 7 {
-		e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: msgID("rec", i), Chat: chat, At: created.Add(time.Duration(i+1) * 20 * time.Minute)}, "x")
-	}
+	e.lark.sayEvery(t, larktest.DeliverDrop, chat, "rec", 7, created, 20*time.Minute, "x")
 	r := e.reconciler(t, e.options(t))
 	ctx := ctxTimeout(t)
 	rep, err := r.RunOnce(ctx)
@@ -742,19 +668,15 @@ func TestThreadReplyToOlderRoot(t *testing.T) {
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: root, Chat: chat, At: now.Add(-90 * time.Minute)}, "root")
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("th", 1), Chat: chat, At: now.Add(-20 * time.Minute), RootID: root, ParentID: root, ThreadID: "omt_th"}, "reply")
 	ctx := ctxTimeout(t)
-	if rep, err := e.reconciler(t, e.options(t)).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 2 {
-		t.Fatalf("backfill: %+v %v", rep, err)
+	if c := runOne(t, ctx, e.reconciler(t, e.options(t))); c.Produced != 2 {
+		t.Fatalf("backfill: %+v", c)
 	}
 	e.sinkAll(t)
 
 	late := msgID("th", 2)
 	e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: late, Chat: chat, At: time.Now().Add(-2 * time.Second), RootID: root, ParentID: root, ThreadID: "omt_th"}, "late reply")
 	before := len(e.lark.calls())
-	rep, err := e.reconciler(t, e.options(t)).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := oneChat(t, rep)
+	c := runOne(t, ctx, e.reconciler(t, e.options(t)))
 	if c.Err != nil || c.Kind != KindIncremental || c.Produced != 1 || c.Threads != 1 {
 		t.Fatalf("incremental run: %+v", c)
 	}
@@ -776,9 +698,7 @@ func TestRunDrains(t *testing.T) {
 		chat = ids.ChatID("oc_run")
 	)
 	e, created := newIncident(t, ws, chat, time.Hour)
-	for i := range 12 {
-		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("run", i), Chat: chat, At: created.Add(time.Duration(i+1) * 4 * time.Minute)}, "x")
-	}
+	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "run", 12, created, 4*time.Minute, "x")
 	opts := e.options(t)
 	ctx, cancel := context.WithCancel(ctxTimeout(t))
 	firstPage := make(chan struct{})
@@ -833,20 +753,14 @@ func TestPageBudget(t *testing.T) {
 		chat = ids.ChatID("oc_budget")
 	)
 	e, created := newIncident(t, ws, chat, 2*time.Hour)
-	for i := range 22 {
-		e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("bud", i), Chat: chat, At: created.Add(time.Duration(i+1) * 4 * time.Minute)}, "x")
-	}
+	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "bud", 22, created, 4*time.Minute, "x")
 	opts := e.options(t)
 	opts.MaxPagesPerRun, opts.MaxThreadsPerChat, opts.ReconcileOverlap = 2, 1, time.Second
 	r := e.reconciler(t, opts)
 	ctx := ctxTimeout(t)
 	var runs []ChatReport
 	for len(runs) < 10 {
-		rep, err := r.RunOnce(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := oneChat(t, rep)
+		c := runOne(t, ctx, r)
 		runs = append(runs, c)
 		if c.Err != nil || c.Pages > 2 {
 			t.Fatalf("run %d: %+v", len(runs), c)
@@ -872,11 +786,7 @@ func TestPageBudget(t *testing.T) {
 
 	opts.Registry = nil // a second reconciler on the same registry would collide
 	opts.EvidenceRefreshInterval = time.Nanosecond
-	rep, err := e.reconciler(t, opts).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Kind != KindRefresh || !errors.Is(c.Stopped, ErrPageBudget) {
+	if c := runOne(t, ctx, e.reconciler(t, opts)); c.Kind != KindRefresh || !errors.Is(c.Stopped, ErrPageBudget) {
 		t.Fatalf("refresh: %+v", c)
 	}
 	cp, _ := e.checkpoint(t, ws, chat)
@@ -884,11 +794,7 @@ func TestPageBudget(t *testing.T) {
 		t.Fatalf("truncated refresh not recorded: %+v", cp.Meta)
 	}
 	opts.EvidenceRefreshInterval = time.Hour
-	rep, err = e.reconciler(t, opts).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Kind != KindIncremental || !c.Complete {
+	if c := runOne(t, ctx, e.reconciler(t, opts)); c.Kind != KindIncremental || !c.Complete {
 		t.Fatalf("after the truncated refresh: %+v", c)
 	}
 }
@@ -915,11 +821,7 @@ func TestBurstInOverlapDoesNotStallCoverage(t *testing.T) {
 	ctx := ctxTimeout(t)
 	var covered []time.Time
 	for range 8 {
-		rep, err := r.RunOnce(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if c := oneChat(t, rep); c.Err != nil || c.Pages > 4 {
+		if c := runOne(t, ctx, r); c.Err != nil || c.Pages > 4 {
 			t.Fatalf("run: %+v", c)
 		}
 		cp, _ := e.checkpoint(t, ws, chat)
@@ -951,11 +853,7 @@ func TestCheckpointPublishRetried(t *testing.T) {
 	opts.Producer = &failingProducer{Producer: e.prod, topic: e.cpTopic, fail: 1}
 	r := e.reconciler(t, opts)
 	ctx := ctxTimeout(t)
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Produced != 1 {
+	if c := runOne(t, ctx, r); c.Err != nil || !c.Complete || c.Produced != 1 {
 		t.Fatalf("run: %+v", c)
 	}
 	if _, ok := e.checkpoint(t, ws, chat); !ok {
@@ -993,16 +891,10 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 		chat = ids.ChatID("oc_bar")
 	)
 	e, created := newIncident(t, ws, chat, 2*time.Hour)
-	for i := range 12 {
-		e.lark.say(t, larktest.DeliverDrop, larktest.Msg{ID: msgID("bar", i), Chat: chat, At: created.Add(time.Duration(i+1) * 5 * time.Minute)}, "status update")
-	}
+	e.lark.sayEvery(t, larktest.DeliverDrop, chat, "bar", 12, created, 5*time.Minute, "status update")
 	r := e.reconciler(t, e.options(t))
 	ctx := ctxTimeout(t)
-	rep, err := r.RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Produced != 12 {
+	if c := runOne(t, ctx, r); c.Err != nil || !c.Complete || c.Produced != 12 {
 		t.Fatalf("run: %+v", c)
 	}
 
@@ -1057,10 +949,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 
 	// A run that produces nothing still publishes the barrier of what came before.
 	e.sinkAll(t)
-	if rep, err = r.RunOnce(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || c.Produced != 0 {
+	if c := runOne(t, ctx, r); c.Err != nil || c.Produced != 0 {
 		t.Fatalf("second run: %+v", c)
 	}
 	for i, rec := range e.readTopic(t, e.cpTopic)[len(cps):] {
@@ -1089,8 +978,8 @@ func TestRefreshRecallReachesEveryHolder(t *testing.T) {
 	e.workspace(t, other, "incident", store.WorkspaceRecovered, created) // never held it
 	e.lark.say(t, larktest.DeliverOnce, larktest.Msg{ID: msgID("hold", 0), Chat: chat, At: created.Add(10 * time.Minute)}, "the password is hunter2")
 	ctx := ctxTimeout(t)
-	if rep, err := e.reconciler(t, e.options(t)).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 1 {
-		t.Fatalf("backfill: %+v %v", rep, err)
+	if c := runOne(t, ctx, e.reconciler(t, e.options(t))); c.Produced != 1 {
+		t.Fatalf("backfill: %+v", c)
 	}
 	e.sinkAll(t)
 	// The old workspace holds the message too (it was bound when it was sent).
@@ -1109,8 +998,8 @@ func TestRefreshRecallReachesEveryHolder(t *testing.T) {
 	}
 	opts := e.options(t)
 	opts.EvidenceRefreshInterval = time.Nanosecond // due at once
-	if rep, err := e.reconciler(t, opts).RunOnce(ctx); err != nil || oneChat(t, rep).Produced != 1 {
-		t.Fatalf("refresh: %+v %v", rep, err)
+	if c := runOne(t, ctx, e.reconciler(t, opts)); c.Produced != 1 {
+		t.Fatalf("refresh: %+v", c)
 	}
 	redacted := map[ids.WorkspaceID]bool{}
 	for _, r := range e.evidence(t) {

@@ -31,11 +31,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	ctx := ctxTimeout(t)
 
 	opts := e.options(t)
-	rep, err := e.reconciler(t, opts).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Kind != KindBackfill {
+	if c := runOne(t, ctx, e.reconciler(t, opts)); c.Err != nil || !c.Complete || c.Kind != KindBackfill {
 		t.Fatalf("backfill: %+v", c)
 	}
 	if _, ok := byMessage(e.evidence(t))[reply]; ok {
@@ -48,7 +44,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	if from := cp.Meta.RefusedThreads[0].From; from.After(now.Add(-80 * time.Minute)) {
 		t.Fatalf("refused thread unread from %v, after the reply", from)
 	}
-	if got := e.counter(t, "larkline_reconcile_refused_threads_total", "refused"); got != 1 {
+	if got := metricValue(t, e, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRefused}); got != 1 {
 		t.Fatalf("refused threads counted %v, want 1", got)
 	}
 	e.sinkAll(t)
@@ -58,11 +54,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	opts = e.options(t)
 	opts.Clock = later
 	before := len(e.lark.calls())
-	rep, err = e.reconciler(t, opts).RunOnce(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c := oneChat(t, rep); c.Err != nil || !c.Complete || c.Kind != KindIncremental {
+	if c := runOne(t, ctx, e.reconciler(t, opts)); c.Err != nil || !c.Complete || c.Kind != KindIncremental {
 		t.Fatalf("later run: %+v", c)
 	}
 	if _, ok := byMessage(e.evidence(t))[reply]; !ok {
@@ -74,30 +66,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	if cp, _ := e.checkpoint(t, ws, chat); len(cp.Meta.RefusedThreads) != 0 {
 		t.Fatalf("checkpoint still lists refused threads: %+v", cp.Meta.RefusedThreads)
 	}
-	if got := e.counter(t, "larkline_reconcile_refused_threads_total", "recovered"); got != 1 {
+	if got := metricValue(t, e, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRecovered}); got != 1 {
 		t.Fatalf("recovered threads counted %v, want 1", got)
 	}
-}
-
-// counter reads one value of a counter with one label from the environment's registry
-// (that of the last options).
-func (e *env) counter(t testing.TB, name, label string) float64 {
-	t.Helper()
-	mfs, err := e.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetValue() == label {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }
