@@ -137,10 +137,14 @@ func TestUpsertDraftEntriesIsOneTransaction(t *testing.T) {
 		}
 	}
 
-	before, err := s.ListEntries(ctx, ws, EntryQuery{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
+	list := func() []Entry {
+		page, err := s.ListEntries(ctx, ws, EntryQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return page.Items
 	}
+	before := list()
 	_, err = s.UpsertDraftEntries(ctx, []EntryDraft{
 		draft(ws, "fp-never", "Never written", ev[0]),
 		draft(ws, "fp-new", "New, rewritten", ev[1]),
@@ -149,12 +153,8 @@ func TestUpsertDraftEntriesIsOneTransaction(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) {
 		t.Fatalf("a batch with another workspace's evidence: %v, want ErrInvalid", err)
 	}
-	after, err := s.ListEntries(ctx, ws, EntryQuery{Limit: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if fmt.Sprint(after.Items) != fmt.Sprint(before.Items) {
-		t.Fatalf("a failed batch wrote:\n%+v\nwant\n%+v", after.Items, before.Items)
+	if after := list(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("a failed batch wrote:\n%+v\nwant\n%+v", after, before)
 	}
 	if res, err := s.UpsertDraftEntries(ctx, nil); err != nil || res != nil {
 		t.Fatalf("an empty batch: %v %v", res, err)
