@@ -138,14 +138,27 @@ mvn_quiet() {
 	fi
 }
 
+# cpu_seconds <pid> prints the CPU time (user + system, whole seconds) <pid> has used,
+# or nothing when /proc cannot tell.
+cpu_seconds() {
+	local stat f
+	stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 0
+	read -r -a f <<<"${stat##*) }" # fields 3 on; utime and stime are fields 14 and 15
+	[[ "${f[11]:-}" =~ ^[0-9]+$ && "${f[12]:-}" =~ ^[0-9]+$ ]] || return 0
+	echo $(((f[11] + f[12]) / $(getconf CLK_TCK 2>/dev/null || echo 100)))
+}
+
 # launch <dir> <name> <port> <timeout> <command...> starts <command> detached, in its
 # own session so a terminal's Ctrl-C reaches the caller (which stops it in order)
 # rather than the JVM, with its pid in <dir>/<name>.pid and its output appended to
-# <dir>/<name>.log; then waits until 127.0.0.1:<port> accepts connections. When the
-# process exits first or <timeout> seconds pass, it is stopped, the log tail printed
-# and the script dies.
+# <dir>/<name>.log; then waits until 127.0.0.1:<port> accepts connections. <timeout>
+# is counted in the process's own CPU seconds where /proc tells them (wall seconds
+# elsewhere): a loaded machine stretches a start's wall time, not the work it needs.
+# Wall time is bounded too, at ten times <timeout>, for a start that hangs idle.
+# When the process exits first or a bound is reached, it is stopped, the log tail
+# printed and the script dies.
 launch() {
-	local dir="$1" name="$2" port="$3" timeout="$4" pid deadline detach=()
+	local dir="$1" name="$2" port="$3" timeout="$4" pid start cpu used detach=()
 	shift 4
 	if command -v setsid >/dev/null 2>&1; then
 		detach=(setsid)
@@ -153,17 +166,19 @@ launch() {
 	"${detach[@]}" "$@" >>"${dir}/${name}.log" 2>&1 </dev/null &
 	pid=$!
 	printf '%s\n' "${pid}" >"${dir}/${name}.pid"
-	deadline=$((SECONDS + timeout))
+	start=${SECONDS}
 	until port_open "${port}"; do
 		if ! alive "${pid}"; then
 			rm -f "${dir}/${name}.pid"
 			log_tail "${dir}/${name}.log" "${prog}"
 			die "${name} exited before 127.0.0.1:${port} accepted connections"
 		fi
-		if ((SECONDS >= deadline)); then
+		cpu="$(cpu_seconds "${pid}")"
+		used="${cpu:-$((SECONDS - start))}"
+		if ((used >= timeout || SECONDS - start >= 10 * timeout)); then
 			halt "${pid}" "${dir}/${name}.pid" 30 "${name}"
 			log_tail "${dir}/${name}.log" "${prog}"
-			die "${name} did not accept connections on 127.0.0.1:${port} within ${timeout}s"
+			die "${name} did not accept connections on 127.0.0.1:${port} within its ${timeout}s bound (${cpu:-?}s of CPU time, $((SECONDS - start))s of wall time)"
 		fi
 		sleep 0.2
 	done

@@ -24,7 +24,8 @@
 # Environment:
 #   LARKLINE_KAFKA_JARS           jar cache directory (default above)
 #   LARKLINE_KAFKA_HEAP           broker -Xmx (default 768m)
-#   LARKLINE_KAFKA_START_TIMEOUT  seconds to wait for the listener (default 90)
+#   LARKLINE_KAFKA_START_TIMEOUT  CPU seconds the JVM may use before it listens
+#                                    (default 90; wall time at ten times that)
 #   LARKLINE_KAFKA_STOP_TIMEOUT   seconds to wait for a clean stop (default 30)
 #   LARKLINE_KAFKA_EXTRA_PROPERTIES  a properties file appended to server.properties
 #                                 (later keys win): listeners, TLS, SASL and the

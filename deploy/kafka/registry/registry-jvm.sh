@@ -26,7 +26,8 @@
 # Environment:
 #   LARKLINE_REGISTRY_JARS           cache directory (default above)
 #   LARKLINE_REGISTRY_HEAP           -Xmx (default 384m)
-#   LARKLINE_REGISTRY_START_TIMEOUT  seconds to wait for the listener (default 90)
+#   LARKLINE_REGISTRY_START_TIMEOUT  CPU seconds the JVM may use before it listens
+#                                    (default 90; wall time at ten times that)
 #   LARKLINE_REGISTRY_STOP_TIMEOUT   seconds to wait for a clean stop (default 30)
 #   JAVA_HOME / JAVA                 Java 17+ (default: java on PATH)
 #   MVN                              Maven for fetch (default: mvn on PATH)
