@@ -29,7 +29,10 @@ func fakeService(mode string) {
 	switch f := strings.Split(mode, ":"); f[0] {
 	case "idle":
 		secs, _ := strconv.Atoi(f[1])
-		time.Sleep(time.Duration(secs) * time.Second) // the stand-in for a starved JVM's start
+		// The scenario's input, not a wait before a check: a starved JVM spends wall
+		// time without CPU time before it listens. The verdict is launch's exit
+		// status and output, which the test waits for.
+		time.Sleep(time.Duration(secs) * time.Second)
 		l, err := net.Listen("tcp", "127.0.0.1:"+f[2])
 		if err != nil {
 			os.Exit(3)
