@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/freeport"
+	"github.com/larkline/larkline/internal/reaper"
 )
 
 // proc is one `larkline run --roles …` process under a supervisor that restarts it when
@@ -32,8 +33,9 @@ type proc struct {
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
-	exited  chan struct{} // closed when the current cmd has exited
-	held    bool          // Kill: stay down until Start
+	exited  chan struct{}  // closed when the current cmd has exited
+	reap    *reaper.Reaper // kills cmd's process group should this binary die first
+	held    bool           // Kill: stay down until Start
 	closed  bool
 	starts  int
 	wake    chan struct{}
@@ -98,12 +100,14 @@ func (p *proc) supervise() {
 			return
 		}
 		cmd, exited, err := p.startLocked()
+		reap := p.reap
 		p.mu.Unlock()
 		if err != nil {
 			p.t.Errorf("%s: starting: %v", p.name, err)
 			return
 		}
 		err = cmd.Wait()
+		reap.Cancel() // before the pid can be reused
 		close(exited)
 		p.mu.Lock()
 		closed, held := p.closed, p.held
@@ -138,7 +142,15 @@ func (p *proc) startLocked() (*exec.Cmd, chan struct{}, error) {
 		return nil, nil, err
 	}
 	f.Close() // the child holds its own descriptor
-	p.cmd, p.exited = cmd, make(chan struct{})
+	// A test binary killed by a signal runs no cleanup: the reaper kills the
+	// process group once this binary is gone, so no larkline outlives its test.
+	reap, err := reaper.Start(`kill -KILL -"$1" 2>/dev/null`, strconv.Itoa(cmd.Process.Pid))
+	if err != nil {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return nil, nil, fmt.Errorf("starting the reaper of %s: %w", p.name, err)
+	}
+	p.cmd, p.exited, p.reap = cmd, make(chan struct{}), reap
 	p.starts++
 	return cmd, p.exited, nil
 }
