@@ -35,7 +35,8 @@ import (
 // limited to 50 requests/s, which a throughput run would only measure again), so
 // windows close on the wall clock: 1-minute windows, the e2e grace.
 //
-// Per step it prints the offered and sustained rate, webhook ack p50/p99, each group's
+// Per step it prints the offered and sustained rate, webhook ack p50/p99 (from the
+// moment each message was due, so a wait for a free sender counts), each group's
 // lag in records and seconds at the end of the step, how long the lag took to fall
 // under 5 s, window end → first draft p50/p99, and CPU (cores) and peak RSS per
 // process; a progress line every 5 s; the final table in Markdown. While a step runs
@@ -145,7 +146,8 @@ type stepResult struct {
 	sent, acked    int
 	failed         int // POSTs answered with anything but 200, or not at all
 	sustained      float64
-	ackP50, ackP99 time.Duration
+	ackP50, ackP99 time.Duration       // from the moment each message was due
+	serviceP99     time.Duration       // from each POST
 	lagEnd         map[string]groupLag // by stage
 	recovered      time.Duration       // after the step, until every lag < 5 s; -1: not within settle
 	draftP50       time.Duration
@@ -232,6 +234,7 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 	res.acked, res.failed = l.acked, l.failed
 	res.sustained = float64(res.acked) / res.to.Sub(res.from).Seconds()
 	res.ackP50, res.ackP99 = quantile(l.acks, 0.5), quantile(l.acks, 0.99)
+	res.serviceP99 = quantile(l.service, 0.99)
 	<-profiled
 	r.lagLine(ctx, res.lagEnd)
 	res.recovered = r.settle(ctx, res.to)
@@ -247,27 +250,37 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 type loaded struct {
 	from, to            time.Time
 	sent, acked, failed int // failed: POSTs answered with anything but 200, or not at all
-	acks                []time.Duration
+	// acks: per acknowledged message, from the moment it was due (its tick of the
+	// open-loop schedule) to its 200, so the time it waited for a free sender counts
+	// (no coordinated omission); service: from its POST to its 200.
+	acks, service []time.Duration
+}
+
+// offered is one message of the schedule: its body and the moment it was due.
+type offered struct {
+	body []byte
+	due  time.Time
 }
 
 // load offers rate messages/s for dur, or until limit messages were sent when limit
-// > 0, from o.senders concurrent senders (open loop: a message is offered on its tick
+// > 0, from o.senders concurrent senders (open loop: message k is due at from + k/rate
 // whether or not the earlier ones were answered; one that finds every sender busy
-// waits for one), round-robin over the chats. Every 5 s it prints a progress line and
-// calls every.
+// waits for one, and that wait counts in its ack time), round-robin over the chats.
+// Every 5 s, from its own goroutine so that a stalled webhook cannot silence it, it
+// prints a progress line with the wall time since the start and calls every.
 func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limit int, every func()) loaded {
-	work := make(chan []byte, r.o.senders)
-	var acked, failed atomic.Int64
+	work := make(chan offered, r.o.senders)
+	var sent, acked, failed atomic.Int64
 	var mu sync.Mutex
 	var out loaded
 	var wg sync.WaitGroup
 	for range r.o.senders {
 		wg.Go(func() {
-			for body := range work {
+			for m := range work {
 				var err error
 				t0 := time.Now()
 				for try := 0; ; try++ {
-					if err = r.sender.Send(ctx, r.p.webhookURL(), body); err == nil || try == 9 || ctx.Err() != nil {
+					if err = r.sender.Send(ctx, r.p.webhookURL(), m.body); err == nil || try == 9 || ctx.Err() != nil {
 						break
 					}
 					failed.Add(1)
@@ -281,57 +294,74 @@ func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limi
 					continue
 				}
 				acked.Add(1)
+				now := time.Now()
 				mu.Lock()
-				out.acks = append(out.acks, time.Since(t0))
+				out.acks = append(out.acks, now.Sub(m.due))
+				out.service = append(out.service, now.Sub(t0))
 				mu.Unlock()
 			}
 		})
 	}
-	progress := time.NewTicker(5 * time.Second)
-	defer progress.Stop()
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	out.from = time.Now()
-	lastAcked, lastAt := int64(0), out.from
-	for now := out.from; now.Sub(out.from) < dur && (limit == 0 || out.sent < limit) && ctx.Err() == nil; {
-		select {
-		case now = <-tick.C:
-		case now = <-progress.C:
-			a := acked.Load()
+	offering := make(chan struct{})
+	reported := make(chan struct{})
+	go func() {
+		defer close(reported)
+		progress := time.NewTicker(5 * time.Second)
+		defer progress.Stop()
+		lastAcked, lastAt := int64(0), out.from
+		for {
+			select {
+			case <-offering:
+				return
+			case <-ctx.Done():
+				return
+			case <-progress.C:
+			}
+			now, a := time.Now(), acked.Load()
 			fmt.Fprintf(os.Stderr, "bench-pipeline: %d/s %3.0fs: sent %d, acked %.0f/s, failed POSTs %d; lag %s\n",
-				rate, now.Sub(out.from).Seconds(), out.sent, float64(a-lastAcked)/now.Sub(lastAt).Seconds(), failed.Load(), r.lagLine(ctx, nil))
+				rate, now.Sub(out.from).Seconds(), sent.Load(), float64(a-lastAcked)/now.Sub(lastAt).Seconds(), failed.Load(), r.lagLine(ctx, nil))
 			lastAcked, lastAt = a, now
 			if every != nil {
 				every()
 			}
-			continue
 		}
-		due := int(now.Sub(out.from).Seconds()*float64(rate)) - out.sent
-		if limit > 0 {
-			due = min(due, limit-out.sent)
+	}()
+	interval := time.Second / time.Duration(rate)
+	for k := 0; (limit == 0 || k < limit) && ctx.Err() == nil; k++ {
+		due := out.from.Add(time.Duration(k) * interval)
+		if due.Sub(out.from) >= dur {
+			break
 		}
-		for range due {
-			c, i := r.next%r.o.chats, r.next/r.o.chats
-			env := r.builder.Text(larktest.Msg{ID: loadMessageID(c, i), Chat: loadChat(c),
-				From: larktest.Author{OpenID: r.users[(c+i)%len(r.users)].OpenID}, At: time.Now()},
-				fmt.Sprintf(loadPhrases[(c+i)%len(loadPhrases)], 2+i%90))
-			body, err := env.JSON()
-			if err != nil {
-				r.b.Fatal(err)
+		if wait := time.Until(due); wait > time.Millisecond {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
 			}
-			if err := r.p.sc.AddRawEvent(larktest.DeliverOnce, body); err != nil { // what checkInvariants expects
-				r.b.Fatal(err)
-			}
-			r.next++
-			out.sent++
-			work <- body
 		}
+		c, i := r.next%r.o.chats, r.next/r.o.chats
+		env := r.builder.Text(larktest.Msg{ID: loadMessageID(c, i), Chat: loadChat(c),
+			From: larktest.Author{OpenID: r.users[(c+i)%len(r.users)].OpenID}, At: time.Now()},
+			fmt.Sprintf(loadPhrases[(c+i)%len(loadPhrases)], 2+i%90))
+		body, err := env.JSON()
+		if err != nil {
+			r.b.Fatal(err)
+		}
+		if err := r.p.sc.AddRawEvent(larktest.DeliverOnce, body); err != nil { // what checkInvariants expects
+			r.b.Fatal(err)
+		}
+		r.next++
+		sent.Add(1)
+		work <- offered{body: body, due: due}
 	}
 	close(work)
 	wg.Wait()
+	close(offering)
+	<-reported
 	out.to = time.Now()
-	out.acked, out.failed = int(acked.Load()), int(failed.Load())
+	out.sent, out.acked, out.failed = int(sent.Load()), int(acked.Load()), int(failed.Load())
 	slices.Sort(out.acks)
+	slices.Sort(out.service)
 	return out
 }
 
@@ -511,7 +541,7 @@ func (r *stepRunner) windowLatencies(ctx context.Context, steps []stepResult) {
 
 // printStepsTable prints the steps as a Markdown table.
 func printStepsTable(w io.Writer, steps []stepResult) {
-	fmt.Fprintln(w, "| offered msg/s | sent msg/s | acked msg/s | failed POSTs | ack p50 / p99 | lag at step end: sink / windows / synthesis (records, s) | lag < 5 s after | window end → draft p50 / p99 (windows) | CPU cores: edge / sink / windows / synthesis / senders | peak RSS MiB: edge / sink / windows / synthesis | load |")
+	fmt.Fprintln(w, "| offered msg/s | sent msg/s | acked msg/s | failed POSTs | ack p50 / p99 from due (p99 from POST) | lag at step end: sink / windows / synthesis (records, s) | lag < 5 s after | window end → draft p50 / p99 (windows) | CPU cores: edge / sink / windows / synthesis / senders | peak RSS MiB: edge / sink / windows / synthesis | load |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---|---|---|---|---|---:|")
 	for _, s := range steps {
 		lag := func(st string) string {
@@ -529,8 +559,8 @@ func printStepsTable(w io.Writer, steps []stepResult) {
 			rss = append(rss, fmt.Sprintf("%.0f", s.rssMax[n]/(1<<20)))
 		}
 		cores = append(cores, fmt.Sprintf("%.2f", s.cores["bench"]))
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %d | %s / %s | %s / %s / %s | %s | %s / %s (%d) | %s | %s | %s |\n",
-			s.offered, float64(s.sent)/s.to.Sub(s.from).Seconds(), s.sustained, s.failed, s.ackP50.Round(100*time.Microsecond), s.ackP99.Round(100*time.Microsecond),
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %d | %s / %s (%s) | %s / %s / %s | %s | %s / %s (%d) | %s | %s | %s |\n",
+			s.offered, float64(s.sent)/s.to.Sub(s.from).Seconds(), s.sustained, s.failed, s.ackP50.Round(100*time.Microsecond), s.ackP99.Round(100*time.Microsecond), s.serviceP99.Round(100*time.Microsecond),
 			lag("sink"), lag("windows"), lag("synthesis"), rec,
 			s.draftP50.Round(100*time.Millisecond), s.draftP99.Round(100*time.Millisecond), s.drafts,
 			strings.Join(cores, " / "), strings.Join(rss, " / "), s.load)
