@@ -266,6 +266,7 @@ type offered struct {
 // > 0, from o.senders concurrent senders (open loop: message k is due at from + k/rate
 // whether or not the earlier ones were answered; one that finds every sender busy
 // waits for one, and that wait counts in its ack time), round-robin over the chats.
+// Offering ends with dur: messages still waiting for a sender then are not sent.
 // Every 5 s, from its own goroutine so that a stalled webhook cannot silence it, it
 // prints a progress line with the wall time since the start and calls every.
 func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limit int, every func()) loaded {
@@ -330,8 +331,8 @@ func (r *stepRunner) load(ctx context.Context, rate int, dur time.Duration, limi
 	interval := time.Second / time.Duration(rate)
 	for k := 0; (limit == 0 || k < limit) && ctx.Err() == nil; k++ {
 		due := out.from.Add(time.Duration(k) * interval)
-		if due.Sub(out.from) >= dur {
-			break
+		if due.Sub(out.from) >= dur || time.Since(out.from) >= dur {
+			break // the step is over: what the senders could not take is not offered
 		}
 		if wait := time.Until(due); wait > time.Millisecond {
 			select {
