@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -409,3 +410,44 @@ func (quietLogger) Debug(context.Context, ...interface{}) {}
 func (quietLogger) Info(context.Context, ...interface{})  {}
 func (quietLogger) Warn(context.Context, ...interface{})  {}
 func (quietLogger) Error(context.Context, ...interface{}) {}
+
+// TestSenderKeepsConnectionsAlive: concurrent senders reuse their connections, as a
+// load of many callbacks needs (the default transport keeps two idle connections per
+// host and closes the rest after every callback).
+func TestSenderKeepsConnectionsAlive(t *testing.T) {
+	var opened atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = w.Write([]byte(`{}`))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			opened.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	s, err := larktest.NewSender(larktest.SenderOptions{EncryptKey: "key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const senders, each = 16, 25
+	var wg sync.WaitGroup
+	for range senders {
+		wg.Go(func() {
+			for range each {
+				if err := s.Send(t.Context(), srv.URL, []byte(`{"schema":"2.0"}`)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	// At most one connection per sender, and a dial that lost its race to an idle
+	// connection is kept too: at most twice the senders, against hundreds without
+	// keep-alive.
+	if n := opened.Load(); n > 2*senders {
+		t.Errorf("%d callbacks opened %d connections; want at most %d (one per concurrent sender, kept alive)", senders*each, n, 2*senders)
+	}
+}
