@@ -64,6 +64,9 @@ func BenchmarkPipelineSteps(b *testing.B) {
 		steps = append(steps, r.run(ctx, rate))
 	}
 	b.StopTimer()
+	// The steps' figures first, should the drain below fail: all but the drafts.
+	fmt.Fprintf(os.Stderr, "\nbench-pipeline: the steps, before the drain:\n\n")
+	printStepsTable(os.Stderr, steps)
 	g := p.waitDone(ctx, 15*time.Minute)
 	if err := p.checkInvariants(ctx); err != nil {
 		b.Fatal(err)
