@@ -171,6 +171,31 @@ func selfCPU() float64 {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
+// machineBusy is the CPU seconds every core of the machine has spent not idle (user,
+// nice, system, irq, softirq, steal from /proc/stat), 0 where there is none: what the
+// broker, Postgres and the kernel use shows as the machine's busy cores minus the
+// processes measured one by one.
+func machineBusy() float64 {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0
+	}
+	var busy float64
+	for _, i := range []int{1, 2, 3, 6, 7, 8} {
+		v, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0
+		}
+		busy += v
+	}
+	return busy / 100 // USER_HZ, 100 on Linux
+}
+
 // loadAverage is the first field of /proc/loadavg ("" where there is none).
 func loadAverage() string {
 	b, err := os.ReadFile("/proc/loadavg")
@@ -215,7 +240,7 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 	res := stepResult{offered: rate, lagEnd: map[string]groupLag{}, cores: map[string]float64{},
 		rssMax: map[string]float64{}, profiles: map[string]string{}}
 	cpu0 := r.sample(ctx, res.rssMax)
-	self0 := selfCPU()
+	self0, busy0 := selfCPU(), machineBusy()
 	profiled := make(chan struct{})
 	go func() {
 		defer close(profiled)
@@ -233,6 +258,7 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 		res.cores[name] = (c - cpu0[name]) / res.to.Sub(res.from).Seconds()
 	}
 	res.cores["bench"] = (selfCPU() - self0) / res.to.Sub(res.from).Seconds()
+	res.cores["machine"] = (machineBusy() - busy0) / res.to.Sub(res.from).Seconds()
 	res.load = loadAverage()
 	res.acked, res.failed = l.acked, l.failed
 	res.sustained = float64(res.acked) / res.to.Sub(res.from).Seconds()
@@ -385,8 +411,16 @@ func (r *stepRunner) lagLine(ctx context.Context, into map[string]groupLag) stri
 	if err != nil {
 		return "unknown: " + err.Error()
 	}
+	byGroup := map[string]kafka.GroupLag{} // kafka.Lag answers in group-name order, not ours
+	for _, g := range lags {
+		byGroup[g.Group] = g
+	}
 	var out []string
-	for i, g := range lags {
+	for _, st := range stages {
+		g, ok := byGroup[r.groups[st]]
+		if !ok {
+			continue
+		}
 		l := groupLag{records: g.TotalLag()}
 		for _, p := range g.Partitions {
 			switch {
@@ -397,9 +431,9 @@ func (r *stepRunner) lagLine(ctx context.Context, into map[string]groupLag) stri
 			}
 		}
 		if into != nil {
-			into[stages[i]] = l
+			into[st] = l
 		}
-		out = append(out, fmt.Sprintf("%s %d (%s)", stages[i], l.records, lagSeconds(l.seconds)))
+		out = append(out, fmt.Sprintf("%s %d (%s)", st, l.records, lagSeconds(l.seconds)))
 	}
 	return strings.Join(out, ", ")
 }
@@ -545,7 +579,7 @@ func (r *stepRunner) windowLatencies(ctx context.Context, steps []stepResult) {
 
 // printStepsTable prints the steps as a Markdown table.
 func printStepsTable(w io.Writer, steps []stepResult) {
-	fmt.Fprintln(w, "| offered msg/s | sent msg/s | acked msg/s | failed POSTs | ack p50 / p99 from due (p99 from POST) | lag at step end: sink / windows / synthesis (records, s) | lag < 5 s after | window end → draft p50 / p99 (windows) | CPU cores: edge / sink / windows / synthesis / senders | peak RSS MiB: edge / sink / windows / synthesis | load |")
+	fmt.Fprintln(w, "| offered msg/s | sent msg/s | acked msg/s | failed POSTs | ack p50 / p99 from due (p99 from POST) | lag at step end: sink / windows / synthesis (records, s) | lag < 5 s after | window end → draft p50 / p99 (windows) | CPU cores: edge / sink / windows / synthesis / senders / machine | peak RSS MiB: edge / sink / windows / synthesis | load |")
 	fmt.Fprintln(w, "|---:|---:|---:|---:|---|---|---|---|---|---|---:|")
 	for _, s := range steps {
 		lag := func(st string) string {
@@ -562,7 +596,7 @@ func printStepsTable(w io.Writer, steps []stepResult) {
 			cores = append(cores, fmt.Sprintf("%.2f", s.cores[n]))
 			rss = append(rss, fmt.Sprintf("%.0f", s.rssMax[n]/(1<<20)))
 		}
-		cores = append(cores, fmt.Sprintf("%.2f", s.cores["bench"]))
+		cores = append(cores, fmt.Sprintf("%.2f", s.cores["bench"]), fmt.Sprintf("%.2f", s.cores["machine"]))
 		fmt.Fprintf(w, "| %d | %.0f | %.0f | %d | %s / %s (%s) | %s / %s / %s | %s | %s / %s (%d) | %s | %s | %s |\n",
 			s.offered, float64(s.sent)/s.to.Sub(s.from).Seconds(), s.sustained, s.failed, s.ackP50.Round(100*time.Microsecond), s.ackP99.Round(100*time.Microsecond), s.serviceP99.Round(100*time.Microsecond),
 			lag("sink"), lag("windows"), lag("synthesis"), rec,
