@@ -83,7 +83,9 @@ type LagOptions struct {
 }
 
 // Lag describes groups and returns, per group and partition, the committed offset,
-// end offset, lag in offsets and the age of the oldest unconsumed record.
+// end offset, lag in offsets and the age of the oldest unconsumed record: one
+// GroupLag per distinct group, sorted by group name (not in the order asked), so a
+// caller matches them by GroupLag.Group.
 //
 // cl is used for admin requests; to read record timestamps Lag opens a short-lived
 // direct (group-less) consumer with cl's connection options (seed brokers, TLS, SASL,
