@@ -247,42 +247,68 @@ func bindEvidence(ctx context.Context, q querier, ws ids.WorkspaceID, entryID in
 // or waits for this transaction (its trigger then sees the new binding). Migration
 // 0005, decisions D12.
 func recallBound(ctx context.Context, q querier, ws ids.WorkspaceID, evidenceIDs []int64) error {
-	rows, err := q.Query(ctx, `SELECT id, deleted AND NOT coalesce(metadata_json ? 'retention', false)
-		FROM workspace_timeline_evidence WHERE workspace_id = $1 AND id = ANY($2::bigint[])
-		ORDER BY id FOR SHARE`, string(ws), evidenceIDs)
+	rows, err := q.Query(ctx, recallBoundSQL, string(ws), evidenceIDs)
 	if err != nil {
 		return err
 	}
+	return applyRecalls(ctx, q, ws, rows)
+}
+
+// recallBoundSQL reads evidence rows FOR SHARE and tells which are recalled.
+const recallBoundSQL = `SELECT id, deleted AND NOT coalesce(metadata_json ? 'retention', false)
+		FROM workspace_timeline_evidence WHERE workspace_id = $1 AND id = ANY($2::bigint[])
+		ORDER BY id FOR SHARE`
+
+// applyRecalls withdraws the entries bound to the recalled rows of recallBoundSQL's
+// answer (rows, which it closes).
+func applyRecalls(ctx context.Context, q querier, ws ids.WorkspaceID, rows pgx.Rows) error {
+	recalled, err := recalledIDs(rows)
+	if err != nil || len(recalled) == 0 {
+		return err
+	}
+	return recallEntries(ctx, q, ws, recalled)
+}
+
+// recalledIDs reads recallBoundSQL's answer (rows, which it closes): the recalled ids.
+func recalledIDs(rows pgx.Rows) ([]int64, error) {
 	var recalled []int64
 	var id int64
 	var isRecalled bool
-	if _, err := pgx.ForEachRow(rows, []any{&id, &isRecalled}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&id, &isRecalled}, func() error {
 		if isRecalled {
 			recalled = append(recalled, id)
 		}
 		return nil
-	}); err != nil {
-		return err
-	}
-	if len(recalled) == 0 {
-		return nil
-	}
-	_, err = q.Exec(ctx, `SELECT larkline_recall_entries($1, $2::bigint[])`, string(ws), recalled)
+	})
+	return recalled, err
+}
+
+// recallEntries withdraws the entries of workspace ws bound to the recalled evidence.
+func recallEntries(ctx context.Context, q querier, ws ids.WorkspaceID, recalled []int64) error {
+	_, err := q.Exec(ctx, `SELECT larkline_recall_entries($1, $2::bigint[])`, string(ws), recalled)
 	return err
 }
 
 func insertBindings(ctx context.Context, q querier, ws ids.WorkspaceID, entryID int64, evidenceIDs []int64) (int, error) {
 	var want, found, added int
-	err := q.QueryRow(ctx, `WITH want AS (SELECT DISTINCT unnest($3::bigint[]) AS id),
+	err := q.QueryRow(ctx, insertBindingsSQL, entryID, string(ws), evidenceIDs).Scan(&want, &found, &added)
+	if err != nil {
+		return 0, err
+	}
+	return bindingsAdded(ws, want, found, added)
+}
+
+// insertBindingsSQL binds entry $1 to the evidence ids $3 when every one of them is
+// evidence of workspace $2, and counts the ids, those of the workspace and the new
+// bindings.
+const insertBindingsSQL = `WITH want AS (SELECT DISTINCT unnest($3::bigint[]) AS id),
 		ok AS (SELECT ev.id FROM workspace_timeline_evidence ev JOIN want USING (id) WHERE ev.workspace_id = $2),
 		ins AS (INSERT INTO workspace_timeline_entry_evidence (entry_id, evidence_id)
 			SELECT $1, id FROM ok WHERE (SELECT count(*) FROM ok) = (SELECT count(*) FROM want)
 			ON CONFLICT DO NOTHING RETURNING 1)
-		SELECT (SELECT count(*) FROM want), (SELECT count(*) FROM ok), (SELECT count(*) FROM ins)`,
-		entryID, string(ws), evidenceIDs).Scan(&want, &found, &added)
-	if err != nil {
-		return 0, err
-	}
+		SELECT (SELECT count(*) FROM want), (SELECT count(*) FROM ok), (SELECT count(*) FROM ins)`
+
+func bindingsAdded(ws ids.WorkspaceID, want, found, added int) (int, error) {
 	if found != want {
 		return 0, fmt.Errorf("%w: %d of %d evidence ids are not evidence of workspace %s", ErrInvalid, want-found, want, ws)
 	}
@@ -341,7 +367,8 @@ func (s *Store) UpsertDraftEntries(ctx context.Context, ds []EntryDraft) ([]Entr
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		type access struct{ writable, serving bool }
 		seen := map[string]access{}
-		for i, d := range ds {
+		var writes []draftWrite
+		for i := range ds {
 			a, ok := seen[versions[i]]
 			if !ok {
 				var err error
@@ -354,12 +381,9 @@ func (s *Store) UpsertDraftEntries(ctx context.Context, ds []EntryDraft) ([]Entr
 				res[i] = EntryResult{Outcome: EntryDiscarded}
 				continue
 			}
-			var err error
-			if res[i], err = upsertDraft(ctx, tx, d, versions[i], a.serving); err != nil {
-				return fmt.Errorf("draft %d of workspace %s, version %s: %w", i, d.Workspace, versions[i], err)
-			}
+			writes = append(writes, draftWrite{i: i, d: &ds[i], version: versions[i], serving: a.serving})
 		}
-		return nil
+		return upsertDrafts(ctx, tx, writes, res)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("upsert %d draft entries: %w", len(ds), err)
@@ -367,41 +391,144 @@ func (s *Store) UpsertDraftEntries(ctx context.Context, ds []EntryDraft) ([]Entr
 	return res, nil
 }
 
-// upsertDraft is UpsertDraftEntry's write of one draft of a writable version, in tx.
-func upsertDraft(ctx context.Context, tx pgx.Tx, d EntryDraft, version string, serving bool) (EntryResult, error) {
-	var own int64
-	err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
-		WHERE workspace_id = $1 AND processor_version = '' AND fingerprint = $2`,
-		string(d.Workspace), d.Fingerprint).Scan(&own)
-	switch {
-	case err == nil && serving:
-		return updateDraft(ctx, tx, d.Workspace, own, d.EntryContent, false)
-	case err == nil:
-		return EntryResult{ID: own, Outcome: EntryUnchanged, HumanOwned: true}, nil
-	case !errors.Is(err, pgx.ErrNoRows):
-		return EntryResult{}, err
-	}
-	var res EntryResult
-	err = tx.QueryRow(ctx, `INSERT INTO workspace_timeline_entries
+// draftWrite is one draft of a writable version in UpsertDraftEntries: ds[i].
+type draftWrite struct {
+	i       int
+	d       *EntryDraft
+	version string
+	serving bool
+	own     int64 // the workspace's own entry with the fingerprint (0: none)
+	created int64 // the new entry (0: none was inserted)
+}
+
+const (
+	// ownEntrySQL finds the workspace's own entry ('' version) with a fingerprint.
+	ownEntrySQL = `SELECT coalesce(max(id), 0) FROM workspace_timeline_entries
+		WHERE workspace_id = $1 AND processor_version = '' AND fingerprint = $2`
+	// insertDraftSQL inserts a new draft unless the version has the fingerprint.
+	insertDraftSQL = `INSERT INTO workspace_timeline_entries
 			(workspace_id, occurred_at, kind, title, body, source, status, fingerprint, ai_metadata, processor_version)
 		VALUES ($1, $2, $3, $4, $5, 'ai', 'draft', $6, $7::jsonb, $8)
 		ON CONFLICT (workspace_id, processor_version, fingerprint) WHERE fingerprint IS NOT NULL DO NOTHING
-		RETURNING id`,
-		string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint, jsonObject(d.AIMetadata), version).Scan(&res.ID)
-	if err == nil {
-		res.Outcome = EntryCreated
-		_, err = bindEvidence(ctx, tx, d.Workspace, res.ID, d.EvidenceIDs)
-		return res, err
+		RETURNING id`
+)
+
+// upsertDrafts writes drafts of writable versions in tx as UpsertDraftEntry describes,
+// each result into res[w.i]. The common case, a new draft, goes in three pipelined
+// rounds for all drafts at once (the own-entry lookups, the inserts, the bindings
+// with their recall check), so a chunk of n new drafts costs three round trips, not
+// 4n; the rest (an own entry, a fingerprint the version already has) is updated one
+// draft at a time after them. The order does not change the outcome: a lookup reads
+// only the own (” version) entries, which no insert writes, and a draft whose insert
+// met an earlier draft of the batch updates that entry afterwards as it would have.
+func upsertDrafts(ctx context.Context, tx pgx.Tx, writes []draftWrite, res []EntryResult) error {
+	fail := func(w *draftWrite, err error) error {
+		return fmt.Errorf("draft %d of workspace %s, version %s: %w", w.i, w.d.Workspace, w.version, err)
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return EntryResult{}, err
+	b := &pgx.Batch{}
+	for k := range writes {
+		w := &writes[k]
+		b.Queue(ownEntrySQL, string(w.d.Workspace), w.d.Fingerprint).QueryRow(func(row pgx.Row) error {
+			if err := row.Scan(&w.own); err != nil {
+				return fail(w, err)
+			}
+			return nil
+		})
 	}
-	if err := tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
-		WHERE workspace_id = $1 AND processor_version = $2 AND fingerprint = $3`,
-		string(d.Workspace), version, d.Fingerprint).Scan(&res.ID); err != nil {
-		return EntryResult{}, err
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
 	}
-	return updateDraft(ctx, tx, d.Workspace, res.ID, d.EntryContent, false)
+	b = &pgx.Batch{}
+	for k := range writes {
+		w := &writes[k]
+		if w.own != 0 {
+			continue
+		}
+		d := w.d
+		b.Queue(insertDraftSQL, string(d.Workspace), d.OccurredAt, d.Kind, d.Title, d.Body, d.Fingerprint,
+			jsonObject(d.AIMetadata), w.version).QueryRow(func(row pgx.Row) error {
+			err := row.Scan(&w.created)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil // the version has the fingerprint: updated below
+			}
+			if err != nil {
+				return fail(w, err)
+			}
+			return nil
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	type recall struct {
+		ws  ids.WorkspaceID
+		ids []int64
+	}
+	var recalls []recall
+	b = &pgx.Batch{}
+	for k := range writes {
+		w := &writes[k]
+		if w.created == 0 {
+			continue
+		}
+		res[w.i] = EntryResult{ID: w.created, Outcome: EntryCreated}
+		if len(w.d.EvidenceIDs) == 0 {
+			continue
+		}
+		ws := w.d.Workspace
+		b.Queue(insertBindingsSQL, w.created, string(ws), w.d.EvidenceIDs).QueryRow(func(row pgx.Row) error {
+			var want, found, added int
+			if err := row.Scan(&want, &found, &added); err != nil {
+				return fail(w, err)
+			}
+			if _, err := bindingsAdded(ws, want, found, added); err != nil {
+				return fail(w, err)
+			}
+			return nil
+		})
+		// recallBound's check, pipelined; a recalled row (rare) is applied below.
+		b.Queue(recallBoundSQL, string(ws), w.d.EvidenceIDs).Query(func(rows pgx.Rows) error {
+			recalled, err := recalledIDs(rows)
+			if err != nil {
+				return fail(w, err)
+			}
+			if len(recalled) > 0 {
+				recalls = append(recalls, recall{ws, recalled})
+			}
+			return nil
+		})
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return err
+	}
+	for _, r := range recalls {
+		if err := recallEntries(ctx, tx, r.ws, r.ids); err != nil {
+			return err
+		}
+	}
+	for k := range writes {
+		w := &writes[k]
+		var err error
+		switch {
+		case w.created != 0:
+			continue
+		case w.own != 0 && w.serving:
+			res[w.i], err = updateDraft(ctx, tx, w.d.Workspace, w.own, w.d.EntryContent, false)
+		case w.own != 0:
+			res[w.i] = EntryResult{ID: w.own, Outcome: EntryUnchanged, HumanOwned: true}
+		default:
+			var id int64
+			if err = tx.QueryRow(ctx, `SELECT id FROM workspace_timeline_entries
+				WHERE workspace_id = $1 AND processor_version = $2 AND fingerprint = $3`,
+				string(w.d.Workspace), w.version, w.d.Fingerprint).Scan(&id); err == nil {
+				res[w.i], err = updateDraft(ctx, tx, w.d.Workspace, id, w.d.EntryContent, false)
+			}
+		}
+		if err != nil {
+			return fail(w, err)
+		}
+	}
+	return nil
 }
 
 // updateDraft applies content to entry id under a row lock. A human-owned entry keeps
