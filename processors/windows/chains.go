@@ -14,11 +14,13 @@ import (
 // (which reads the partition again from a commit that never passes the failed
 // record) sends both again, in order.
 //
-// Every Goka processor run (a restart after a failure, D27) starts new runs (reset):
-// the failed run's notes in flight are lost, and the record after the commit may be
-// compacted away, so offsets need not go backwards. Within a Goka run, a partition
-// read again from its commit (a rebalance) starts a new run when its offsets go
-// backwards; otherwise no note of it was lost and the chain goes on.
+// Every Goka processor run (a restart after a failure, D27) and every new assignment
+// of a rebalance starts new runs (reset): the failed run's notes in flight are lost,
+// the record after the commit may be compacted away, so offsets need not go
+// backwards, and a partition another member read meanwhile has moved its chats'
+// chains to that member's run (D41). Within a session, a partition whose offsets go
+// backwards starts a new run too; otherwise no note of it was lost and the chain goes
+// on.
 type noteChains struct {
 	mu     sync.Mutex
 	newRun func() uint64

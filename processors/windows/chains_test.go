@@ -115,3 +115,61 @@ func TestFormat4Values(t *testing.T) {
 		t.Fatalf("format 4 note: %+v %v", m, err)
 	}
 }
+
+// TestNoteChainsAcrossHandover: a partition that goes to another member and comes
+// back (two rebalances) loses no note: its chats follow the other member's run
+// meanwhile, so the first member's next note there must start a new run (D41). Each
+// member resets its chains at every new assignment, as Processor.onRebalance does.
+func TestNoteChainsAcrossHandover(t *testing.T) {
+	t.Parallel()
+	m := machine{length: 600_000, grace: 60_000, retention: 72 * 3600_000}
+	at := t0.UnixMilli()
+	var ids uint64
+	newRun := func() uint64 { ids++; return ids }
+	a, b := newNoteChains(newRun), newNoteChains(newRun)
+	c := &chatValue{}
+	apply := func(member *noteChains, off int64) string {
+		run, after := member.link(0, off, "chat")
+		n := loopMsg{Op: opNote, Offset: off, Run: run, After: after, Kind: kindEligible, At: at}
+		got, _ := m.note(c, &n, at)
+		return got
+	}
+	steps := []struct {
+		member    *noteChains
+		rebalance bool // a new assignment before this step: every member resets
+		off       int64
+		want      string
+	}{
+		{a, false, 3, outOpened},
+		{a, false, 4, outAdded},
+		{b, true, 5, outAdded}, // partition 0 moves to b, read from a's commit 5
+		{b, false, 6, outAdded},
+		{a, true, 7, outAdded}, // b is gone: a reads on from b's commit 7
+		{a, false, 8, outAdded},
+	}
+	for i, s := range steps {
+		if s.rebalance {
+			a.reset()
+			b.reset()
+		}
+		if got := apply(s.member, s.off); got != s.want {
+			t.Fatalf("step %d (offset %d): %s, want %s", i, s.off, got, s.want)
+		}
+	}
+	if got := c.Open[0].Versions; got != int64(len(steps)) {
+		t.Fatalf("%d versions in the window, want %d", got, len(steps))
+	}
+}
+
+// TestRebalanceStartsNewRuns: the Goka rebalance callback resets the note chains.
+func TestRebalanceStartsNewRuns(t *testing.T) {
+	t.Parallel()
+	var ids uint64
+	p := &Processor{chains: newNoteChains(func() uint64 { ids++; return ids })}
+	run1, _ := p.chains.link(0, 3, "chat")
+	p.onRebalance(nil)
+	run2, after := p.chains.link(0, 4, "chat")
+	if run2 == run1 || after != 0 {
+		t.Fatalf("after a rebalance: run %d after %d, want a new run (not %d) starting at 0", run2, after, run1)
+	}
+}

@@ -225,10 +225,10 @@ func New(o Options) (*Processor, error) {
 		edges = append(edges, goka.Input(goka.Stream(o.CheckpointTopic), new(codec.Bytes), p.onCheckpoint))
 	}
 	p.graph = goka.DefineGroup(GroupName(o.GroupPrefix, o.ProcessorVersion), edges...)
-	p.gopts = append([]goka.ProcessorOption{
+	p.gopts = append(append([]goka.ProcessorOption{
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithLogger(GokaLogger(o.Logger)),
-	}, o.Goka...)
+	}, o.Goka...), goka.WithRebalanceCallback(p.onRebalance))
 	p.restartMin, p.restartMax = cmp.Or(o.restartMin, restartBackoffMin), cmp.Or(o.restartMax, restartBackoffMax)
 	for _, r := range []string{RestartBroker, RestartCoordinator, RestartRegistry} {
 		p.m.restarts.WithLabelValues(r)
@@ -308,6 +308,13 @@ const inputRescan = time.Second
 
 // scanTimeout bounds one watcher pass over the state.
 const scanTimeout = 2 * time.Minute
+
+// onRebalance starts new note runs for every partition at each new assignment
+// (D28, D41): every partition of the new session is read again from its commit, and
+// one this process read before may have been another member's meanwhile, whose notes
+// moved its chats' chains on: this process's next note there must start a run, or
+// each chat refuses it as overtaken, for good.
+func (p *Processor) onRebalance(goka.Assignment) { p.chains.reset() }
 
 // newGoka builds the Goka processor of the next run.
 func (p *Processor) newGoka() error {
