@@ -76,6 +76,8 @@ func TestConfigDefaultsAreTheStagesDefaults(t *testing.T) {
 		{key: "synthesis.openai.timeout", stage: openai.DefaultTimeout},
 		{key: "synthesis.openai.maxRetries", stage: openai.DefaultMaxRetries},
 		{key: "synthesis.openai.maxOutputTokens", stage: openai.DefaultMaxOutputTokens},
+		// the prompts the client sends are the ones its default names (D40)
+		{key: "synthesis.promptVersion", stage: openai.DefaultPromptVersion},
 		{key: "windows.oversizedVersions", stage: windows.DefaultOversizedVersions},
 	}
 	for _, tt := range tests {
