@@ -76,6 +76,8 @@ func TestConfigDefaultsAreTheStagesDefaults(t *testing.T) {
 		{key: "synthesis.openai.timeout", stage: openai.DefaultTimeout},
 		{key: "synthesis.openai.maxRetries", stage: openai.DefaultMaxRetries},
 		{key: "synthesis.openai.maxOutputTokens", stage: openai.DefaultMaxOutputTokens},
+		// the prompts the client sends are the ones its default names (D40)
+		{key: "synthesis.promptVersion", stage: openai.DefaultPromptVersion},
 		{key: "windows.oversizedVersions", stage: windows.DefaultOversizedVersions},
 	}
 	for _, tt := range tests {
@@ -96,4 +98,49 @@ func TestConfigDefaultsAreTheStagesDefaults(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestZeroIsNoneWhereTheKeySaysSo: a key whose 0 means none (no retries, send at
+// once, never flag) is accepted at 0 by the file and reaches its stage as 0, a set
+// pointer; the stage's default (nil) must not take its place (D33, D40).
+func TestZeroIsNoneWhereTheKeySaysSo(t *testing.T) {
+	tests := []struct {
+		key  string
+		zero func(*config.Config)
+		got  func(*config.Config) *int64 // the stage's value; nil: the stage's default
+	}{
+		{key: "lark.api.maxRetries", zero: func(c *config.Config) { c.Lark.API.MaxRetries = 0 },
+			got: func(c *config.Config) *int64 { return int64Of(reconcileOptions(c).opts.MaxRetries) }},
+		{key: "synthesis.openai.maxRetries", zero: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 0 },
+			got: func(c *config.Config) *int64 { return int64Of(openaiOptions(c).opts.MaxRetries) }},
+		{key: "kafka.producer.linger", zero: func(c *config.Config) { c.Kafka.Producer.Linger = 0 },
+			got: func(c *config.Config) *int64 { return int64Of(kafkaOptions(c, "").opts.Producer.Linger) }},
+		{key: "windows.oversizedVersions", zero: func(c *config.Config) { c.Windows.OversizedVersions = 0 },
+			got: func(c *config.Config) *int64 {
+				return int64Of(windowsOptions(c, c.Windows.ProcessorVersion).opts.OversizedVersions)
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.key, func(t *testing.T) {
+			c := modelDeployment()
+			c.Synthesis.Synthesizer, c.Synthesis.OpenAI.Model = config.SynthesizerOpenAI, "m"
+			tt.zero(c)
+			if err := validateConfig(c); err != nil {
+				t.Fatalf("%s: 0 refused: %v", tt.key, err)
+			}
+			switch got := tt.got(c); {
+			case got == nil:
+				t.Errorf("%s: 0 reaches the stage as unset, which takes the stage's default", tt.key)
+			case *got != 0:
+				t.Errorf("%s: 0 reaches the stage as %d", tt.key, *got)
+			}
+		})
+	}
+}
+
+func int64Of[T ~int | ~int64](p *T) *int64 {
+	if p == nil {
+		return nil
+	}
+	return new(int64(*p))
 }

@@ -524,7 +524,7 @@ func (w *demoWaiter) groupLags(ctx context.Context) ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	gs, err := kafka.Lag(ctx, w.lag, w.groups, kafka.LagOptions{MaxTimestampFetches: -1})
+	gs, err := kafka.Lag(ctx, w.lag, w.groups, kafka.LagOptions{MaxTimestampFetches: new(0)})
 	if err != nil {
 		return nil, err
 	}

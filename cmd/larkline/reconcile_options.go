@@ -28,7 +28,7 @@ func reconcileOptions(cfg *config.Config) mapped[reconcile.Options] {
 	set(m, &o.MaxConcurrentChats, "lark.api.maxConcurrentChats", a.MaxConcurrentChats)
 	set(m, &o.MaxPagesPerRun, "lark.api.maxPagesPerRun", a.MaxPagesPerRun)
 	set(m, &o.PageSize, "lark.api.pageSize", a.PageSize)
-	set(m, &o.MaxRetries, "lark.api.maxRetries", a.MaxRetries)
+	set(m, &o.MaxRetries, "lark.api.maxRetries", new(a.MaxRetries)) // 0: none
 	set(m, &o.MaxBackoff, "lark.api.maxBackoff", a.MaxBackoff)
 	return *m
 }

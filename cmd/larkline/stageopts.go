@@ -138,6 +138,7 @@ var stages = []stage{
 	stageOf("retention", nil, retentionOptions),
 	stageOf("normalize", nil, normalizeOptions),
 	stageOf("webhook", nil, webhookOptions),
+	stageOf("lag", nil, lagOptions),
 	// no registry: the Avro single-object encoding
 	stageOf("schemas", func(c *config.Config) bool { return c.Schemas.Registry.URL != "" }, registryOptions),
 	// no DSN: required where needed (loadConfig's required keys)
@@ -218,8 +219,7 @@ func newRoleOptions(cfg *config.Config) *roleOptions {
 		admin:     workspaces.HandlerOptions{AdminTokenSHA256: cfg.HTTP.AdminTokenSHA256, AdminScopeTokenSHA256: adminScopeTokens(cfg)},
 		api:       httpapi.Options{Tokens: apiTokens(cfg), EvidenceListed: l.EvidenceListedInAPI},
 		cursorKey: cfg.HTTP.CursorKey.Value(),
-		lag: lagexport.Options{Kafka: kafkaOptions(cfg, "lag").opts, Groups: lagGroups(cfg), GroupPrefixes: []string{versionGroupsPrefix(cfg)},
-			KafkaLagExporter: lagexport.KafkaLagExporterOptions{Enabled: cfg.Lag.KafkaLagExporterMetrics, ClusterName: cfg.Lag.ClusterName}},
+		lag:       lagOptions(cfg).opts,
 		synthesis: synthesisOptions(cfg).opts, synthesizer: synthesizerOf(cfg),
 		retentionOn: l.Retention.Enabled, retention: retentionOptions(cfg).opts,
 		ingestOn: l.EventIngestionActive(), reconcileOn: l.ReconciliationActive(),

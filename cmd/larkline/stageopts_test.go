@@ -14,6 +14,7 @@ import (
 
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/config/configtest"
+	"github.com/larkline/larkline/internal/lagexport"
 )
 
 // Each stage's rules are its own (Options.Check); these cases say the
@@ -144,6 +145,17 @@ func TestValidateConfigReportsStageRulesUnderTheirKeys(t *testing.T) {
 			want: []want{{"synthesis.openai.maxRetries", "between 0 and 10"}}},
 		{name: "openai's rules are not applied while the synthesizer is rules", mutate: func(c *config.Config) { c.Synthesis.OpenAI.MaxRetries = 11 }},
 		{name: "openai ready is fine", mutate: func(c *config.Config) { openAIReady(c) }},
+		{name: "lag-exporter series without a cluster name", mutate: func(c *config.Config) {
+			c.Lag.KafkaLagExporterMetrics, c.Lag.ClusterName = true, " "
+		}, want: []want{{"lag.clusterName", "need a cluster name"}}},
+		{name: "a blank lag group", mutate: func(c *config.Config) { c.Lag.Groups = []string{"billing", " "} },
+			want: []want{{"lag.groups", "must not be blank"}}},
+		{name: "too many lag groups", mutate: func(c *config.Config) {
+			for i := range lagexport.MaxGroups {
+				c.Lag.Groups = append(c.Lag.Groups, fmt.Sprintf("team-%d", i))
+			}
+		}, want: []want{{"lag.groups", "at most 64 groups"}}},
+		{name: "a cluster name is not needed without the series", mutate: func(c *config.Config) { c.Lag.ClusterName = "" }},
 		{name: "a key the file refused is not reported again by a stage", mutate: func(c *config.Config) { c.Kafka.Topics.WindowsClosed = "" },
 			want: []want{{"kafka.topics.windowsClosed", "Kafka topic name"}}},
 		{name: "all problems at once, the file's and the stages'", mutate: func(c *config.Config) {

@@ -189,9 +189,9 @@ type evidenceLag struct {
 
 func (c *versionsCmd) lag(ctx context.Context, version string, measureAge bool) (evidenceLag, error) {
 	group := string(windows.GroupName(c.cfg.Kafka.GroupPrefix, version))
-	o := kafka.LagOptions{MaxTimestampFetches: -1}
+	o := kafka.LagOptions{MaxTimestampFetches: new(0)} // no ages
 	if measureAge {
-		o.MaxTimestampFetches = 0
+		o.MaxTimestampFetches = nil // the default
 	}
 	lags, err := kafka.Lag(ctx, c.cl, []string{group}, o)
 	if err != nil {

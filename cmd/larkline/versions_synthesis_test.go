@@ -27,6 +27,12 @@ func modelDeployment() *config.Config {
 	return c
 }
 
+// pinnedPrompt is c with synthesis.promptVersion set to v.
+func pinnedPrompt(c *config.Config, v string) *config.Config {
+	c.Synthesis.PromptVersion = v
+	return c
+}
+
 // TestVersionStartSynthesisFlags: the synthesis flags of `versions start` record the
 // configuration's synthesis with the flags in place; settings the configuration's
 // rules refuse are refused at start, naming the key and the flag.
@@ -56,7 +62,7 @@ func TestVersionStartSynthesisFlags(t *testing.T) {
 			want: &store.VersionSynthesis{Synthesizer: "openai", PromptVersion: "p2",
 				OpenAI: store.VersionOpenAI{Model: "model-b", MaxOutputTokens: 2048}, MaxEstimatedTokensPerChunk: 6000}},
 		{name: "budget only", cfg: config.Default(), args: []string{"--max-tokens-per-chunk", "3000"},
-			want: &store.VersionSynthesis{Synthesizer: "rules", PromptVersion: "v1", MaxEstimatedTokensPerChunk: 3000}},
+			want: &store.VersionSynthesis{Synthesizer: "rules", PromptVersion: openai.DefaultPromptVersion, MaxEstimatedTokensPerChunk: 3000}},
 		{name: "openai without an endpoint", cfg: config.Default(), args: []string{"--synthesizer", "openai", "--model", "m"},
 			refused: []string{"synthesis.openai.baseURL", "synthesis.openai.apiKey"}},
 		{name: "openai without a model", cfg: modelDeployment(), args: []string{"--synthesizer", "openai"},
@@ -76,8 +82,12 @@ func TestVersionStartSynthesisFlags(t *testing.T) {
 			refused: []string{"--prompt-file needs the openai synthesizer"}, byFlag: true},
 		{name: "prompt without its own version", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-file", prompt},
 			refused: []string{"--prompt-version of its own"}, byFlag: true},
-		{name: "prompt under the package's version", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m",
+		// a deployment that set its own prompt version: the package's is still refused for own instructions, by openai's rule
+		{name: "prompt under the package's version", cfg: pinnedPrompt(modelDeployment(), "v1"), args: []string{"--synthesizer", "openai", "--model", "m",
 			"--prompt-version", openai.DefaultPromptVersion, "--prompt-file", prompt}, refused: []string{"--prompt-file", "PromptVersion"}, byFlag: true},
+		// on the default, the package's version is the configuration's (D40)
+		{name: "prompt under the default version", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m",
+			"--prompt-version", openai.DefaultPromptVersion, "--prompt-file", prompt}, refused: []string{"--prompt-version of its own"}, byFlag: true},
 		{name: "blank prompt", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-version", "p3", "--prompt-file", blank},
 			refused: []string{"--prompt-file", "Instructions"}, byFlag: true},
 		{name: "missing prompt file", cfg: modelDeployment(), args: []string{"--synthesizer", "openai", "--model", "m", "--prompt-version", "p3",

@@ -420,9 +420,12 @@ const (
 
 // Synthesis configures timeline synthesis.
 type Synthesis struct {
-	Synthesizer   SynthesizerKind `yaml:"synthesizer"`
-	OpenAI        OpenAI          `yaml:"openai"`
-	PromptVersion string          `yaml:"promptVersion"`
+	Synthesizer SynthesizerKind `yaml:"synthesizer"`
+	OpenAI      OpenAI          `yaml:"openai"`
+	// PromptVersion is recorded with every claimed window and, by the openai
+	// synthesizer, with every entry. Its default is the model client's own
+	// (openai.DefaultPromptVersion), which names the prompts it sends.
+	PromptVersion string `yaml:"promptVersion"`
 	// EvidenceWait is how long a closed window waits for its evidence before the wait
 	// is counted (processors/synthesis Options.EvidenceWait): for a version 3 record,
 	// a period of waiting for the sink's commit (the wait goes on); for an older one,
@@ -591,7 +594,7 @@ func Default() *Config {
 				MaxRetries:      2,
 				MaxOutputTokens: 2048,
 			},
-			PromptVersion: "v1",
+			PromptVersion: "openai-timeline-v2", // openai.DefaultPromptVersion
 			EvidenceWait:  2 * time.Minute,
 		},
 		Windows: Windows{ProcessorVersion: "v1", StateDir: "/var/lib/larkline/windows", OversizedVersions: 50_000},

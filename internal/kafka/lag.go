@@ -72,14 +72,31 @@ func (g GroupLag) TotalLag() int64 {
 	return n
 }
 
-// LagOptions bounds the timestamp look-ups of Lag. Zero values mean the defaults.
+// LagOptions bounds the timestamp look-ups of Lag. A zero TimestampTimeout and a
+// nil MaxTimestampFetches mean the defaults.
 type LagOptions struct {
 	// MaxTimestampFetches bounds how many lagging partitions get a LagTime (one
-	// record fetched each); the rest report LagTimeUnknown. Default 256; -1 measures
-	// no LagTime at all.
-	MaxTimestampFetches int
+	// record fetched each); the rest report LagTimeUnknown. nil means
+	// DefaultMaxTimestampFetches, 0 measures no LagTime at all.
+	MaxTimestampFetches *int
 	// TimestampTimeout bounds the time spent fetching those records. Default 10s.
 	TimestampTimeout time.Duration
+}
+
+// check reports a negative MaxTimestampFetches or TimestampTimeout.
+func (o LagOptions) check() error {
+	if (o.MaxTimestampFetches != nil && *o.MaxTimestampFetches < 0) || o.TimestampTimeout < 0 {
+		return invalid("lag options: max timestamp fetches %d (0: none), timeout %s: must not be negative", o.fetches(), o.TimestampTimeout)
+	}
+	return nil
+}
+
+// fetches is MaxTimestampFetches, its default when nil.
+func (o LagOptions) fetches() int {
+	if o.MaxTimestampFetches == nil {
+		return DefaultMaxTimestampFetches
+	}
+	return *o.MaxTimestampFetches
 }
 
 // Lag describes groups and returns, per group and partition, the committed offset,
@@ -106,11 +123,11 @@ func Lag(ctx context.Context, cl *kgo.Client, groups []string, o LagOptions) ([]
 			return nil, invalid("lag: empty group id")
 		}
 	}
-	o.MaxTimestampFetches = cmp.Or(o.MaxTimestampFetches, DefaultMaxTimestampFetches)
-	o.TimestampTimeout = cmp.Or(o.TimestampTimeout, DefaultTimestampTimeout)
-	if o.MaxTimestampFetches < -1 || o.TimestampTimeout < 0 {
-		return nil, invalid("lag options: max timestamp fetches %d, timeout %s", o.MaxTimestampFetches, o.TimestampTimeout)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
+	fetches := o.fetches()
+	o.TimestampTimeout = cmp.Or(o.TimestampTimeout, DefaultTimestampTimeout)
 
 	adm := kadm.NewClient(cl)
 	described, err := adm.Lag(ctx, groups...)
@@ -156,8 +173,8 @@ func Lag(ctx context.Context, cl *kgo.Client, groups []string, o LagOptions) ([]
 		out = append(out, g)
 	}
 
-	if o.MaxTimestampFetches > 0 {
-		if err := fillLagTimes(ctx, cl, described, out, o); err != nil {
+	if fetches > 0 {
+		if err := fillLagTimes(ctx, cl, described, out, fetches, o.TimestampTimeout); err != nil {
 			return out, err
 		}
 	}
@@ -182,17 +199,17 @@ type tp struct {
 	partition int32
 }
 
-// fillLagTimes reads, for up to o.MaxTimestampFetches lagging partitions, the record
+// fillLagTimes reads, for up to fetches lagging partitions, the record
 // at the offset each group will read next, and sets LagTime from its timestamp.
 // Several groups lagging at the same offset share one fetch: the record read is the
 // earliest requested offset of the partition, and each group's LagTime comes from the
 // first record at or after its own offset.
-func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedGroupLags, out []GroupLag, o LagOptions) error {
-	wants, from := lagWants(described, out, o.MaxTimestampFetches)
+func fillLagTimes(ctx context.Context, cl *kgo.Client, described kadm.DescribedGroupLags, out []GroupLag, fetches int, timeout time.Duration) error {
+	wants, from := lagWants(described, out, fetches)
 	if len(from) == 0 {
 		return nil
 	}
-	stamps, err := readLagStamps(ctx, cl, wants, from, o.TimestampTimeout)
+	stamps, err := readLagStamps(ctx, cl, wants, from, timeout)
 	if err != nil {
 		return err
 	}

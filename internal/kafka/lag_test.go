@@ -85,7 +85,7 @@ func TestLagOnRealBroker(t *testing.T) {
 	}
 
 	t.Run("timestamps can be skipped", func(t *testing.T) {
-		got, err := Lag(ctx, cl, []string{group}, LagOptions{MaxTimestampFetches: -1})
+		got, err := Lag(ctx, cl, []string{group}, LagOptions{MaxTimestampFetches: new(0)})
 		if err != nil {
 			t.Fatal(err)
 		}

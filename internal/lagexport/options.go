@@ -3,7 +3,6 @@ package lagexport
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/lifecycle"
+	"github.com/larkline/larkline/internal/options"
 )
 
 // Defaults and bounds of Options.
@@ -103,51 +103,56 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Check reports every value of o that breaks the exporter's rules (after the
+// defaults) as an *options.Error naming the fields, or nil. The Kafka options and
+// the Evaluator are package kafka's to check (New runs those too). The
+// configuration layer calls it to report a wrong key before anything starts.
+func (o Options) Check() error { return o.withDefaults().problems().Err(ErrInvalidOptions) }
+
 // validate checks o (defaults applied) and reports every problem at once.
-func (o Options) validate() error {
-	var problems []string
-	bad := func(format string, args ...any) { problems = append(problems, fmt.Sprintf(format, args...)) }
+func (o Options) validate() error { return o.problems().Err(ErrInvalidOptions) }
+
+// problems checks o's values (defaults applied).
+func (o Options) problems() *options.Problems {
+	p := new(options.Problems)
 	switch n := len(o.Groups); {
 	case n == 0:
-		bad("at least one group is required")
+		p.Add("Groups", nil, "at least one group is required")
 	case n > MaxGroups:
-		bad("%d groups, at most %d", n, MaxGroups)
+		p.Add("Groups", n, "must be at most %d groups, larkline's own included: each is a label value", MaxGroups)
 	}
 	seen := make(map[string]bool, len(o.Groups))
 	for _, g := range o.Groups {
 		switch {
 		case strings.TrimSpace(g) == "":
-			bad("a group name is blank")
+			p.Add("Groups", g, "must not be blank")
 		case seen[g]:
-			bad("group %q is listed twice", g)
+			p.Add("Groups", g, "is listed twice")
 		}
 		seen[g] = true
 	}
-	if len(o.GroupPrefixes) > MaxGroupPrefixes {
-		bad("%d group prefixes, at most %d", len(o.GroupPrefixes), MaxGroupPrefixes)
+	if n := len(o.GroupPrefixes); n > MaxGroupPrefixes {
+		p.Add("GroupPrefixes", n, "must be at most %d group prefixes", MaxGroupPrefixes)
 	}
-	for _, p := range o.GroupPrefixes {
-		if strings.TrimSpace(p) == "" {
-			bad("a group prefix is blank")
+	for _, g := range o.GroupPrefixes {
+		if strings.TrimSpace(g) == "" {
+			p.Add("GroupPrefixes", g, "a group prefix is blank")
 		}
 	}
 	if o.Interval < MinInterval || o.Interval > MaxInterval {
-		bad("interval %s: want within [%s, %s]", o.Interval, MinInterval, MaxInterval)
+		p.Add("Interval", o.Interval, "the interval between samples must be within [%s, %s]", MinInterval, MaxInterval)
 	}
 	if o.PollTimeout <= 0 || o.PollTimeout > MaxPollTimeout {
-		bad("poll timeout %s: want within (0, %s]", o.PollTimeout, MaxPollTimeout)
+		p.Add("PollTimeout", o.PollTimeout, "the poll timeout must be within (0, %s]", MaxPollTimeout)
 	}
 	if o.KafkaLagExporter.Enabled && strings.TrimSpace(o.KafkaLagExporter.ClusterName) == "" {
-		bad("kafka-lag-exporter series need a cluster name")
+		p.Add("KafkaLagExporter.ClusterName", o.KafkaLagExporter.ClusterName, "must not be blank: kafka-lag-exporter series need a cluster name")
 	}
-	if o.Lag.MaxTimestampFetches < -1 {
-		bad("lag max timestamp fetches %d: want -1 (none), 0 (default) or more", o.Lag.MaxTimestampFetches)
+	if f := o.Lag.MaxTimestampFetches; f != nil && *f < 0 {
+		p.Add("Lag.MaxTimestampFetches", *f, "lag timestamp fetches must not be negative (0: none, nil: the default)")
 	}
 	if o.Lag.TimestampTimeout < 0 || o.Lag.TimestampTimeout >= o.PollTimeout {
-		bad("lag timestamp timeout %s: want within [0, poll timeout %s)", o.Lag.TimestampTimeout, o.PollTimeout)
+		p.Add("Lag.TimestampTimeout", o.Lag.TimestampTimeout, "the lag timestamp timeout must be within [0, PollTimeout %s)", o.PollTimeout)
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("%w: %s", ErrInvalidOptions, strings.Join(problems, "; "))
-	}
-	return nil
+	return p
 }

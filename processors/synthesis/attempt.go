@@ -192,9 +192,9 @@ func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPla
 	// kept for read-only context, primary evidence takes the rest (and the context
 	// whatever primary evidence left).
 	budget := w.synthesisOf(j).budget
-	exist, existTokens := pickExisting(existing, budget/8, w.o.MaxExistingEntries)
+	exist, existTokens := pickExisting(existing, budget/8, *w.o.MaxExistingEntries)
 	reserve := 0
-	if w.o.MaxContextMessages > 0 {
+	if *w.o.MaxContextMessages > 0 {
 		reserve = budget / 4
 	}
 	n, tokens := takePrimary(msgs, w.o.EvidenceBatchLimit, budget, existTokens+reserve)
@@ -340,7 +340,7 @@ func (w *Worker) seedAggregate(ctx context.Context, j *job, below int64, cursor 
 // lookback reads the eligible messages of the ContextLookback before the window and
 // keeps the newest MaxContextMessages of them, newest first: read-only context.
 func (w *Worker) lookback(ctx context.Context, j *job) ([]synth.Message, error) {
-	if w.o.MaxContextMessages == 0 {
+	if *w.o.MaxContextMessages == 0 {
 		return nil, nil
 	}
 	var (
@@ -361,7 +361,7 @@ func (w *Worker) lookback(ctx context.Context, j *job) ([]synth.Message, error) 
 		}
 		read += len(page.Items)
 		kept = append(kept, page.Items...)
-		if over := len(kept) - w.o.MaxContextMessages; over > 0 {
+		if over := len(kept) - *w.o.MaxContextMessages; over > 0 {
 			kept = slices.Delete(kept, 0, over)
 		}
 		if page.Next == nil {
@@ -387,7 +387,7 @@ func (w *Worker) lookback(ctx context.Context, j *job) ([]synth.Message, error) 
 // first. Only eligible, live messages before window_end are context.
 func (w *Worker) chunkContext(ctx context.Context, j *job, primary []synth.Message, mem *recent,
 	lookback []synth.Message, budget int) ([]synth.Message, int, error) {
-	if w.o.MaxContextMessages == 0 || budget <= 0 {
+	if *w.o.MaxContextMessages == 0 || budget <= 0 {
 		return nil, 0, nil
 	}
 	exclude := make(map[int64]struct{}, len(primary))
@@ -444,14 +444,14 @@ func (w *Worker) chunkContext(ctx context.Context, j *job, primary []synth.Messa
 	}
 	candidates := append(anchors, mem.relatedTo(primary)...)
 	candidates = append(candidates, lookback...)
-	out, tokens := pickContext(candidates, exclude, budget, w.o.MaxContextMessages)
+	out, tokens := pickContext(candidates, exclude, budget, *w.o.MaxContextMessages)
 	return out, tokens, nil
 }
 
 // existingEntries lists the workspace's visible entries from ExistingEntriesLookback
 // before the window up to its end, for a synthesizer to avoid repeating them.
 func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingEntry, error) {
-	if w.o.MaxExistingEntries == 0 {
+	if *w.o.MaxExistingEntries == 0 {
 		return nil, nil
 	}
 	var (
@@ -477,7 +477,7 @@ func (w *Worker) existingEntries(ctx context.Context, j *job) ([]synth.ExistingE
 				continue // a human entry of a kind synthesis does not know
 			}
 			out = append(out, synth.ExistingEntry{Kind: k, Title: e.Title, OccurredAt: e.OccurredAt, Fingerprint: e.Fingerprint})
-			if len(out) > w.o.MaxExistingEntries {
+			if len(out) > *w.o.MaxExistingEntries {
 				out = out[1:]
 			}
 		}

@@ -223,13 +223,15 @@ type Options struct {
 	// SweepLimit bounds the stale windows one sweep reclaims. Default DefaultSweepLimit.
 	SweepLimit int
 	// ExistingEntriesLookback and MaxExistingEntries select the existing entries
-	// given to a synthesizer with each chunk. Defaults DefaultExistingEntriesLookback
-	// and DefaultMaxExistingEntries.
+	// given to a synthesizer with each chunk. Default DefaultExistingEntriesLookback;
+	// MaxExistingEntries nil means DefaultMaxExistingEntries, 0 none (no entries are
+	// read); at most store.MaxPageSize.
 	ExistingEntriesLookback time.Duration
-	MaxExistingEntries      int
-	// MaxContextMessages bounds the read-only context messages per chunk. Default
-	// DefaultMaxContextMessages.
-	MaxContextMessages int
+	MaxExistingEntries      *int
+	// MaxContextMessages bounds the read-only context messages per chunk: nil means
+	// DefaultMaxContextMessages, 0 none (a chunk gets no context and its whole budget
+	// goes to primary evidence); at most store.MaxPageSize.
+	MaxContextMessages *int
 
 	// Clock reads the time for metrics and dead letters. Default time.Now.
 	Clock func() time.Time
@@ -277,8 +279,12 @@ func (o Options) withDefaults() Options {
 	o.MaxInFlightRecords = cmp.Or(o.MaxInFlightRecords, DefaultMaxInFlightRecords)
 	o.SweepLimit = cmp.Or(o.SweepLimit, DefaultSweepLimit)
 	o.ExistingEntriesLookback = cmp.Or(o.ExistingEntriesLookback, DefaultExistingEntriesLookback)
-	o.MaxExistingEntries = cmp.Or(o.MaxExistingEntries, DefaultMaxExistingEntries)
-	o.MaxContextMessages = cmp.Or(o.MaxContextMessages, DefaultMaxContextMessages)
+	if o.MaxExistingEntries == nil {
+		o.MaxExistingEntries = new(DefaultMaxExistingEntries)
+	}
+	if o.MaxContextMessages == nil {
+		o.MaxContextMessages = new(DefaultMaxContextMessages)
+	}
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -362,7 +368,11 @@ func (o Options) problems() *options.Problems {
 	between("MaxInFlightRecords", o.MaxInFlightRecords, 1, 100_000)
 	between("SweepLimit", o.SweepLimit, 1, store.MaxPageSize)
 	within("ExistingEntriesLookback", o.ExistingEntriesLookback, 30*24*time.Hour)
-	between("MaxExistingEntries", o.MaxExistingEntries, 0, store.MaxPageSize)
-	between("MaxContextMessages", o.MaxContextMessages, 0, store.MaxPageSize)
+	if o.MaxExistingEntries != nil && (*o.MaxExistingEntries < 0 || *o.MaxExistingEntries > store.MaxPageSize) {
+		p.Add("MaxExistingEntries", *o.MaxExistingEntries, "must be between 0 and %d (0: none)", store.MaxPageSize)
+	}
+	if o.MaxContextMessages != nil && (*o.MaxContextMessages < 0 || *o.MaxContextMessages > store.MaxPageSize) {
+		p.Add("MaxContextMessages", *o.MaxContextMessages, "must be between 0 and %d (0: none)", store.MaxPageSize)
+	}
 	return p
 }

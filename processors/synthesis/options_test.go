@@ -56,6 +56,8 @@ func TestNewAppliesDefaults(t *testing.T) {
 		{"max tokens", o.MaxEstimatedTokensPerChunk, 6000},
 		{"concurrency", o.MaxConcurrentSynthesis, 2},
 		{"chunk retries", *o.ChunkRetries, DefaultChunkRetries},
+		{"max existing entries", *o.MaxExistingEntries, DefaultMaxExistingEntries},
+		{"max context messages", *o.MaxContextMessages, DefaultMaxContextMessages},
 		{"model outage backoff max", o.ModelOutageBackoffMax, DefaultModelOutageBackoffMax},
 	} {
 		if c.got != c.want {
@@ -63,13 +65,16 @@ func TestNewAppliesDefaults(t *testing.T) {
 		}
 	}
 	o2 := validOptions(t)
-	o2.ChunkRetries = new(0)
+	o2.ChunkRetries, o2.MaxExistingEntries, o2.MaxContextMessages = new(0), new(0), new(0)
 	w2, err := New(o2)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if *w2.o.ChunkRetries != 0 {
 		t.Errorf("ChunkRetries 0 gave %d retries", *w2.o.ChunkRetries)
+	}
+	if *w2.o.MaxExistingEntries != 0 || *w2.o.MaxContextMessages != 0 {
+		t.Errorf("MaxExistingEntries and MaxContextMessages 0 gave %d and %d", *w2.o.MaxExistingEntries, *w2.o.MaxContextMessages)
 	}
 }
 
@@ -127,6 +132,10 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"stale timeout under the heartbeat's floor", func(o *Options) { o.StaleTimeout = 2 * time.Second }, "StaleTimeout"},
 		{"chunk retries", func(o *Options) { o.ChunkRetries = new(11) }, "ChunkRetries"},
 		{"negative chunk retries", func(o *Options) { o.ChunkRetries = new(-1) }, "ChunkRetries"},
+		{"negative existing entries", func(o *Options) { o.MaxExistingEntries = new(-1) }, "MaxExistingEntries"},
+		{"existing entries above a page", func(o *Options) { o.MaxExistingEntries = new(store.MaxPageSize + 1) }, "MaxExistingEntries"},
+		{"negative context messages", func(o *Options) { o.MaxContextMessages = new(-1) }, "MaxContextMessages"},
+		{"context messages above a page", func(o *Options) { o.MaxContextMessages = new(store.MaxPageSize + 1) }, "MaxContextMessages"},
 		{"model outage backoff below the retry backoff", func(o *Options) {
 			o.RetryBackoffMin, o.ModelOutageBackoffMax = time.Second, time.Millisecond
 		}, "ModelOutageBackoffMax"},

@@ -99,7 +99,7 @@ func TestResumeAtNextUndoneChunk(t *testing.T) {
 			script.next, o.Synthesizer = o.Synthesizer, script
 			summaries := &countingSummarizer{next: o.Summarizer}
 			o.Summarizer = summaries
-			o.EvidenceBatchLimit, o.ChunkRetries, o.MaxContextMessages = 20, new(0), 0
+			o.EvidenceBatchLimit, o.ChunkRetries, o.MaxContextMessages = 20, new(0), new(0)
 			if tc.shutdown {
 				blocked := make(chan struct{})
 				script.act = func(ctx context.Context, n int) error {

@@ -193,8 +193,9 @@ type Options struct {
 	MaxPagesPerRun           int
 	MaxPagesPerManualRefresh int
 	PageSize                 int
-	// MaxRetries is the retries per history call; negative means none.
-	MaxRetries        int
+	// MaxRetries is the retries per history call: nil means DefaultMaxRetries, 0
+	// none; at most 100.
+	MaxRetries        *int
 	MinBackoff        time.Duration
 	MaxBackoff        time.Duration
 	RequestTimeout    time.Duration
@@ -398,13 +399,11 @@ func (o *Options) counts(p *options.Problems) {
 			p.Add(n.name, *n.v, "must be between 1 and %d%s", n.max, n.why)
 		}
 	}
-	switch {
-	case o.MaxRetries == 0:
-		o.MaxRetries = DefaultMaxRetries
-	case o.MaxRetries < 0:
-		o.MaxRetries = 0
-	case o.MaxRetries > 100:
-		p.Add("MaxRetries", o.MaxRetries, "must be at most 100")
+	if o.MaxRetries == nil {
+		o.MaxRetries = new(DefaultMaxRetries)
+	}
+	if *o.MaxRetries < 0 || *o.MaxRetries > 100 {
+		p.Add("MaxRetries", *o.MaxRetries, "must be between 0 and 100 (0: no retries)")
 	}
 	if o.MaxThreadsPerChat >= o.MaxPagesPerRun {
 		p.Add("MaxThreadsPerChat", o.MaxThreadsPerChat, "must be below MaxPagesPerRun (%d): known threads are re-read by every run", o.MaxPagesPerRun)

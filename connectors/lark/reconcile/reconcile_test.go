@@ -278,7 +278,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 	e, created := newIncident(t, ws, chat, time.Hour)
 	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "fp", 12, created, 3*time.Minute, "x")
 	opts := e.options(t)
-	opts.MaxRetries = 2
+	opts.MaxRetries = new(2)
 	var sl sleeps
 	opts.Sleep = sl.sleep
 	var once sync.Once

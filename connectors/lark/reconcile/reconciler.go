@@ -358,7 +358,7 @@ func (r *Reconciler) list(ctx context.Context, q larkapi.ListQuery) (larkapi.Lis
 		if ctx.Err() != nil {
 			return larkapi.ListPage{}, fmt.Errorf("list %s %s: %w", q.ContainerType, q.ContainerID, context.Cause(ctx))
 		}
-		if !IsRetryable(err) || attempt >= r.opts.MaxRetries {
+		if !IsRetryable(err) || attempt >= *r.opts.MaxRetries {
 			return larkapi.ListPage{}, fmt.Errorf("list %s %s (attempt %d): %w", q.ContainerType, q.ContainerID, attempt+1, err)
 		}
 		var retryAfter time.Duration

@@ -288,7 +288,9 @@ func TestOptionsValidation(t *testing.T) {
 		{"manual budget below the run budget", func(o *Options) { o.MaxPagesPerManualRefresh = 10 }, false},
 		{"thread window below the overlap", func(o *Options) { o.ThreadActiveWindow = time.Minute }, false},
 		{"settle not below the interval", func(o *Options) { o.Settle = 10 * time.Minute }, false},
-		{"no retries", func(o *Options) { o.MaxRetries = -1 }, true},
+		{"no retries", func(o *Options) { o.MaxRetries = new(0) }, true},
+		{"negative retries", func(o *Options) { o.MaxRetries = new(-1) }, false},
+		{"retries above 100", func(o *Options) { o.MaxRetries = new(101) }, false},
 		{"shared limiter", func(o *Options) {
 			l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 5, Burst: 1})
 			if err != nil {
@@ -321,8 +323,25 @@ func TestOptionsValidation(t *testing.T) {
 		}
 		if o.IngestionLookback != 72*time.Hour || o.ReconcileInterval != 5*time.Minute || o.ReconcileOverlap != 10*time.Minute ||
 			o.EvidenceRefreshInterval != time.Hour || o.EvidenceRefreshLookback != 24*time.Hour || o.PageSize != 50 ||
-			o.MaxPagesPerRun != 100 || o.MaxConcurrentChats != 4 || o.MaxRetries != 5 || o.MaxBackoff != 30*time.Second {
+			o.MaxPagesPerRun != 100 || o.MaxConcurrentChats != 4 || *o.MaxRetries != 5 || o.MaxBackoff != 30*time.Second {
 			t.Fatalf("defaults: %+v", o)
+		}
+	})
+	t.Run("retries: nil is the default, 0 is none", func(t *testing.T) {
+		for _, tc := range []struct {
+			name  string
+			given *int
+			want  int
+		}{{"nil", nil, DefaultMaxRetries}, {"0", new(0), 0}, {"3", new(3), 3}} {
+			o := valid()
+			o.MaxRetries = tc.given
+			d, err := o.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *d.MaxRetries != tc.want {
+				t.Errorf("MaxRetries %s: %d retries, want %d", tc.name, *d.MaxRetries, tc.want)
+			}
 		}
 	})
 	t.Run("closed reconciler", func(t *testing.T) {
