@@ -404,6 +404,58 @@ func TestIntegrationTwoInstancesShareChats(t *testing.T) {
 	}
 }
 
+// TestIntegrationHandoverAndBack: chats whose partition goes to a second instance
+// and comes back when it leaves lose no evidence (D41): before, the first instance's
+// note run went on where the second one's had moved the chats' chains, and every
+// note after the return was refused as overtaken.
+func TestIntegrationHandoverAndBack(t *testing.T) {
+	t.Parallel()
+	c := newCluster(t)
+	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	a := c.start(version, clock, nil)
+	const chats = 9
+	chat := func(i int) ids.ChatID { return ids.ChatID(fmt.Sprintf("oc_hand%02d", i)) }
+	key := func(i int) string { return ids.ChatKey(ws, chat(i)) }
+	say := func(label string, at time.Duration) {
+		var recs []schemas.EvidenceRecord
+		for i := range chats {
+			recs = append(recs, chatRecord(ws, chat(i), fmt.Sprintf("om_%02d%s", i, label), t0.Add(at), label))
+		}
+		c.produce(recs...)
+	}
+	say("a", time.Minute)
+	for i := range chats {
+		waitFor(t, "chat "+key(i)+" in the first instance", windowHolds(a.p, key(i), t0, 1))
+	}
+	b := c.start(version, clock, nil) // rebalance: b takes some partitions
+	// From here the instances rebalance: their metrics, not Goka's Get (which races
+	// with a partition table's set-up), tell what the chats applied.
+	applied := func(outcome string) float64 {
+		return testutil.ToFloat64(a.p.m.evidence.WithLabelValues(outcome)) +
+			testutil.ToFloat64(b.p.m.evidence.WithLabelValues(outcome))
+	}
+	say("b", 2*time.Minute)
+	waitFor(t, "the second messages applied", func() bool { return applied(outOpened)+applied(outAdded) == 2*chats })
+	b.stop() // b leaves: its partitions come back to a
+	say("c", 3*time.Minute)
+	waitFor(t, "the third messages applied", func() bool {
+		if n := applied(outOvertaken); n > 0 {
+			t.Fatalf("%.0f notes refused as overtaken after the handover", n)
+		}
+		return applied(outOpened)+applied(outAdded) == 3*chats
+	})
+	clock.Set(t0.Add(13 * time.Minute))
+	got := c.closedRecords(chats, 60*time.Second)
+	if len(got) != chats {
+		t.Fatalf("want %d closed windows (one per chat), got %d", chats, len(got))
+	}
+	for _, w := range got {
+		if w.EvidenceCount != 3 {
+			t.Errorf("chat %s closed with %d of its 3 messages", w.ChatID, w.EvidenceCount)
+		}
+	}
+}
+
 func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
