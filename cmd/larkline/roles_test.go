@@ -69,18 +69,10 @@ func openTestStore(t *testing.T, cfg *config.Config) *store.Store {
 	return teststore.New(t, teststore.DSN(cfg.Postgres.DSN.Value()))
 }
 
-// waitFor polls cond every 50 ms until it holds or d passes.
+// waitFor polls cond until it holds or d passes (testenv.Eventually).
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(50 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		<-tick.C
-	}
+	testenv.Eventually(t, d, what, cond)
 }
 
 func putEvidence(t *testing.T, st *store.Store, ws ids.WorkspaceID, msg, text string, at time.Time) {

@@ -320,13 +320,7 @@ func (r *running) counter(name string, labels ...string) float64 {
 // eventually polls cond until it holds or waitFor passes.
 func eventually(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+	testenv.Eventually(t, waitFor, what, cond)
 }
 
 // waitState waits until the window's state satisfies cond and returns it.

@@ -321,13 +321,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func waitForWithin(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+	testenv.Eventually(t, within, what, cond)
 }
 
 // windowHolds reports whether the chat's open window at start took in n versions.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/larkline/larkline/internal/conformance"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -357,13 +358,7 @@ func TestCacheTTLDependsOnListening(t *testing.T) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(2 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+	testenv.Eventually(t, 10*time.Second, what, cond)
 }
 
 func TestConcurrentMissesShareOneQuery(t *testing.T) {

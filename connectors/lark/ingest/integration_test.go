@@ -303,13 +303,7 @@ func (s *stack) readAll(want int) []consumed {
 
 func waitUntil(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+	testenv.Eventually(t, 20*time.Second, what, cond)
 }
 
 // byKey groups records by evidence key, in topic order.
