@@ -465,3 +465,14 @@ func (e *env) readDeadLetter() schemas.DeadLetter {
 		}
 	}
 }
+
+// contextBefore is three messages of thread from Alice in the three minutes before
+// the window, text a format with the message's number (pre0, pre1, pre2).
+func contextBefore(thread, text string) []line {
+	var lines []line
+	for i := range 3 {
+		lines = append(lines, line{id: fmt.Sprintf("pre%d", i), at: -time.Duration(3-i) * time.Minute, sender: "Alice",
+			text: fmt.Sprintf(text, i), thread: thread})
+	}
+	return lines
+}

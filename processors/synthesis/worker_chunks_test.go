@@ -26,12 +26,7 @@ func TestWindowInSeveralChunks(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
-			var lines []line
-			// Context before the window.
-			for i := range 3 {
-				lines = append(lines, line{id: fmt.Sprintf("pre%d", i), at: -time.Duration(3-i) * time.Minute, sender: "Alice",
-					text: fmt.Sprintf("before the window %d", i), thread: "omt_db"})
-			}
+			lines := contextBefore("omt_db", "before the window %d") // context before the window
 			for i := range 95 {
 				l := line{id: fmt.Sprintf("m%03d", i), at: time.Duration(i) * 6 * time.Second, sender: "Bob",
 					text: fmt.Sprintf("status line %d: checked shard %d, nothing unusual yet", i, i)}

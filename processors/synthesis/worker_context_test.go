@@ -41,11 +41,7 @@ func TestContextAndExistingEntriesCanBeNone(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t)
-			var lines []line
-			for i := range 3 {
-				lines = append(lines, line{id: fmt.Sprintf("pre%d", i), at: -time.Duration(3-i) * time.Minute, sender: "Alice",
-					text: fmt.Sprintf("payments-db shard %d is slow again", i), thread: "omt_ctx"})
-			}
+			lines := contextBefore("omt_ctx", "payments-db shard %d is slow again")
 			for i := range 9 {
 				lines = append(lines, line{id: fmt.Sprintf("c%02d", i), at: time.Duration(i+1) * 10 * time.Second, sender: "Bob",
 					text: fmt.Sprintf("rolled back payments-api, error rate back to 0.1%% (#%d)", i), thread: "omt_ctx"})
