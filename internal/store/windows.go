@@ -601,31 +601,47 @@ func (s *Store) AdvanceWindowCursor(ctx context.Context, lease WindowLease, p Ch
 	if err != nil {
 		return WindowState{}, err
 	}
-	if p.Evidence < 0 || p.Drafts < 0 {
-		return WindowState{}, fmt.Errorf("%w: chunk evidence count %d or draft count %d < 0", ErrInvalid, p.Evidence, p.Drafts)
+	if err := checkChunkProgress(p); err != nil {
+		return WindowState{}, err
 	}
 	w, err := s.casWindow(ctx, k, true, func(w *WindowState) error { return checkLease(w, lease) },
 		func(w *WindowState) (bool, error) {
-			if w.Cursor != nil {
-				switch {
-				case p.Cursor.Less(*w.Cursor):
-					return false, fmt.Errorf("%w: cursor %s is behind the stored %s", ErrConflict, p.Cursor, w.Cursor)
-				case !w.Cursor.Less(p.Cursor): // equal: a repeated call
-					return false, nil
-				}
+			if changed, err := advanceChunk(w, p); err != nil || !changed {
+				return false, err
 			}
-			cursor, chunkStart := p.Cursor, p.Cursor
-			w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
-			w.Meta.ChunkCount++
-			w.Meta.EvidenceCount += p.Evidence
-			w.Meta.DraftCount += p.Drafts
-			w.Meta.DraftsChanged = w.Meta.DraftsChanged || p.Changed
 			return true, applyWindowMutation(w, WindowProcessing, nil)
 		})
 	if err != nil {
 		return WindowState{}, fmt.Errorf("advance window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
 	}
 	return w, nil
+}
+
+func checkChunkProgress(p ChunkProgress) error {
+	if p.Evidence < 0 || p.Drafts < 0 {
+		return fmt.Errorf("%w: chunk evidence count %d or draft count %d < 0", ErrInvalid, p.Evidence, p.Drafts)
+	}
+	return nil
+}
+
+// advanceChunk records the committed chunk p in w; changed is false for a repeated
+// call (the stored cursor is p's), and a cursor behind the stored one is ErrConflict.
+func advanceChunk(w *WindowState, p ChunkProgress) (changed bool, err error) {
+	if w.Cursor != nil {
+		switch {
+		case p.Cursor.Less(*w.Cursor):
+			return false, fmt.Errorf("%w: cursor %s is behind the stored %s", ErrConflict, p.Cursor, w.Cursor)
+		case !w.Cursor.Less(p.Cursor): // equal: a repeated call
+			return false, nil
+		}
+	}
+	cursor, chunkStart := p.Cursor, p.Cursor
+	w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
+	w.Meta.ChunkCount++
+	w.Meta.EvidenceCount += p.Evidence
+	w.Meta.DraftCount += p.Drafts
+	w.Meta.DraftsChanged = w.Meta.DraftsChanged || p.Changed
+	return true, nil
 }
 
 // FinishWindow ends the caller's attempt: completed or ignored (terminal; records the
@@ -648,6 +664,41 @@ func (s *Store) FinishWindow(ctx context.Context, lease WindowLease, to WindowSt
 		})
 	if err != nil {
 		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s: %w", k.SourceKey(), k.Workspace, to, err)
+	}
+	return w, nil
+}
+
+// FinishWindowAfterChunk records the window's last chunk p and ends the caller's
+// attempt completed or ignored in one transaction: AdvanceWindowCursor(lease, p)
+// then FinishWindow(lease, to, mutate), with one lock, one write and one commit
+// instead of two of each (issue 35). Either both are durable or neither is: a caller
+// that dies before the commit leaves the window processing at its previous cursor,
+// and the next owner redoes the last chunk (its drafts are idempotent) and finishes
+// it. A repeated p (the stored cursor is p's) records no second chunk; a cursor
+// behind the stored one, or a lost lease, gives ErrConflict and changes nothing.
+func (s *Store) FinishWindowAfterChunk(ctx context.Context, lease WindowLease, p ChunkProgress, to WindowStatus, mutate func(*WindowState)) (WindowState, error) {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	if to != WindowCompleted && to != WindowIgnored {
+		return WindowState{}, fmt.Errorf("%w: a window finishes after its last chunk completed or ignored, not %q", ErrInvalid, to)
+	}
+	if err := checkChunkProgress(p); err != nil {
+		return WindowState{}, err
+	}
+	w, err := s.casWindow(ctx, k, true, func(w *WindowState) error { return checkLease(w, lease) },
+		func(w *WindowState) (bool, error) {
+			if _, err := advanceChunk(w, p); err != nil {
+				return false, err
+			}
+			attempts := w.Attempts
+			err := applyWindowMutation(w, to, mutate)
+			w.Attempts = attempts // the lease's attempt is not the caller's to change
+			return true, err
+		})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s after its last chunk: %w", k.SourceKey(), k.Workspace, to, err)
 	}
 	return w, nil
 }

@@ -111,6 +111,7 @@ type Store interface {
 	ClaimWindow(ctx context.Context, key store.WindowKey, opts store.ClaimOptions) (store.WindowState, store.ClaimOutcome, error)
 	AdvanceWindowCursor(ctx context.Context, lease store.WindowLease, p store.ChunkProgress) (store.WindowState, error)
 	FinishWindow(ctx context.Context, lease store.WindowLease, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
+	FinishWindowAfterChunk(ctx context.Context, lease store.WindowLease, p store.ChunkProgress, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
 	RefundWindowAttempt(ctx context.Context, lease store.WindowLease, mutate func(*store.WindowState)) (store.WindowState, error)
 	HeartbeatWindow(ctx context.Context, lease store.WindowLease) error
 	MarkWindowNeedsAttention(ctx context.Context, key store.WindowKey, opts store.ClaimOptions, diagnostics string) (store.WindowState, bool, error)
