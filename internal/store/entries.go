@@ -838,7 +838,8 @@ func entryInViewSQL(p string) string {
 			WHERE h.workspace_id = e.workspace_id AND h.processor_version = '' AND h.fingerprint = e.fingerprint))))`
 }
 
-func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+// entriesQuery is the statement and arguments of queryEntries.
+func entriesQuery(ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) (string, []any) {
 	start := Cursor{} // the zero time (year 1) precedes every entry
 	if after != nil {
 		start = *after
@@ -849,7 +850,12 @@ func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version st
 		sql += ` AND e.status <> 'hidden'`
 	}
 	sql += ` ORDER BY e.occurred_at, e.id LIMIT $4`
-	rows, err := s.pool.Query(ctx, sql, string(ws), start.OccurredAt, start.ID, limit, version)
+	return sql, []any{string(ws), start.OccurredAt, start.ID, limit, version}
+}
+
+func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+	sql, args := entriesQuery(ws, version, after, includeHidden, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
