@@ -31,6 +31,8 @@ type attemptResult struct {
 	changed bool
 	drafts  int
 	state   store.WindowState
+	// summary is the summary policy's decision, made before a completed finish.
+	summary summaryPlan
 }
 
 // attempt synthesizes the claimed window chunk by chunk (design §12.1) and finishes
@@ -290,7 +292,13 @@ func (a *attemptRun) finish(ctx context.Context, last *store.ChunkProgress) (att
 	if a.res.drafts > 0 {
 		a.res.outcome, status = outcomeCompleted, store.WindowCompleted
 	}
+	if status == store.WindowCompleted {
+		// The summary is decided before the finish, so that the finish can spend its
+		// one attempt (summary_attempted) in the same transaction (decisions D43).
+		a.res.summary = a.w.planSummary(ctx, a.j, a.res.changed, a.log)
+	}
 	mutate := func(s *store.WindowState) {
+		a.res.summary.mark(s)
 		s.AggregateHash = a.agg.sum()
 		s.Meta.EvidenceCount = a.agg.n
 		s.Meta.Error = ""

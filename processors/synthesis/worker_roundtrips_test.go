@@ -88,9 +88,6 @@ func (s steppedStore) HeartbeatWindow(ctx context.Context, l store.WindowLease) 
 func (s steppedStore) MarkWindowNeedsAttention(ctx context.Context, k store.WindowKey, o store.ClaimOptions, d string) (store.WindowState, bool, error) {
 	return s.Store.MarkWindowNeedsAttention(stepped(ctx, "MarkWindowNeedsAttention"), k, o, d)
 }
-func (s steppedStore) MarkSummaryAttempted(ctx context.Context, k store.WindowKey) (bool, error) {
-	return s.Store.MarkSummaryAttempted(stepped(ctx, "MarkSummaryAttempted"), k)
-}
 func (s steppedStore) StaleProcessing(ctx context.Context, stale time.Duration, limit int) ([]store.WindowState, error) {
 	return s.Store.StaleProcessing(stepped(ctx, "StaleProcessing"), stale, limit)
 }
@@ -109,8 +106,8 @@ func (s steppedStore) ListEntries(ctx context.Context, ws ids.WorkspaceID, q sto
 func (s steppedStore) VersionVisibleEntries(ctx context.Context, ws ids.WorkspaceID, v string) ([]store.Entry, error) {
 	return s.Store.VersionVisibleEntries(stepped(ctx, "VersionVisibleEntries"), ws, v)
 }
-func (s steppedStore) VersionSummary(ctx context.Context, ws ids.WorkspaceID, v string) (store.Summary, error) {
-	return s.Store.VersionSummary(stepped(ctx, "VersionSummary"), ws, v)
+func (s steppedStore) VersionSummaryInput(ctx context.Context, ws ids.WorkspaceID, v string, entries bool) (store.SummaryInput, error) {
+	return s.Store.VersionSummaryInput(stepped(ctx, "VersionSummaryInput"), ws, v, entries)
 }
 func (s steppedStore) PutAISummary(ctx context.Context, ws ids.WorkspaceID, v, text string, meta json.RawMessage) (bool, error) {
 	return s.Store.PutAISummary(stepped(ctx, "PutAISummary"), ws, v, text, meta)
