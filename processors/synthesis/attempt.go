@@ -257,6 +257,7 @@ func (a *attemptRun) commit(ctx context.Context, c chunkPlan, last bool) error {
 		a.mem.add(c.primary)
 		a.cursor = &end
 		a.chunk = next.Meta.ChunkCount
+		a.lease = next.Lease() // the state written: the next write's expectation
 	}
 	w.m.chunks.Inc()
 	w.m.chunkEvidence.Observe(float64(n))
