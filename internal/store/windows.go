@@ -426,6 +426,14 @@ func (s *Store) CreateWindowIfAbsent(ctx context.Context, key WindowKey, opts Cl
 // createWindow inserts the processing row if absent and the window holds evidence of
 // the chat. ErrNotFound means nothing was inserted (a row exists, or no evidence).
 func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions) (WindowState, bool, error) {
+	return insertWindow(ctx, q, k, opts, false)
+}
+
+// insertWindow is createWindow; with versionCheck the statement also locks the
+// version's registry row FOR SHARE (as versionWritable does, until the statement's
+// transaction ends) and inserts nothing for a retired version, so that one statement
+// outside a transaction claims a new window (ClaimWindow).
+func insertWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions, versionCheck bool) (WindowState, bool, error) {
 	end := k.Start.Add(opts.WindowLength)
 	w := WindowState{Status: WindowProcessing, Attempts: 1,
 		Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion, BelowOffset: opts.BelowOffset}}
@@ -433,14 +441,22 @@ func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions
 	if err != nil {
 		return WindowState{}, false, err
 	}
-	rows, err := q.Query(ctx, `INSERT INTO workspace_timeline_sync_states
+	sql := `INSERT INTO workspace_timeline_sync_states
 			(workspace_id, source, source_type, source_key, status, attempts, metadata_json)
 		SELECT $1, $2, $3, $4, 'processing', 1, $5::jsonb
 		WHERE EXISTS (SELECT 1 FROM workspace_timeline_evidence
-			WHERE workspace_id = $1 AND chat_id = $6 AND occurred_at >= $7 AND occurred_at < $8)
+			WHERE workspace_id = $1 AND chat_id = $6 AND occurred_at >= $7 AND occurred_at < $8)`
+	args := []any{string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta, string(k.Chat), k.Start, end}
+	if versionCheck {
+		// MATERIALIZED: the version's row is read and locked whatever its state, however
+		// the planner would otherwise fold the state filter into the locking scan.
+		sql = `WITH v AS MATERIALIZED (SELECT state FROM processor_versions WHERE name = $9 FOR SHARE) ` + sql +
+			` AND NOT EXISTS (SELECT 1 FROM v WHERE v.state = 'retired')`
+		args = append(args, k.ProcessorVersion)
+	}
+	rows, err := q.Query(ctx, sql+`
 		ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
-		RETURNING `+windowColumns,
-		string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta, string(k.Chat), k.Start, end)
+		RETURNING `+windowColumns, args...)
 	if err != nil {
 		return WindowState{}, false, err
 	}
@@ -474,10 +490,17 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 	if err := opts.validate(k); err != nil {
 		return WindowState{}, 0, err
 	}
-	var (
-		w       WindowState
-		outcome ClaimOutcome
-	)
+	// A new window, the common case, is claimed in one statement (issue 35): the
+	// insert checks the version as the transaction below does. Anything else (a row
+	// exists, no evidence, a retired version) is the transaction's to decide.
+	w, created, err := insertWindow(ctx, s.pool, k, opts, true)
+	if created {
+		return w, ClaimCreated, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return WindowState{}, 0, fmt.Errorf("claim window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	var outcome ClaimOutcome
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var (
 			created, stale bool
