@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -20,25 +17,7 @@ import (
 func TestLeaseWritesAreOneStatementWhileTheRowIsUnchanged(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pc, err := pgxpool.ParseConfig(testenv.PostgresDSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	trips := &roundTrips{}
-	pc.ConnConfig.Tracer = trips
-	pc.MaxConns = 1
-	pool, err := pgxpool.NewWithConfig(ctx, pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if _, err := Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, trips := newCountedStore(t)
 	cost := func(f func() error) (int64, error) {
 		before := trips.n.Load()
 		err := f()
