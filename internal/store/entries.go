@@ -365,23 +365,44 @@ func (s *Store) UpsertDraftEntries(ctx context.Context, ds []EntryDraft) ([]Entr
 	}
 	res := make([]EntryResult, len(ds))
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		// One pipelined round trip: each version's access (its registry row locked FOR
+		// SHARE, as versionWritable does), then every draft's own-entry lookup. The
+		// lookups read only the workspace's own entries, which nothing here writes, so
+		// a draft of a version found retired merely had one read too many.
 		type access struct{ writable, serving bool }
-		seen := map[string]access{}
-		var writes []draftWrite
+		seen := map[string]*access{}
+		all := make([]draftWrite, len(ds))
+		b := &pgx.Batch{}
 		for i := range ds {
-			a, ok := seen[versions[i]]
-			if !ok {
-				var err error
-				if a.writable, a.serving, err = versionWritable(ctx, tx, versions[i]); err != nil {
-					return err
-				}
+			if _, ok := seen[versions[i]]; !ok {
+				a := &access{}
 				seen[versions[i]] = a
+				b.Queue(versionWritableSQL, versions[i]).QueryRow(func(row pgx.Row) (err error) {
+					a.writable, a.serving, err = versionAccess(row)
+					return err
+				})
 			}
+			w := &all[i]
+			*w = draftWrite{i: i, d: &ds[i], version: versions[i]}
+			b.Queue(ownEntrySQL, string(w.d.Workspace), w.d.Fingerprint).QueryRow(func(row pgx.Row) error {
+				if err := row.Scan(&w.own); err != nil {
+					return fmt.Errorf("draft %d of workspace %s, version %s: %w", w.i, w.d.Workspace, w.version, err)
+				}
+				return nil
+			})
+		}
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return err
+		}
+		var writes []draftWrite
+		for i := range all {
+			a := seen[versions[i]]
 			if !a.writable {
 				res[i] = EntryResult{Outcome: EntryDiscarded}
 				continue
 			}
-			writes = append(writes, draftWrite{i: i, d: &ds[i], version: versions[i], serving: a.serving})
+			all[i].serving = a.serving
+			writes = append(writes, all[i])
 		}
 		return upsertDrafts(ctx, tx, writes, res)
 	})
@@ -414,31 +435,20 @@ const (
 )
 
 // upsertDrafts writes drafts of writable versions in tx as UpsertDraftEntry describes,
-// each result into res[w.i]. The common case, a new draft, goes in three pipelined
-// rounds for all drafts at once (the own-entry lookups, the inserts, the bindings
-// with their recall check), so a chunk of n new drafts costs three round trips, not
-// 4n; the rest (an own entry, a fingerprint the version already has) is updated one
-// draft at a time after them. The order does not change the outcome: a lookup reads
-// only the own (” version) entries, which no insert writes, and a draft whose insert
-// met an earlier draft of the batch updates that entry afterwards as it would have.
+// each result into res[w.i]; each write's own entry (w.own) was looked up by the
+// caller, in the round trip that checked the versions. The common case, a new draft,
+// goes in two more pipelined rounds for all drafts at once (the inserts, the bindings
+// with their recall check), so a chunk of n new drafts costs three round trips in
+// all, not 4n; the rest (an own entry, a fingerprint the version already has) is
+// updated one draft at a time after them. The order does not change the outcome: a
+// lookup reads only the own (” version) entries, which no insert writes, and a draft
+// whose insert met an earlier draft of the batch updates that entry afterwards as it
+// would have.
 func upsertDrafts(ctx context.Context, tx pgx.Tx, writes []draftWrite, res []EntryResult) error {
 	fail := func(w *draftWrite, err error) error {
 		return fmt.Errorf("draft %d of workspace %s, version %s: %w", w.i, w.d.Workspace, w.version, err)
 	}
 	b := &pgx.Batch{}
-	for k := range writes {
-		w := &writes[k]
-		b.Queue(ownEntrySQL, string(w.d.Workspace), w.d.Fingerprint).QueryRow(func(row pgx.Row) error {
-			if err := row.Scan(&w.own); err != nil {
-				return fail(w, err)
-			}
-			return nil
-		})
-	}
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return err
-	}
-	b = &pgx.Batch{}
 	for k := range writes {
 		w := &writes[k]
 		if w.own != 0 {
@@ -838,7 +848,8 @@ func entryInViewSQL(p string) string {
 			WHERE h.workspace_id = e.workspace_id AND h.processor_version = '' AND h.fingerprint = e.fingerprint))))`
 }
 
-func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+// entriesQuery is the statement and arguments of queryEntries.
+func entriesQuery(ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) (string, []any) {
 	start := Cursor{} // the zero time (year 1) precedes every entry
 	if after != nil {
 		start = *after
@@ -849,7 +860,12 @@ func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version st
 		sql += ` AND e.status <> 'hidden'`
 	}
 	sql += ` ORDER BY e.occurred_at, e.id LIMIT $4`
-	rows, err := s.pool.Query(ctx, sql, string(ws), start.OccurredAt, start.ID, limit, version)
+	return sql, []any{string(ws), start.OccurredAt, start.ID, limit, version}
+}
+
+func (s *Store) queryEntries(ctx context.Context, ws ids.WorkspaceID, version string, after *Cursor, includeHidden bool, limit int) ([]Entry, error) {
+	sql, args := entriesQuery(ws, version, after, includeHidden, limit)
+	rows, err := s.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}

@@ -50,21 +50,32 @@ func (s *Store) VersionSummary(ctx context.Context, ws ids.WorkspaceID, version 
 			return Summary{}, err
 		}
 	}
+	sum, err := scanSummary(s.pool.QueryRow(ctx, versionSummarySQL, string(ws), version), ws)
+	if err != nil {
+		return Summary{}, fmt.Errorf("get summary of workspace %s: %w", ws, err)
+	}
+	return sum, nil
+}
+
+// versionSummarySQL reads the summary of workspace $1 in the view of version $2.
+const versionSummarySQL = `SELECT processor_version, source, text, updated_at, ai_metadata, refresh_due_at
+	FROM workspace_timeline_summaries
+	WHERE workspace_id = $1 AND (processor_version = '' OR processor_version = coalesce(nullif($2::text, ''),
+		(SELECT pv.name FROM processor_versions pv WHERE pv.state = 'serving')))
+	ORDER BY processor_version = '' DESC LIMIT 1`
+
+// scanSummary scans versionSummarySQL's row; ErrNotFound when there is none.
+func scanSummary(row pgx.Row, ws ids.WorkspaceID) (Summary, error) {
 	var (
 		sum Summary
 		src string
 	)
-	err := s.pool.QueryRow(ctx, `SELECT processor_version, source, text, updated_at, ai_metadata, refresh_due_at
-		FROM workspace_timeline_summaries
-		WHERE workspace_id = $1 AND (processor_version = '' OR processor_version = coalesce(nullif($2::text, ''),
-			(SELECT pv.name FROM processor_versions pv WHERE pv.state = 'serving')))
-		ORDER BY processor_version = '' DESC LIMIT 1`, string(ws), version).
-		Scan(&sum.ProcessorVersion, &src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
+	err := row.Scan(&sum.ProcessorVersion, &src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = ErrNotFound
+		return Summary{}, ErrNotFound
 	}
 	if err != nil {
-		return Summary{}, fmt.Errorf("get summary of workspace %s: %w", ws, err)
+		return Summary{}, err
 	}
 	sum.Workspace, sum.Source, sum.UpdatedAt = ws, EntrySource(src), sum.UpdatedAt.UTC()
 	if sum.RefreshDueAt != nil {
@@ -72,6 +83,58 @@ func (s *Store) VersionSummary(ctx context.Context, ws ids.WorkspaceID, version 
 		sum.RefreshDueAt = &t
 	}
 	return sum, nil
+}
+
+// SummaryInput is what a processor version's next summary of a workspace is made
+// from (design §13).
+type SummaryInput struct {
+	// Summary is VersionSummary's answer; Found is false when there is none.
+	Summary Summary
+	Found   bool
+	// Entries is VersionVisibleEntries' answer, when it was asked for.
+	Entries []Entry
+}
+
+// VersionSummaryInput reads VersionSummary and, when entries is set,
+// VersionVisibleEntries of the workspace in one pipelined round trip (issue 35), for
+// a summarizer that needs both. The two reads are not one snapshot: each statement
+// sees what was committed when it ran, as the two calls would. More than
+// MaxVisibleEntries visible entries give ErrTooMany.
+func (s *Store) VersionSummaryInput(ctx context.Context, ws ids.WorkspaceID, version string, entries bool) (SummaryInput, error) {
+	if err := validWorkspace(ws); err != nil {
+		return SummaryInput{}, err
+	}
+	if version != "" {
+		if _, err := versionName(version); err != nil {
+			return SummaryInput{}, err
+		}
+	}
+	var in SummaryInput
+	b := &pgx.Batch{}
+	b.Queue(versionSummarySQL, string(ws), version).QueryRow(func(row pgx.Row) error {
+		var err error
+		in.Summary, err = scanSummary(row, ws)
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		in.Found = err == nil
+		return err
+	})
+	if entries {
+		sql, args := entriesQuery(ws, version, nil, false, MaxVisibleEntries+1)
+		b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+			var err error
+			in.Entries, err = pgx.CollectRows(rows, scanEntry)
+			return err
+		})
+	}
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return SummaryInput{}, fmt.Errorf("read the summary input of workspace %s: %w", ws, err)
+	}
+	if len(in.Entries) > MaxVisibleEntries {
+		return SummaryInput{}, fmt.Errorf("read the summary input of workspace %s: %w: more than %d visible entries", ws, ErrTooMany, MaxVisibleEntries)
+	}
+	return in, nil
 }
 
 // PutHumanSummary stores a human's summary; from then on AI never overwrites it.

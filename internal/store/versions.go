@@ -454,8 +454,17 @@ func (s *Store) WindowsByVersion(ctx context.Context) (map[string]VersionWindows
 // retirement waits for the write (or the write sees its result). A version the
 // registry does not hold writes as a candidate.
 func versionWritable(ctx context.Context, tx pgx.Tx, version string) (writable, serving bool, err error) {
+	return versionAccess(tx.QueryRow(ctx, versionWritableSQL, version))
+}
+
+// versionWritableSQL locks version's registry row FOR SHARE and reads its state.
+const versionWritableSQL = `SELECT state FROM processor_versions WHERE name = $1 FOR SHARE`
+
+// versionAccess is versionWritable's answer from versionWritableSQL's row, for a
+// caller that queues the statement in a batch.
+func versionAccess(row pgx.Row) (writable, serving bool, err error) {
 	var state string
-	err = tx.QueryRow(ctx, `SELECT state FROM processor_versions WHERE name = $1 FOR SHARE`, version).Scan(&state)
+	err = row.Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return true, false, nil
 	}

@@ -160,13 +160,43 @@ type WindowState struct {
 }
 
 // Lease is the fencing token of a claimed window: a later claim (a takeover) raises
-// the attempt, after which the old lease's writes fail with ErrConflict.
-func (w WindowState) Lease() WindowLease { return WindowLease{Key: w.Key, Attempt: w.Attempts} }
+// the attempt, after which the old lease's writes fail with ErrConflict. It remembers
+// w as the state its holder last saw, so that a write under it can be one statement
+// while the row is still w (WindowLease).
+func (w WindowState) Lease() WindowLease {
+	seen := w.clone()
+	return WindowLease{Key: w.Key, Attempt: w.Attempts, seen: &seen}
+}
 
 // WindowLease is held by the worker that claimed a window.
+//
+// A lease taken from a WindowState (WindowState.Lease, the state a claim or a write
+// under the lease returned) remembers that state. A write under it (AdvanceWindowCursor,
+// FinishWindow, FinishWindowAfterChunk, RefundWindowAttempt) first applies its checks
+// and change to the remembered state and writes the result in one UPDATE that only
+// matches while the row's status, attempts, cursor, aggregate and metadata are still
+// the remembered ones: a compare-and-set on the whole mutable state, one round trip
+// instead of a transaction's four (issue 35). When the row changed (a takeover, a
+// heartbeat does not count), or the checks refuse, the write runs as before: the row
+// locked, the checks and the change applied to what it holds. Either way the outcome
+// is what the locked path alone would give.
 type WindowLease struct {
 	Key     WindowKey
 	Attempt int
+	seen    *WindowState
+}
+
+// clone copies w deeply enough for a mutation of the copy to leave w alone.
+func (w WindowState) clone() WindowState {
+	if w.Cursor != nil {
+		c := *w.Cursor
+		w.Cursor = &c
+	}
+	if w.Meta.CurrentChunkStart != nil {
+		c := *w.Meta.CurrentChunkStart
+		w.Meta.CurrentChunkStart = &c
+	}
+	return w
 }
 
 const windowColumns = `id, workspace_id, source_key, status, attempts, last_seen_cursor,
@@ -237,24 +267,46 @@ func getWindow(ctx context.Context, q querier, k WindowKey, lock bool) (WindowSt
 
 // putWindow writes w's mutable fields back; touchProcessed sets last_seen_updated_at.
 func putWindow(ctx context.Context, q querier, w WindowState, touchProcessed bool) (WindowState, error) {
+	return putWindowIf(ctx, q, w, touchProcessed, nil)
+}
+
+// putWindowIf is putWindow that, when expect is set, writes only while the row's
+// status, attempts, cursor, aggregate and metadata are still expect's (jsonb equality:
+// the same document); pgx.ErrNoRows when they are not.
+func putWindowIf(ctx context.Context, q querier, w WindowState, touchProcessed bool, expect *WindowState) (WindowState, error) {
 	meta, err := windowMetaJSON(&w)
 	if err != nil {
 		return WindowState{}, err
 	}
-	cursor := ""
-	if w.Cursor != nil {
-		cursor = w.Cursor.String()
-	}
-	rows, err := q.Query(ctx, `UPDATE workspace_timeline_sync_states SET
+	sql := `UPDATE workspace_timeline_sync_states SET
 			status = $2, attempts = $3, last_seen_cursor = $4, last_seen_content_hash = $5, metadata_json = $6::jsonb,
 			last_seen_updated_at = CASE WHEN $7 THEN now() ELSE last_seen_updated_at END,
 			updated_at = now()
-		WHERE id = $1 RETURNING `+windowColumns,
-		w.ID, string(w.Status), w.Attempts, cursor, w.AggregateHash, meta, touchProcessed)
+		WHERE id = $1`
+	args := []any{w.ID, string(w.Status), w.Attempts, cursorText(w.Cursor), w.AggregateHash, meta, touchProcessed}
+	if expect != nil {
+		e := expect.clone()
+		em, err := windowMetaJSON(&e)
+		if err != nil {
+			return WindowState{}, err
+		}
+		sql += ` AND status = $8 AND attempts = $9 AND last_seen_cursor = $10 AND last_seen_content_hash = $11
+			AND metadata_json = $12::jsonb`
+		args = append(args, string(e.Status), e.Attempts, cursorText(e.Cursor), e.AggregateHash, em)
+	}
+	rows, err := q.Query(ctx, sql+` RETURNING `+windowColumns, args...)
 	if err != nil {
 		return WindowState{}, err
 	}
 	return pgx.CollectExactlyOneRow(rows, scanWindow)
+}
+
+// cursorText is last_seen_cursor's text for c ("" before the first chunk).
+func cursorText(c *Cursor) string {
+	if c == nil {
+		return ""
+	}
+	return c.String()
 }
 
 // GetWindow returns a window's state, or ErrNotFound.
@@ -374,6 +426,14 @@ func (s *Store) CreateWindowIfAbsent(ctx context.Context, key WindowKey, opts Cl
 // createWindow inserts the processing row if absent and the window holds evidence of
 // the chat. ErrNotFound means nothing was inserted (a row exists, or no evidence).
 func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions) (WindowState, bool, error) {
+	return insertWindow(ctx, q, k, opts, false)
+}
+
+// insertWindow is createWindow; with versionCheck the statement also locks the
+// version's registry row FOR SHARE (as versionWritable does, until the statement's
+// transaction ends) and inserts nothing for a retired version, so that one statement
+// outside a transaction claims a new window (ClaimWindow).
+func insertWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions, versionCheck bool) (WindowState, bool, error) {
 	end := k.Start.Add(opts.WindowLength)
 	w := WindowState{Status: WindowProcessing, Attempts: 1,
 		Meta: WindowMeta{WindowStart: k.Start, WindowEnd: end, PromptVersion: opts.PromptVersion, BelowOffset: opts.BelowOffset}}
@@ -381,14 +441,22 @@ func createWindow(ctx context.Context, q querier, k WindowKey, opts ClaimOptions
 	if err != nil {
 		return WindowState{}, false, err
 	}
-	rows, err := q.Query(ctx, `INSERT INTO workspace_timeline_sync_states
+	sql := `INSERT INTO workspace_timeline_sync_states
 			(workspace_id, source, source_type, source_key, status, attempts, metadata_json)
 		SELECT $1, $2, $3, $4, 'processing', 1, $5::jsonb
 		WHERE EXISTS (SELECT 1 FROM workspace_timeline_evidence
-			WHERE workspace_id = $1 AND chat_id = $6 AND occurred_at >= $7 AND occurred_at < $8)
+			WHERE workspace_id = $1 AND chat_id = $6 AND occurred_at >= $7 AND occurred_at < $8)`
+	args := []any{string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta, string(k.Chat), k.Start, end}
+	if versionCheck {
+		// MATERIALIZED: the version's row is read and locked whatever its state, however
+		// the planner would otherwise fold the state filter into the locking scan.
+		sql = `WITH v AS MATERIALIZED (SELECT state FROM processor_versions WHERE name = $9 FOR SHARE) ` + sql +
+			` AND NOT EXISTS (SELECT 1 FROM v WHERE v.state = 'retired')`
+		args = append(args, k.ProcessorVersion)
+	}
+	rows, err := q.Query(ctx, sql+`
 		ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
-		RETURNING `+windowColumns,
-		string(k.Workspace), ids.SourceSystem, ids.SourceTypeLarkWindow, k.SourceKey(), meta, string(k.Chat), k.Start, end)
+		RETURNING `+windowColumns, args...)
 	if err != nil {
 		return WindowState{}, false, err
 	}
@@ -422,10 +490,17 @@ func (s *Store) ClaimWindow(ctx context.Context, key WindowKey, opts ClaimOption
 	if err := opts.validate(k); err != nil {
 		return WindowState{}, 0, err
 	}
-	var (
-		w       WindowState
-		outcome ClaimOutcome
-	)
+	// A new window, the common case, is claimed in one statement (issue 35): the
+	// insert checks the version as the transaction below does. Anything else (a row
+	// exists, no evidence, a retired version) is the transaction's to decide.
+	w, created, err := insertWindow(ctx, s.pool, k, opts, true)
+	if created {
+		return w, ClaimCreated, nil
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return WindowState{}, 0, fmt.Errorf("claim window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
+	}
+	var outcome ClaimOutcome
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var (
 			created, stale bool
@@ -508,9 +583,24 @@ func lockWindow(ctx context.Context, tx pgx.Tx, k WindowKey, staleAfter time.Dur
 }
 
 // casWindow locks the window, lets check refuse (ErrConflict) and mutate change it, and
-// writes it back, all in one transaction.
-func (s *Store) casWindow(ctx context.Context, k WindowKey, touchProcessed bool,
+// writes it back, all in one transaction. With seen (the state a lease remembers,
+// WindowLease), check and mutate are first applied to seen and the result written in
+// one statement that matches only while the row is still seen; when it is not, or
+// check or mutate refuse or change nothing there, the locked transaction decides.
+// check and mutate may therefore run twice, the second time on the locked row.
+func (s *Store) casWindow(ctx context.Context, k WindowKey, touchProcessed bool, seen *WindowState,
 	check func(*WindowState) error, mutate func(*WindowState) (bool, error)) (WindowState, error) {
+	if seen != nil && seen.ID != 0 {
+		w := seen.clone()
+		if check(&w) == nil {
+			if changed, err := mutate(&w); err == nil && changed {
+				out, err := putWindowIf(ctx, s.pool, w, touchProcessed, seen)
+				if !errors.Is(err, pgx.ErrNoRows) {
+					return out, err
+				}
+			}
+		}
+	}
 	var w WindowState
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		var err error
@@ -542,7 +632,7 @@ func (s *Store) TransitionWindow(ctx context.Context, key WindowKey, from []Wind
 	if !to.valid() {
 		return WindowState{}, fmt.Errorf("%w: window status %q", ErrInvalid, to)
 	}
-	w, err := s.casWindow(ctx, k, false, func(w *WindowState) error {
+	w, err := s.casWindow(ctx, k, false, nil, func(w *WindowState) error {
 		if !slices.Contains(from, w.Status) {
 			return fmt.Errorf("%w: window is %s, not one of %v", ErrConflict, w.Status, from)
 		}
@@ -601,31 +691,47 @@ func (s *Store) AdvanceWindowCursor(ctx context.Context, lease WindowLease, p Ch
 	if err != nil {
 		return WindowState{}, err
 	}
-	if p.Evidence < 0 || p.Drafts < 0 {
-		return WindowState{}, fmt.Errorf("%w: chunk evidence count %d or draft count %d < 0", ErrInvalid, p.Evidence, p.Drafts)
+	if err := checkChunkProgress(p); err != nil {
+		return WindowState{}, err
 	}
-	w, err := s.casWindow(ctx, k, true, func(w *WindowState) error { return checkLease(w, lease) },
+	w, err := s.casWindow(ctx, k, true, lease.seen, func(w *WindowState) error { return checkLease(w, lease) },
 		func(w *WindowState) (bool, error) {
-			if w.Cursor != nil {
-				switch {
-				case p.Cursor.Less(*w.Cursor):
-					return false, fmt.Errorf("%w: cursor %s is behind the stored %s", ErrConflict, p.Cursor, w.Cursor)
-				case !w.Cursor.Less(p.Cursor): // equal: a repeated call
-					return false, nil
-				}
+			if changed, err := advanceChunk(w, p); err != nil || !changed {
+				return false, err
 			}
-			cursor, chunkStart := p.Cursor, p.Cursor
-			w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
-			w.Meta.ChunkCount++
-			w.Meta.EvidenceCount += p.Evidence
-			w.Meta.DraftCount += p.Drafts
-			w.Meta.DraftsChanged = w.Meta.DraftsChanged || p.Changed
 			return true, applyWindowMutation(w, WindowProcessing, nil)
 		})
 	if err != nil {
 		return WindowState{}, fmt.Errorf("advance window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
 	}
 	return w, nil
+}
+
+func checkChunkProgress(p ChunkProgress) error {
+	if p.Evidence < 0 || p.Drafts < 0 {
+		return fmt.Errorf("%w: chunk evidence count %d or draft count %d < 0", ErrInvalid, p.Evidence, p.Drafts)
+	}
+	return nil
+}
+
+// advanceChunk records the committed chunk p in w; changed is false for a repeated
+// call (the stored cursor is p's), and a cursor behind the stored one is ErrConflict.
+func advanceChunk(w *WindowState, p ChunkProgress) (changed bool, err error) {
+	if w.Cursor != nil {
+		switch {
+		case p.Cursor.Less(*w.Cursor):
+			return false, fmt.Errorf("%w: cursor %s is behind the stored %s", ErrConflict, p.Cursor, w.Cursor)
+		case !w.Cursor.Less(p.Cursor): // equal: a repeated call
+			return false, nil
+		}
+	}
+	cursor, chunkStart := p.Cursor, p.Cursor
+	w.Cursor, w.Meta.CurrentChunkStart = &cursor, &chunkStart
+	w.Meta.ChunkCount++
+	w.Meta.EvidenceCount += p.Evidence
+	w.Meta.DraftCount += p.Drafts
+	w.Meta.DraftsChanged = w.Meta.DraftsChanged || p.Changed
+	return true, nil
 }
 
 // FinishWindow ends the caller's attempt: completed or ignored (terminal; records the
@@ -639,7 +745,7 @@ func (s *Store) FinishWindow(ctx context.Context, lease WindowLease, to WindowSt
 	if to != WindowCompleted && to != WindowIgnored && to != WindowFailed {
 		return WindowState{}, fmt.Errorf("%w: a window finishes completed, ignored or failed, not %q", ErrInvalid, to)
 	}
-	w, err := s.casWindow(ctx, k, to != WindowFailed, func(w *WindowState) error { return checkLease(w, lease) },
+	w, err := s.casWindow(ctx, k, to != WindowFailed, lease.seen, func(w *WindowState) error { return checkLease(w, lease) },
 		func(w *WindowState) (bool, error) {
 			attempts := w.Attempts
 			err := applyWindowMutation(w, to, mutate)
@@ -648,6 +754,41 @@ func (s *Store) FinishWindow(ctx context.Context, lease WindowLease, to WindowSt
 		})
 	if err != nil {
 		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s: %w", k.SourceKey(), k.Workspace, to, err)
+	}
+	return w, nil
+}
+
+// FinishWindowAfterChunk records the window's last chunk p and ends the caller's
+// attempt completed or ignored in one transaction: AdvanceWindowCursor(lease, p)
+// then FinishWindow(lease, to, mutate), with one lock, one write and one commit
+// instead of two of each (issue 35). Either both are durable or neither is: a caller
+// that dies before the commit leaves the window processing at its previous cursor,
+// and the next owner redoes the last chunk (its drafts are idempotent) and finishes
+// it. A repeated p (the stored cursor is p's) records no second chunk; a cursor
+// behind the stored one, or a lost lease, gives ErrConflict and changes nothing.
+func (s *Store) FinishWindowAfterChunk(ctx context.Context, lease WindowLease, p ChunkProgress, to WindowStatus, mutate func(*WindowState)) (WindowState, error) {
+	k, err := lease.Key.normalized()
+	if err != nil {
+		return WindowState{}, err
+	}
+	if to != WindowCompleted && to != WindowIgnored {
+		return WindowState{}, fmt.Errorf("%w: a window finishes after its last chunk completed or ignored, not %q", ErrInvalid, to)
+	}
+	if err := checkChunkProgress(p); err != nil {
+		return WindowState{}, err
+	}
+	w, err := s.casWindow(ctx, k, true, lease.seen, func(w *WindowState) error { return checkLease(w, lease) },
+		func(w *WindowState) (bool, error) {
+			if _, err := advanceChunk(w, p); err != nil {
+				return false, err
+			}
+			attempts := w.Attempts
+			err := applyWindowMutation(w, to, mutate)
+			w.Attempts = attempts // the lease's attempt is not the caller's to change
+			return true, err
+		})
+	if err != nil {
+		return WindowState{}, fmt.Errorf("finish window %s of workspace %s as %s after its last chunk: %w", k.SourceKey(), k.Workspace, to, err)
 	}
 	return w, nil
 }
@@ -669,7 +810,7 @@ func (s *Store) RefundWindowAttempt(ctx context.Context, lease WindowLease, muta
 	if err != nil {
 		return WindowState{}, err
 	}
-	w, err := s.casWindow(ctx, k, false, func(w *WindowState) error {
+	w, err := s.casWindow(ctx, k, false, lease.seen, func(w *WindowState) error {
 		if err := checkLease(w, lease); err != nil {
 			return err
 		}
@@ -700,7 +841,7 @@ func (s *Store) MarkSummaryAttempted(ctx context.Context, key WindowKey) (bool, 
 		return false, err
 	}
 	var first bool
-	_, err = s.casWindow(ctx, k, false, func(w *WindowState) error {
+	_, err = s.casWindow(ctx, k, false, nil, func(w *WindowState) error {
 		if w.Status != WindowCompleted {
 			return fmt.Errorf("%w: window is %s, not completed", ErrConflict, w.Status)
 		}

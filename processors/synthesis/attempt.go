@@ -31,6 +31,8 @@ type attemptResult struct {
 	changed bool
 	drafts  int
 	state   store.WindowState
+	// summary is the summary policy's decision, made before a completed finish.
+	summary summaryPlan
 }
 
 // attempt synthesizes the claimed window chunk by chunk (design §12.1) and finishes
@@ -47,18 +49,20 @@ func (w *Worker) attempt(ctx context.Context, st store.WindowState, j *job, tk *
 		if err != nil {
 			return a.res, err
 		}
-		if err := a.commit(ctx, c); err != nil {
+		// A chunk that takes the whole last page is the window's last: reading after it
+		// would find nothing, so its commit finishes the window.
+		last := page.Next == nil && len(c.rows) == len(page.Items)
+		if err := a.commit(ctx, c, last); err != nil {
 			return a.res, err
 		}
-		if page.Next == nil && len(c.rows) == len(page.Items) {
-			// The chunk took the whole last page: reading after it would find nothing.
-			break
+		if last {
+			return a.res, nil
 		}
 		if page, err = a.nextEvidence(ctx); err != nil {
 			return a.res, err
 		}
 	}
-	return a.finish(ctx)
+	return a.finish(ctx, nil)
 }
 
 // start runs the reads an attempt needs before its first chunk at once, each on its
@@ -219,8 +223,8 @@ func (a *attemptRun) plan(ctx context.Context, items []store.Evidence) (chunkPla
 }
 
 // commit synthesizes the chunk, writes its drafts and advances the window's cursor
-// past it.
-func (a *attemptRun) commit(ctx context.Context, c chunkPlan) error {
+// past it; the window's last chunk finishes the window in the same store call.
+func (a *attemptRun) commit(ctx context.Context, c chunkPlan, last bool) error {
 	w := a.w
 	out, err := w.synthesizeChunk(ctx, w.synthesisOf(a.j), c.req, c.batchID, a.tk, a.log)
 	if err != nil {
@@ -234,25 +238,33 @@ func (a *attemptRun) commit(ctx context.Context, c chunkPlan) error {
 		return err
 	}
 	n := len(c.rows)
-	last := c.rows[n-1].Cursor()
-	next, err := a.advance(ctx, store.ChunkProgress{Cursor: last, Evidence: n, Drafts: len(out.Drafts), Changed: changed})
-	if err != nil {
-		return err
-	}
+	end := c.rows[n-1].Cursor()
+	p := store.ChunkProgress{Cursor: end, Evidence: n, Drafts: len(out.Drafts), Changed: changed}
 	for i := range c.rows {
 		a.agg.add(c.rows[i].ID, c.rows[i].ContentHash)
 	}
-	a.mem.add(c.primary)
-	a.cursor = &last
-	a.chunk = next.Meta.ChunkCount
 	a.res.drafts += len(out.Drafts)
 	a.res.changed = a.res.changed || changed
+	if last {
+		if _, err := a.finish(ctx, &p); err != nil {
+			return err
+		}
+	} else {
+		next, err := a.advance(ctx, p)
+		if err != nil {
+			return err
+		}
+		a.mem.add(c.primary)
+		a.cursor = &end
+		a.chunk = next.Meta.ChunkCount
+		a.lease = next.Lease() // the state written: the next write's expectation
+	}
 	w.m.chunks.Inc()
 	w.m.chunkEvidence.Observe(float64(n))
 	w.m.chunkContext.Observe(float64(c.context))
 	w.m.chunkTokens.Observe(float64(c.tokens))
 	a.log.Debug("chunk committed", "batch_id", c.batchID, "evidence", n, "context", c.context,
-		"estimated_tokens", c.tokens, "drafts", len(out.Drafts), "cursor", last.String())
+		"estimated_tokens", c.tokens, "drafts", len(out.Drafts), "cursor", end.String(), "last", last)
 	return nil
 }
 
@@ -273,22 +285,34 @@ func (a *attemptRun) advance(ctx context.Context, p store.ChunkProgress) (store.
 }
 
 // finish ends the window completed (when it has drafts) or ignored, with the
-// aggregate of its evidence.
-func (a *attemptRun) finish(ctx context.Context) (attemptResult, error) {
+// aggregate of its evidence; last, when set, is the window's last chunk, recorded in
+// the same transaction (store.FinishWindowAfterChunk).
+func (a *attemptRun) finish(ctx context.Context, last *store.ChunkProgress) (attemptResult, error) {
 	a.res.outcome = outcomeIgnored
 	status := store.WindowIgnored
 	if a.res.drafts > 0 {
 		a.res.outcome, status = outcomeCompleted, store.WindowCompleted
 	}
+	if status == store.WindowCompleted {
+		// The summary is decided before the finish, so that the finish can spend its
+		// one attempt (summary_attempted) in the same transaction (decisions D44).
+		a.res.summary = a.w.planSummary(ctx, a.j, a.res.changed, a.log)
+	}
+	mutate := func(s *store.WindowState) {
+		a.res.summary.mark(s)
+		s.AggregateHash = a.agg.sum()
+		s.Meta.EvidenceCount = a.agg.n
+		s.Meta.Error = ""
+		if a.prompt != "" {
+			s.Meta.PromptVersion = a.prompt
+		}
+	}
 	err := a.w.withStore(ctx, "finish_window", func() (err error) {
-		a.res.state, err = a.w.o.Store.FinishWindow(ctx, a.lease, status, func(s *store.WindowState) {
-			s.AggregateHash = a.agg.sum()
-			s.Meta.EvidenceCount = a.agg.n
-			s.Meta.Error = ""
-			if a.prompt != "" {
-				s.Meta.PromptVersion = a.prompt
-			}
-		})
+		if last != nil {
+			a.res.state, err = a.w.o.Store.FinishWindowAfterChunk(ctx, a.lease, *last, status, mutate)
+		} else {
+			a.res.state, err = a.w.o.Store.FinishWindow(ctx, a.lease, status, mutate)
+		}
 		return err
 	})
 	if err != nil {

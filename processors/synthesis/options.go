@@ -111,10 +111,10 @@ type Store interface {
 	ClaimWindow(ctx context.Context, key store.WindowKey, opts store.ClaimOptions) (store.WindowState, store.ClaimOutcome, error)
 	AdvanceWindowCursor(ctx context.Context, lease store.WindowLease, p store.ChunkProgress) (store.WindowState, error)
 	FinishWindow(ctx context.Context, lease store.WindowLease, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
+	FinishWindowAfterChunk(ctx context.Context, lease store.WindowLease, p store.ChunkProgress, to store.WindowStatus, mutate func(*store.WindowState)) (store.WindowState, error)
 	RefundWindowAttempt(ctx context.Context, lease store.WindowLease, mutate func(*store.WindowState)) (store.WindowState, error)
 	HeartbeatWindow(ctx context.Context, lease store.WindowLease) error
 	MarkWindowNeedsAttention(ctx context.Context, key store.WindowKey, opts store.ClaimOptions, diagnostics string) (store.WindowState, bool, error)
-	MarkSummaryAttempted(ctx context.Context, key store.WindowKey) (bool, error)
 	StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]store.WindowState, error)
 
 	EvidenceInRange(ctx context.Context, q store.RangeQuery) (store.EvidencePage, error)
@@ -126,7 +126,7 @@ type Store interface {
 	// candidate's summary and entries are its own (decisions D26).
 	VersionVisibleEntries(ctx context.Context, ws ids.WorkspaceID, version string) ([]store.Entry, error)
 
-	VersionSummary(ctx context.Context, ws ids.WorkspaceID, version string) (store.Summary, error)
+	VersionSummaryInput(ctx context.Context, ws ids.WorkspaceID, version string, entries bool) (store.SummaryInput, error)
 	PutAISummary(ctx context.Context, ws ids.WorkspaceID, version, text string, meta json.RawMessage) (bool, error)
 }
 

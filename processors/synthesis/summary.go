@@ -21,39 +21,99 @@ type summaryMeta struct {
 	SummarizedAt     time.Time `json:"summarized_at"`
 }
 
-// summarize applies the summary policy of design §13 after a window finished: at most
-// one attempt per completed window, only when the window created or materially updated
-// a visible draft, and never over a human summary. summary_attempted is set in the
-// window state before the summarizer is called, so the attempt is spent whatever
-// happens next: a failure is counted and logged, never retried, and never fails the
-// window. The summarizer's input is the workspace's visible entries (ignored messages
-// never reach it).
+// summaryPlan is the summary policy of design §13 decided for a window about to
+// finish completed (planSummary), before its finish: either an attempt, whose
+// summary_attempted is set in the finish's own transaction (decisions D44), or the
+// reason there is none, counted once the window is completed.
+type summaryPlan struct {
+	attempt bool // set summary_attempted in the finish; summarize after it
+	// first: the finish set summary_attempted (it was not set before), so this worker
+	// makes the window's one attempt.
+	first bool
+	req   synth.SummaryRequest
+	skip  string // why no attempt is made; "" for an attempt
+	attrs []any  // the skip's log attributes
+}
+
+// mark sets summary_attempted in the state s a window finishes with, when the plan
+// is an attempt, and records whether it was set before.
+func (p *summaryPlan) mark(s *store.WindowState) {
+	if !p.attempt {
+		return
+	}
+	p.first = !s.Meta.SummaryAttempted
+	s.Meta.SummaryAttempted = true
+}
+
+// planSummary applies the summary policy of design §13 to a window about to finish
+// completed; changed says whether the window created or materially updated a visible
+// draft. At most one attempt per completed window, only when it changed a visible
+// draft (or a refresh is due), and never over a human summary. The previous summary
+// and, for a changed window, the visible entries that are the summarizer's input
+// (ignored messages never reach it) are read in one round trip
+// (store.VersionSummaryInput): the window's drafts are written by then.
+func (w *Worker) planSummary(ctx context.Context, j *job, changed bool, log *slog.Logger) summaryPlan {
+	if w.synthesisOf(j).sum == nil {
+		return summaryPlan{skip: skipDisabled}
+	}
+	s := summaryRun{w: w, j: j, log: log}
+	in, err := s.read(ctx, changed)
+	if !changed && !refreshDue(in, err) {
+		return summaryPlan{skip: skipNoChange}
+	}
+	switch {
+	case err != nil:
+		return summaryPlan{skip: skipStoreError, attrs: []any{"error", err}}
+	case in.Found && in.Summary.Source == store.EntryFromHuman:
+		return summaryPlan{skip: skipHumanSummary}
+	}
+	if !changed { // a refresh is due: the entries were not read with the summary
+		err := w.withStore(ctx, "list_visible_entries", func() (err error) {
+			in.Entries, err = w.o.Store.VersionVisibleEntries(ctx, j.key.Workspace, j.processorVersion())
+			return err
+		})
+		if err != nil {
+			return summaryPlan{skip: skipStoreError, attrs: []any{"error", err}}
+		}
+	}
+	req := synth.SummaryRequest{Workspace: j.key.Workspace, Previous: in.Summary.Text}
+	for _, e := range in.Entries {
+		k := synth.Kind(e.Kind)
+		if !k.Valid() || (e.Status != store.EntryStatusDraft && e.Status != store.EntryStatusConfirmed) {
+			continue // a human entry of a kind the summarizer does not know
+		}
+		req.Entries = append(req.Entries, synth.VisibleEntry{Kind: k, Title: e.Title, Body: e.Body,
+			OccurredAt: e.OccurredAt, Status: string(e.Status)})
+	}
+	if len(req.Entries) == 0 {
+		return summaryPlan{skip: skipNoEntries}
+	}
+	return summaryPlan{attempt: true, req: req}
+}
+
+// summarize carries out the summary plan of a window that finished completed: it
+// counts a skip, or, when the finish set summary_attempted (so the attempt is spent
+// whatever happens next), calls the summarizer once and stores its text. A failure
+// is counted and logged, never retried, and never fails the window.
 func (w *Worker) summarize(ctx context.Context, j *job, res attemptResult, log *slog.Logger) {
 	if res.outcome != outcomeCompleted {
 		return
 	}
 	s := summaryRun{w: w, j: j, log: log}
-	if w.synthesisOf(j).sum == nil {
-		s.skip(skipDisabled)
+	p := res.summary
+	switch {
+	case p.skip != "":
+		s.skip(p.skip, p.attrs...)
+		return
+	case !p.first:
+		s.skip(skipAlreadyAttempted)
 		return
 	}
-	previous, err := s.read(ctx)
-	if !res.changed && !refreshDue(previous, err) {
-		s.skip(skipNoChange)
-		return
-	}
-	if !s.usable(previous, err) || !s.spend(ctx) {
-		return
-	}
-	req, ok := s.request(ctx, previous)
+	text, usage, ok := s.call(ctx, p.req)
 	if !ok {
 		return
 	}
-	text, usage, ok := s.call(ctx, req)
-	if !ok {
-		return
-	}
-	s.write(ctx, req, text, usage)
+	s.write(ctx, p.req, text, usage)
 }
 
 // summaryRun is the summary attempt after one window; each step counts and logs how
@@ -79,80 +139,15 @@ func (s summaryRun) attempted(outcome string, err error) {
 }
 
 // read reads the workspace's summary, once for both questions asked of it (is a
-// refresh due, may it be replaced); zero with store.ErrNotFound when it has none.
-func (s summaryRun) read(ctx context.Context) (store.Summary, error) {
-	var sum store.Summary
+// refresh due, may it be replaced), and with entries the visible entries, in one
+// round trip.
+func (s summaryRun) read(ctx context.Context, entries bool) (store.SummaryInput, error) {
+	var in store.SummaryInput
 	err := s.w.withStore(ctx, "get_summary", func() (err error) {
-		sum, err = s.w.o.Store.VersionSummary(ctx, s.j.key.Workspace, s.j.processorVersion())
+		in, err = s.w.o.Store.VersionSummaryInput(ctx, s.j.key.Workspace, s.j.processorVersion(), entries)
 		return err
 	})
-	if errors.Is(err, store.ErrNotFound) {
-		sum = store.Summary{}
-	}
-	return sum, err
-}
-
-// usable reports whether the previous summary (read's answer) may be replaced: it
-// was read (or there is none) and no human wrote it.
-func (s summaryRun) usable(previous store.Summary, err error) bool {
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		s.skip(skipStoreError, "error", err)
-		return false
-	case previous.Source == store.EntryFromHuman:
-		s.skip(skipHumanSummary)
-		return false
-	}
-	return true
-}
-
-// spend sets summary_attempted in the window state; it is false when that failed or
-// the window's one attempt was spent already.
-func (s summaryRun) spend(ctx context.Context) bool {
-	var first bool
-	err := s.w.withStore(ctx, "mark_summary_attempted", func() (err error) {
-		first, err = s.w.o.Store.MarkSummaryAttempted(ctx, s.j.key)
-		return err
-	})
-	switch {
-	case err != nil:
-		s.skip(skipStoreError, "error", err)
-		return false
-	case !first:
-		s.skip(skipAlreadyAttempted)
-		return false
-	}
-	return true
-}
-
-// request builds the summarizer's input from the workspace's visible entries; ok is
-// false when they cannot be read or none of them is of a kind the summarizer knows.
-func (s summaryRun) request(ctx context.Context, previous store.Summary) (synth.SummaryRequest, bool) {
-	ws := s.j.key.Workspace
-	var entries []store.Entry
-	err := s.w.withStore(ctx, "list_visible_entries", func() (err error) {
-		entries, err = s.w.o.Store.VersionVisibleEntries(ctx, ws, s.j.processorVersion())
-		return err
-	})
-	if err != nil {
-		s.attempted(summaryFailed, err)
-		return synth.SummaryRequest{}, false
-	}
-	req := synth.SummaryRequest{Workspace: ws, Previous: previous.Text}
-	for _, e := range entries {
-		k := synth.Kind(e.Kind)
-		if !k.Valid() || (e.Status != store.EntryStatusDraft && e.Status != store.EntryStatusConfirmed) {
-			continue // a human entry of a kind the summarizer does not know
-		}
-		req.Entries = append(req.Entries, synth.VisibleEntry{Kind: k, Title: e.Title, Body: e.Body,
-			OccurredAt: e.OccurredAt, Status: string(e.Status)})
-	}
-	if len(req.Entries) == 0 {
-		s.skip(skipNoEntries)
-		return req, false
-	}
-	return req, true
+	return in, err
 }
 
 // call runs the summarizer, bounded by SummaryTimeout, and validates its text; ok is
@@ -208,6 +203,6 @@ func (s summaryRun) write(ctx context.Context, req synth.SummaryRequest, text st
 // its AI summary (read's answer) was written (store.Summary.RefreshDueAt,
 // decisions D12): the summary's text is gone, and the next completed window
 // summarizes even when it changed nothing itself. A store error counts as not due.
-func refreshDue(sum store.Summary, err error) bool {
-	return err == nil && sum.Source == store.EntryFromAI && sum.RefreshDueAt != nil
+func refreshDue(in store.SummaryInput, err error) bool {
+	return err == nil && in.Found && in.Summary.Source == store.EntryFromAI && in.Summary.RefreshDueAt != nil
 }

@@ -122,6 +122,11 @@ func TestWindowInSeveralChunks(t *testing.T) {
 			case st.Attempts != 1:
 				t.Errorf("attempts = %d, want 1", st.Attempts)
 			}
+			// The last chunk's metrics follow the commit that made the window terminal;
+			// the window's outcome is counted after them.
+			eventually(t, "the window's outcome counted", func() bool {
+				return r.counter("larkline_synthesis_windows_total") == 1
+			})
 			if got := r.counter("larkline_synthesis_chunks_total"); int(got) != len(reqs) {
 				t.Errorf("chunks metric = %v, want %d", got, len(reqs))
 			}
