@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -67,19 +66,6 @@ func commit(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic st
 	if err := adm.CommitAllOffsets(ctx, group, offsets); err != nil {
 		t.Fatalf("committing %v for %s: %v", at, group, err)
 	}
-}
-
-// fakeClock is the evaluator's clock: the test decides how far apart samples are.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
 }
 
 // value reads one series from reg: found reports whether it exists.
@@ -206,12 +192,12 @@ func TestExporterOnRealBroker(t *testing.T) {
 	commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n - k, 1: 2})
 	commit(t, ctx, adm, stuck, topic, map[int32]int64{0: n - k, 1: 2})
 
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
 	e, err := New(Options{
 		Kafka:    kafka.Options{Brokers: testenv.KafkaBrokers(t), ClientID: "larkline-lagexport-test"},
 		Groups:   []string{stopped, stuck, absent},
-		Clock:    clock.now,
+		Clock:    clock.Now,
 		Registry: reg,
 	})
 	if err != nil {
@@ -226,7 +212,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		before := time.Now()
 		e.poll(ctx)
 		after := time.Now()
-		if s := e.Snapshot(); s.Err != nil || !s.At.Equal(clock.now()) {
+		if s := e.Snapshot(); s.Err != nil || !s.At.Equal(clock.Now()) {
 			t.Fatalf("snapshot err %v at %v", s.Err, s.At)
 		}
 		wantGauge(t, reg, "larkline_consumergroup_lag", p0, k)
@@ -249,14 +235,14 @@ func TestExporterOnRealBroker(t *testing.T) {
 		if c := series(t, reg, "larkline_consumergroup_lag", map[string]string{"group": absent}); c != 0 {
 			t.Fatalf("group without commits has %d lag series", c)
 		}
-		if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.now().Unix()) {
-			t.Fatalf("last success = %v, want %v", v, clock.now().Unix())
+		if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.Now().Unix()) {
+			t.Fatalf("last success = %v, want %v", v, clock.Now().Unix())
 		}
 	})
 
 	t.Run("caught up is OK", func(t *testing.T) {
 		commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n})
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 		e.poll(ctx)
 		wantGauge(t, reg, "larkline_consumergroup_lag", p0, 0)
 		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p0, 0)
@@ -290,14 +276,14 @@ func TestExporterOnRealBroker(t *testing.T) {
 			}
 		}
 		s0 := map[string]string{"group": stuck, "topic": topic, "partition": "0"}
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 		e.poll(ctx)
 		wantGauge(t, reg, "larkline_consumergroup_members", map[string]string{"group": stuck}, 1)
 		wantGauge(t, reg, "larkline_consumergroup_lag", s0, k)
 		// The oldest unconsumed record is an hour old: WARN (default WarnAfter 2m).
 		wantStatus(t, reg, stuck, kafka.StatusWarn)
 		// Same committed offset across samples DefaultStallAfter apart: STALL.
-		clock.advance(kafka.DefaultStallAfter)
+		clock.Advance(kafka.DefaultStallAfter)
 		e.poll(ctx)
 		wantStatus(t, reg, stuck, kafka.StatusStall)
 		wantStatus(t, reg, stopped, kafka.StatusOK)

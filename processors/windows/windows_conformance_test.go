@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/conformance"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -44,7 +45,7 @@ func (conformanceStage) Deploy(t *testing.T) conformance.Deployment {
 	return &conformanceDeployment{
 		c:       newCluster(t),
 		version: uniqueVersion(t),
-		clock:   &fakeClock{now: t0},
+		clock:   testenv.NewClock(t0),
 		windows: map[string]bool{},
 		labels:  map[string]string{},
 	}
@@ -53,7 +54,7 @@ func (conformanceStage) Deploy(t *testing.T) conformance.Deployment {
 type conformanceDeployment struct {
 	c       *cluster
 	version string
-	clock   *fakeClock
+	clock   *testenv.Clock
 	running *instance
 	windows map[string]bool   // group-table keys of the windows that received evidence
 	labels  map[string]string // content hash → record label, to render what a window holds
