@@ -124,7 +124,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 	if !cov.CoveredUntil.Equal(c.End) || cov.CursorMessageID != "" {
 		t.Fatalf("published coverage %+v, want %s", cov, c.End)
 	}
-	if n := len(e.readTopic(t, e.cpTopic)); n != 5 {
+	if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 5 {
 		t.Fatalf("%d checkpoints published, want one per page (5)", n)
 	}
 	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeOK)); v != 6 {
@@ -368,7 +368,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 		if cp, ok := e.checkpoint(t, ws, chat); !ok || cp.Position.MessageID != msgID("fk", 4) {
 			t.Fatalf("checkpoint %+v, want page 1's last message", cp)
 		}
-		if n := len(e.readTopic(t, e.cpTopic)); n != 1 {
+		if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 1 {
 			t.Fatalf("%d checkpoints published, want 1", n)
 		}
 	})
@@ -392,7 +392,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 		if cp, ok := e.checkpoint(t, ws, chat); ok {
 			t.Fatalf("checkpoint %+v written though nothing was acknowledged", cp)
 		}
-		if n := len(e.readTopic(t, e.cpTopic)); n != 0 {
+		if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 0 {
 			t.Fatalf("%d checkpoints published", n)
 		}
 	})
@@ -859,7 +859,7 @@ func TestCheckpointPublishRetried(t *testing.T) {
 	if _, ok := e.checkpoint(t, ws, chat); !ok {
 		t.Fatal("checkpoint not committed")
 	}
-	if n := len(e.readTopic(t, e.cpTopic)); n != 0 {
+	if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 0 {
 		t.Fatalf("%d checkpoints published through a failing producer", n)
 	}
 	if v := testutil.ToFloat64(r.m.failures.WithLabelValues(reasonPublish)); v != 1 {
@@ -905,7 +905,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	}
 	var evidence []produced
 	evPartition := int32(-1)
-	for _, rec := range e.readTopic(t, e.evTopic) {
+	for _, rec := range testenv.ReadTopic(t, e.evTopic) {
 		v, err := e.codecs.Evidence.Decode(ctx, rec.Value)
 		if err != nil {
 			t.Fatal(err)
@@ -920,7 +920,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	for _, p := range evidence {
 		maxEnd = max(maxEnd, p.offset+1)
 	}
-	cps := e.readTopic(t, e.cpTopic)
+	cps := testenv.ReadTopic(t, e.cpTopic)
 	if len(cps) < 2 {
 		t.Fatalf("%d checkpoints, want one per page", len(cps))
 	}
@@ -952,7 +952,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	if c := runOne(t, ctx, r); c.Err != nil || c.Produced != 0 {
 		t.Fatalf("second run: %+v", c)
 	}
-	for i, rec := range e.readTopic(t, e.cpTopic)[len(cps):] {
+	for i, rec := range testenv.ReadTopic(t, e.cpTopic)[len(cps):] {
 		cp, err := e.codecs.Checkpoint.Decode(ctx, rec.Value)
 		if err != nil {
 			t.Fatal(err)
