@@ -12,6 +12,7 @@ import (
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -151,7 +152,7 @@ func TestFeedIgnoresNonGroupChats(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; c.Close() })
 
 	e.record(rec("INC-P", 1, "firing", "oc_group", "oc_note", "oc_unknown"))
-	e.waitCaughtUp("g")
+	testenv.WaitCommitted(t, waitLimit, "g", e.topic)
 	w, err := st.GetWorkspace(context.Background(), "INC-P")
 	if err != nil || w.Status != store.WorkspaceFiring {
 		t.Fatalf("workspace %+v, %v: the record must apply", w, err)
