@@ -261,20 +261,14 @@ func TestExporterOnRealBroker(t *testing.T) {
 			for ctx.Err() == nil && !member.PollFetches(ctx).IsClientClosed() {
 			}
 		}()
-		for {
+		testenv.Eventually(t, time.Minute, "the member joining group "+stuck, func() bool {
 			d, err := adm.DescribeGroups(ctx, stuck)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := d[stuck]; g.State == "Stable" && len(g.Members) == 1 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("member did not join group %s: %v", stuck, ctx.Err())
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
+			g := d[stuck]
+			return g.State == "Stable" && len(g.Members) == 1
+		})
 		s0 := map[string]string{"group": stuck, "topic": topic, "partition": "0"}
 		clock.Advance(time.Minute)
 		e.poll(ctx)
@@ -343,13 +337,7 @@ func TestRunAndClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	for e.Snapshot().At.IsZero() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("no sample before the deadline")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	testenv.Eventually(t, time.Minute, "a first sample", func() bool { return !e.Snapshot().At.IsZero() })
 	if err := e.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run: %v", err)
 	}

@@ -168,10 +168,8 @@ func TestNewTopic(t *testing.T) {
 	// The subtests' cleanups have run: their topics must be gone. Deletion is
 	// acknowledged by the controller before the broker's metadata catches up,
 	// so wait (bounded) for the metadata to drop them.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
-		topics, err := adm.ListTopics(ctx, names...)
+	testenv.EventuallyNil(t, time.Minute, "the subtests' topics to be deleted", func() error {
+		topics, err := adm.ListTopics(t.Context(), names...)
 		if err != nil {
 			t.Fatalf("listing topics %v: %v", names, err)
 		}
@@ -181,15 +179,11 @@ func TestNewTopic(t *testing.T) {
 				left = append(left, name)
 			}
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Errorf("topics %v still exist after their tests ended", left)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("topics %v still exist after their tests ended", left)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func connect(t *testing.T, dsn string) *pgx.Conn {
