@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -68,47 +67,6 @@ func commit(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic st
 	}
 }
 
-// value reads one series from reg: found reports whether it exists.
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (v float64, found bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			if len(got) != len(labels) {
-				continue
-			}
-			for k, want := range labels {
-				if got[k] != want {
-					continue metrics
-				}
-			}
-			return metricValue(m), true
-		}
-	}
-	return 0, false
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	}
-	return 0
-}
-
 // series counts the series of name whose labels include the given ones.
 func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) int {
 	t.Helper()
@@ -138,7 +96,7 @@ func series(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 func wantStatus(t *testing.T, reg *prometheus.Registry, group string, want kafka.Status) {
 	t.Helper()
 	for _, s := range statuses {
-		v, ok := value(t, reg, "larkline_consumergroup_status", map[string]string{"group": group, "status": s.String()})
+		v, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_status", map[string]string{"group": group, "status": s.String()})
 		if !ok {
 			t.Fatalf("status %s of group %s not exported", s, group)
 		}
@@ -150,7 +108,7 @@ func wantStatus(t *testing.T, reg *prometheus.Registry, group string, want kafka
 
 func wantGauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string, want float64) {
 	t.Helper()
-	v, ok := value(t, reg, name, labels)
+	v, ok := testenv.MetricValue(t, reg, name, labels)
 	if !ok {
 		t.Fatalf("%s%v not exported", name, labels)
 	}
@@ -220,7 +178,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p1, 0)
 		// lag_seconds is the age of the record at the committed offset N-k.
 		ts := base.Add((n - k) * time.Second)
-		got, ok := value(t, reg, "larkline_consumergroup_lag_seconds", p0)
+		got, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_lag_seconds", p0)
 		if !ok {
 			t.Fatal("lag_seconds of partition 0 not exported")
 		}
@@ -235,7 +193,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		if c := series(t, reg, "larkline_consumergroup_lag", map[string]string{"group": absent}); c != 0 {
 			t.Fatalf("group without commits has %d lag series", c)
 		}
-		if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.Now().Unix()) {
+		if v, _ := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.Now().Unix()) {
 			t.Fatalf("last success = %v, want %v", v, clock.Now().Unix())
 		}
 	})
@@ -313,10 +271,10 @@ func TestExporterPollFailure(t *testing.T) {
 		t.Fatalf("%d lag series after a failed sample", c)
 	}
 	wantGauge(t, reg, "larkline_lag_poll_failures_total", map[string]string{}, 1)
-	if _, ok := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); !ok {
+	if _, ok := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); !ok {
 		t.Fatal("last success gauge not exported")
 	}
-	if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != 0 {
+	if v, _ := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != 0 {
 		t.Fatalf("last success = %v after only a failure", v)
 	}
 }
@@ -470,7 +428,7 @@ func TestGroupPrefixesFollowGroupsThatComeAndGo(t *testing.T) {
 	if got, want := exported(), []string{fixed, v3}; !slices.Equal(got, want) {
 		t.Fatalf("after v3 started and v2 was retired the sample exports %v, want %v", got, want)
 	}
-	if _, ok := value(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}); ok {
+	if _, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}); ok {
 		t.Fatal("the retired version's lag is still exported")
 	}
 }
