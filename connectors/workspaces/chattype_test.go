@@ -46,25 +46,8 @@ func newGuard(t *testing.T, reg *prometheus.Registry) *larkchats.Guard {
 
 func refusals(t *testing.T, reg *prometheus.Registry, path, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "larkline_lark_chat_refusals_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["path"] == path && l["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := testenv.MetricValue(t, reg, "larkline_lark_chat_refusals_total", map[string]string{"path": path, "reason": reason})
+	return v
 }
 
 // TestAdminRefusesToBindNonGroupChats (issue #17): Bind and the admin API refuse a

@@ -368,32 +368,18 @@ func equalState(t *testing.T, what string, got, want dbState) {
 	}
 }
 
+// counter reads the series of name with label=value (label "": the only series).
 func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	labels := map[string]string{}
+	if label != "" {
+		labels[label] = value
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" {
-				if m.Gauge != nil {
-					return m.GetGauge().GetValue()
-				}
-				return m.GetCounter().GetValue()
-			}
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	v, ok := testenv.MetricValue(t, reg, name, labels)
+	if !ok {
+		t.Fatalf("metric %s{%s=%q} not found", name, label, value)
 	}
-	t.Fatalf("metric %s{%s=%q} not found", name, label, value)
-	return 0
+	return v
 }
 
 // plain returns r with its cutoff checked against want and cleared, and its duration

@@ -464,27 +464,3 @@ func ctxTimeout(t testing.TB) context.Context {
 	t.Cleanup(cancel)
 	return ctx
 }
-
-// metricValue reads one counter of e's registry by labels (0 when absent).
-func metricValue(t testing.TB, e *env, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := e.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
-}
