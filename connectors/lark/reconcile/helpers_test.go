@@ -439,25 +439,6 @@ func msgID(name string, i int) ids.MessageID { return ids.MessageID(fmt.Sprintf(
 // sec truncates to the second, as Lark's start_time and end_time do.
 func sec(t time.Time) int64 { return t.Unix() }
 
-// sleeps records the waits asked of an injected Sleep and returns at once.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.d)
-}
-
 func ctxTimeout(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)

@@ -279,8 +279,8 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "fp", 12, created, 3*time.Minute, "x")
 	opts := e.options(t)
 	opts.MaxRetries = new(2)
-	var sl sleeps
-	opts.Sleep = sl.sleep
+	sl := testenv.NewClock(time.Now())
+	opts.Sleep = sl.Sleep
 	var once sync.Once
 	opts.OnProgress = func(Progress) {
 		once.Do(func() {
@@ -301,7 +301,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 	if cov := e.coverage(t)[ids.ChatKey(ws, chat)]; !cov.CoveredUntil.Equal(cp.Position.Time) {
 		t.Fatalf("coverage %s published past the checkpoint %s", cov.CoveredUntil, cp.Position.Time)
 	}
-	if n := len(sl.all()); n != 2 {
+	if n := len(sl.Sleeps()); n != 2 {
 		t.Fatalf("%d backoffs, want 2 (MaxRetries)", n)
 	}
 	if v := testutil.ToFloat64(r.m.failures.WithLabelValues(reasonLarkUnavailable)); v != 1 {
@@ -468,21 +468,21 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 	}
 	opts := e.options(t)
 	// A clock that only the injected sleeper moves: the waits are observed exactly.
-	ft := &fakeTime{now: time.Now()}
-	opts.Clock, opts.Sleep = ft.clock, ft.sleep
+	ft := testenv.NewClock(time.Now())
+	opts.Clock, opts.Sleep = ft.Now, ft.Sleep
 	r := e.reconciler(t, opts)
 	c := runOne(t, ctxTimeout(t), r)
 	if c.Err != nil || !c.Complete || c.Produced != 12 {
 		t.Fatalf("run: %+v", c)
 	}
 	long := 0
-	for _, d := range ft.waits() {
+	for _, d := range ft.Sleeps() {
 		if d >= 7*time.Second {
 			long++
 		}
 	}
 	if long != 2 {
-		t.Fatalf("waits %v, want two of at least x-ogw-ratelimit-reset (7s)", ft.waits())
+		t.Fatalf("waits %v, want two of at least x-ogw-ratelimit-reset (7s)", ft.Sleeps())
 	}
 	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeRateLimited)); v != 2 {
 		t.Fatalf("rate-limited calls = %v", v)
