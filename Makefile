@@ -32,6 +32,12 @@ FLAKES_TIMEOUT ?= 180m
 # so they do not run alone at the end of the package phase.
 SLOW_FIRST ?= processors/windows schemas connectors/postgres cmd/larkline connectors/lark/reconcile processors/synthesis internal/testenv
 
+# The e2e tests run E2E_PARALLEL at a time (go test -parallel; its default is
+# GOMAXPROCS): each is its own deployment and spends most of its time waiting on
+# window clocks, leases and faults, so at two at a time the suite kept about one core
+# busy (docs/testing.md, "Where the time goes").
+E2E_PARALLEL ?= 4
+
 # testreport prints go test's output as plain go test does, then the total time and
 # the slowest packages and tests (with -runs, failures out of runs), and fails when
 # any test or build failed (docs/testing.md, "Where the time goes").
@@ -67,7 +73,7 @@ demo:
 # timings should not depend on which package tests happen to share the CPU.
 test:
 	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
-	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -eo pipefail; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); { if [ -n "$$pkgs" ]; then $(GO) test -json $(TEST_FLAGS) $(if $(filter ./...,$(PKGS)),$(SLOW_FIRST:%=./%)) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test -json $(TEST_FLAGS) $$e2e; fi; } | $(REPORT) -slowest 10'
+	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -eo pipefail; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); { if [ -n "$$pkgs" ]; then $(GO) test -json $(TEST_FLAGS) $(if $(filter ./...,$(PKGS)),$(SLOW_FIRST:%=./%)) $$pkgs; fi; if [ -n "$$e2e" ]; then $(GO) test -json $(TEST_FLAGS) -parallel $(E2E_PARALLEL) $$e2e; fi; } | $(REPORT) -slowest 10'
 
 # Every package's tests FLAKES_COUNT times against one real broker and Postgres.
 # PKGS filters; test/e2e runs only when PKGS names it (ten e2e runs take hours).

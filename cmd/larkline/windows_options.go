@@ -21,6 +21,7 @@ func windowsOptions(cfg *config.Config, version string) mapped[windows.Options] 
 	set(m, &o.Retention, tl+"ingestionLookback", l.IngestionLookback)
 	set(m, &o.ScanInterval, tl+"synthesisScanInterval", l.SynthesisScanInterval)
 	set(m, &o.OversizedVersions, "windows.oversizedVersions", new(cfg.Windows.OversizedVersions)) // 0: never flag
+	set(m, &o.HotStandby, "windows.hotStandby", cfg.Windows.HotStandby)
 	set(m, &o.CheckTopicsOnly, "kafka.manageTopics", !cfg.Kafka.ManageTopics)
 	set(m, &o.TopicReplication, "kafka.replicationFactor", cfg.Kafka.ReplicationFactor)
 	return *m

@@ -457,6 +457,10 @@ type Windows struct {
 	// OversizedVersions flags (never fails) a window that takes in more evidence
 	// versions (processors/windows Options.OversizedVersions); 0 means never.
 	OversizedVersions int `yaml:"oversizedVersions"`
+	// HotStandby keeps every instance's copy of the other instances' state table
+	// partitions up to date, for a fast takeover (processors/windows
+	// Options.HotStandby).
+	HotStandby bool `yaml:"hotStandby"`
 }
 
 type Log struct {

@@ -126,7 +126,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{"reason"}),
 		tablePartitions: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "larkline_windows_table_partitions",
-			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped).",
+			Help: "This instance's window state table partitions by state (initializing, connecting, recovering, preparing, running, stopped, standby).",
 		}, []string{"state"}),
 		recoveryRemaining: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "larkline_windows_table_recovery_remaining_records",

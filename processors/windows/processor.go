@@ -68,6 +68,13 @@ type Options struct {
 	// with TopicReplication replicas (default 1).
 	CheckTopicsOnly  bool
 	TopicReplication int16
+	// HotStandby (windows.hotStandby): the instance also keeps the state table
+	// partitions of the other instances up to date, and recovers its tables before it
+	// joins the group (Goka's hot standby and recover-ahead). A partition it takes over
+	// in a rebalance is then read on from its standby copy instead of restored from
+	// the table topic (D42). It costs each instance a reader and a local copy of every
+	// table partition; with one instance it changes nothing.
+	HotStandby bool
 	// Goka carries the broker plumbing (sarama config, hasher, storage, tester).
 	Goka []goka.ProcessorOption
 	// Client carries the franz-go plumbing of the publisher, which reads the group
@@ -229,6 +236,9 @@ func New(o Options) (*Processor, error) {
 		goka.WithNilHandling(goka.NilProcess),
 		goka.WithLogger(GokaLogger(o.Logger)),
 	}, o.Goka...), goka.WithRebalanceCallback(p.onRebalance))
+	if o.HotStandby {
+		p.gopts = append(p.gopts, goka.WithHotStandby(), goka.WithRecoverAhead())
+	}
 	p.restartMin, p.restartMax = cmp.Or(o.restartMin, restartBackoffMin), cmp.Or(o.restartMax, restartBackoffMax)
 	for _, r := range []string{RestartBroker, RestartCoordinator, RestartRegistry} {
 		p.m.restarts.WithLabelValues(r)
@@ -594,13 +604,17 @@ func (p *Processor) reportRecovery(ctx context.Context) {
 					continue
 				}
 				ts := part.TableStats
+				if ts.RunMode != gokaActive && ts.Status == goka.PartitionRunning {
+					states["standby"]++ // a hot standby copy, kept up to date (D42)
+					continue
+				}
 				states[partitionState(ts.Status)]++
 				if ts.Status < goka.PartitionRunning && ts.Recovery != nil && ts.Recovery.Hwm > ts.Recovery.Offset {
 					remaining += ts.Recovery.Hwm - ts.Recovery.Offset
 				}
 			}
 		}
-		for _, st := range []string{"stopped", "initializing", "connecting", "recovering", "preparing", "running"} {
+		for _, st := range []string{"stopped", "initializing", "connecting", "recovering", "preparing", "running", "standby"} {
 			p.m.tablePartitions.WithLabelValues(st).Set(float64(states[st]))
 		}
 		p.m.recoveryRemaining.Set(float64(remaining))
@@ -611,6 +625,10 @@ func (p *Processor) reportRecovery(ctx context.Context) {
 		}
 	}
 }
+
+// gokaActive is Goka's run mode of a partition this instance processes (its
+// unexported runModeActive, the zero value); a hot standby copy runs passive.
+const gokaActive goka.PPRunMode = 0
 
 func partitionState(s goka.PartitionStatus) string {
 	switch s {

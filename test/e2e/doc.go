@@ -29,7 +29,8 @@
 //
 // # Bounds
 //
-// Tests run in parallel, go test's -parallel (GOMAXPROCS) at a time: each is its own
+// Tests run in parallel, go test's -parallel at a time (make test gives E2E_PARALLEL,
+// 4; go test's default is GOMAXPROCS): each is its own
 // deployment (topics, groups, database, ports, private brokers), and most of a test's
 // time is waiting on window clocks, leases and faults, not CPU. A test takes 5–220 s.
 // Nothing here is timed as an assertion: waits have generous deadlines and fail with

@@ -330,9 +330,9 @@ func TestFaultSynthesisKilledWhileProcessing(t *testing.T) {
 	model.setDelay(300 * time.Millisecond)
 	p := newPipeline(t, pipelineOptions{ModelURL: model.url(), Env: []string{
 		"LARKLINE_SYNTHESIS__OPENAI__TIMEOUT=2s", "LARKLINE_SYNTHESIS__OPENAI__MAXRETRIES=0",
-		// a dead worker's window is taken over after this long; it must exceed the
-		// longest silence of a live attempt, (2+1)·12 s chunk timeout + 2·30 s backoff
-		"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__SYNTHESISSTALETIMEOUT=100s",
+		// a dead worker's window is taken over 15 s after its last heartbeat; a live
+		// attempt's heartbeat (every 5 s) keeps its claim however long a chunk takes
+		"LARKLINE_SERVICES__WORKSPACE__TIMELINE__LARK__SYNTHESISSTALETIMEOUT=15s",
 	}})
 	ctx := p.ctx
 	done := p.deliverAsync(ctx)
