@@ -177,59 +177,6 @@ func (r *running) counter(c *prometheus.CounterVec, label string) int {
 
 func (r *running) outcome(o string) int { return r.counter(r.s.m.evidence, o) }
 
-// eventually polls cond until it holds; the bound only keeps a broken test from
-// hanging.
-func eventually(t testing.TB, what string, cond func() (bool, error)) {
-	t.Helper()
-	deadline := time.Now().Add(waitBound)
-	for {
-		ok, err := cond()
-		if err != nil && !kafka.IsRetryable(err) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			// A retryable answer (a coordinator moving during a rebalance) is waited
-			// out like a false condition, and reported if it never cleared.
-			t.Fatalf("%s did not happen within %s (last error: %v)", what, waitBound, err)
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
-}
-
-// committedAll reports whether group has committed the end offset of every
-// partition of the evidence topic.
-func (e *env) committedAll(ctx context.Context, group string) (bool, error) {
-	ends, err := e.adm.ListEndOffsets(ctx, e.topic)
-	if err != nil {
-		return false, err
-	}
-	committed, err := e.adm.FetchOffsets(ctx, group)
-	if err != nil {
-		return false, err
-	}
-	ok := true
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil || o.Offset == 0 {
-			return
-		}
-		c, found := committed.Lookup(o.Topic, o.Partition)
-		if !found || c.At < o.Offset {
-			ok = false
-		}
-	})
-	return ok, nil
-}
-
-func (e *env) waitCommitted(t testing.TB, group string) {
-	t.Helper()
-	eventually(t, "the group committing every record", func() (bool, error) {
-		return e.committedAll(context.Background(), group)
-	})
-}
-
 // committedOffsets sums the group's committed offsets on the evidence topic.
 func (e *env) committedOffsets(t testing.TB, group string) int64 {
 	t.Helper()
@@ -363,34 +310,12 @@ func (e *env) rows(t testing.TB) map[string]store.Evidence {
 
 func rowKey(r schemas.EvidenceRecord) string { return string(r.WorkspaceID) + "|" + r.SourceKey }
 
-// dlqRecords reads the dead-letter topic from the start until it holds n records.
-func (e *env) dlqRecords(t testing.TB, n int) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.dlq),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("reading dead letters (have %d of %d): %v", len(out), n, err)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
-}
-
 // deadLetters reads and decodes the first n dead letters (more when one fetch
 // brings more).
 func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 	t.Helper()
 	var out []schemas.DeadLetter
-	for _, r := range e.dlqRecords(t, n) {
+	for _, r := range testenv.ReadFirst(t, e.dlq, n) {
 		d, err := e.codecs.DeadLetter.Decode(context.Background(), r.Value)
 		if err != nil {
 			t.Fatalf("dead letter at offset %d does not decode: %v", r.Offset, err)
@@ -408,7 +333,7 @@ func (e *env) deadLetters(t testing.TB, n int) []schemas.DeadLetter {
 func (e *env) rawDeadLetters(t testing.TB, n int) [][]byte {
 	t.Helper()
 	var out [][]byte
-	for _, r := range e.dlqRecords(t, n) {
+	for _, r := range testenv.ReadFirst(t, e.dlq, n) {
 		b := append(append([]byte(nil), r.Key...), r.Value...)
 		for _, h := range r.Headers {
 			b = append(append(b, h.Key...), h.Value...)
@@ -444,18 +369,6 @@ func (e *env) recordAt(t testing.TB, topic string, partition int32, offset int64
 			return got
 		}
 	}
-}
-
-// dlqEnd is the end offset of the dead-letter topic: how many dead letters exist.
-func (e *env) dlqEnd(t testing.TB) int64 {
-	t.Helper()
-	ends, err := e.adm.ListEndOffsets(context.Background(), e.dlq)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
 }
 
 // chatsPerPartition returns, for each partition of the evidence topic, one chat of

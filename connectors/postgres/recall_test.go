@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -34,7 +35,7 @@ func TestRecallWithdrawsDraftsThroughTheSink(t *testing.T) {
 
 	first := start(t, e.options(group, e.st), hooks{})
 	e.produce(t, e.record(t, orig), e.record(t, kept), e.record(t, aged))
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	first.shutdown(t)
 	rows := e.rows(t)
 	evRecalled, evKept, evAged := rows[rowKey(orig)].ID, rows[rowKey(kept)].ID, rows[rowKey(aged)].ID
@@ -81,7 +82,7 @@ func TestRecallWithdrawsDraftsThroughTheSink(t *testing.T) {
 	checkRecallApplied(t, e.st, ws, draft, agedDraft, human.ID)
 
 	restarted := start(t, e.options(group, e.st), hooks{})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	if got := restarted.outcome(outcomeUnchanged); got < 2 {
 		t.Fatalf("restarted sink saw %d unchanged records, want the 2 redelivered", got)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -29,7 +30,7 @@ func TestSinkDeadLetterRedrive(t *testing.T) {
 	garbage := e.raw(ids.EvidenceKey(f.ws, f.chats[0], "om_garbage"), []byte("this is not avro"))
 	e.produce(t, append(e.records(t, good), e.record(t, poisoned), garbage)...)
 	start(t, e.options(group, e.st), hooks{})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), good)
 
 	dls := e.deadLetters(t, 2)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
@@ -45,7 +44,7 @@ func TestCompactionKeepsTheRedaction(t *testing.T) {
 	// The live version, its recall, then a redelivery of the live version (another
 	// ingest replica's replay guard did not know the event).
 	e.produce(t, e.record(t, live), e.record(t, gone), e.record(t, live))
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	if row := e.rows(t)[rowKey(live)]; !row.Deleted || row.Content != "" {
 		t.Fatalf("stored row %+v, want the redaction", row)
 	}
@@ -53,10 +52,10 @@ func TestCompactionKeepsTheRedaction(t *testing.T) {
 	// Compact for real: every filler rolls the active segment (segment.ms passed) so
 	// the cleaner may take what came before; wait until one record of the key is left.
 	var left []schemas.EvidenceRecord
-	eventually(t, "compaction of the evidence topic", func() (bool, error) {
+	testenv.Eventually(t, waitBound, "compaction of the evidence topic", func() bool {
 		e.produce(t, e.record(t, filler))
 		left = e.versionsOf(t, live.Key())
-		return len(left) == 1, nil
+		return len(left) == 1
 	})
 	if v := left[0]; !v.Deleted || v.Content != "" || v.ContentHash != gone.ContentHash {
 		t.Fatalf("compaction kept %+v, want the redaction (hash %s)", v, gone.ContentHash)
@@ -70,38 +69,16 @@ func TestCompactionKeepsTheRedaction(t *testing.T) {
 // decoded versions of key, in offset order.
 func (e *env) versionsOf(t testing.TB, key string) []schemas.EvidenceRecord {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	ends, err := e.adm.ListEndOffsets(ctx, e.topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	end := ends[e.topic][0].Offset
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		e.topic: {0: kgo.NewOffset().AtStart()}}), kgo.FetchMaxWait(200*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
 	var out []schemas.EvidenceRecord
-	for done := false; !done; {
-		fs := cl.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatalf("reading %s: %v", e.topic, err)
+	for _, r := range testenv.ReadTopic(t, e.topic) {
+		if string(r.Key) != key || len(r.Value) == 0 {
+			continue
 		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if r.Offset >= end-1 {
-				done = true
-			}
-			if string(r.Key) != key || len(r.Value) == 0 {
-				return
-			}
-			v, err := e.codecs.Evidence.Decode(ctx, r.Value)
-			if err != nil {
-				t.Fatalf("decode %s@%d: %v", r.Key, r.Offset, err)
-			}
-			out = append(out, v)
-		})
+		v, err := e.codecs.Evidence.Decode(context.Background(), r.Value)
+		if err != nil {
+			t.Fatalf("decode %s@%d: %v", r.Key, r.Offset, err)
+		}
+		out = append(out, v)
 	}
 	return out
 }

@@ -116,7 +116,7 @@ func TestSinkConformance(t *testing.T) {
 		e.produce(t, e.records(t, want)...)
 
 		first := start(t, e.options(group, e.st), hooks{})
-		e.waitCommitted(t, group)
+		testenv.WaitCommitted(t, waitBound, group, e.topic)
 		before := e.rows(t)
 		assertRows(t, before, want)
 		if got := first.outcome(outcomeInserted); got != len(want) {
@@ -125,7 +125,7 @@ func TestSinkConformance(t *testing.T) {
 
 		t.Run("produced twice", func(t *testing.T) {
 			e.produce(t, e.records(t, want)...)
-			e.waitCommitted(t, group)
+			testenv.WaitCommitted(t, waitBound, group, e.topic)
 			sameRows(t, before, e.rows(t))
 			if got := first.outcome(outcomeUnchanged); got != len(want) {
 				t.Errorf("unchanged %d, want %d (the duplicates)", got, len(want))
@@ -136,7 +136,7 @@ func TestSinkConformance(t *testing.T) {
 		t.Run("offsets reset", func(t *testing.T) {
 			e.resetGroup(t, group)
 			second := start(t, e.options(group, e.st), hooks{})
-			e.waitCommitted(t, group)
+			testenv.WaitCommitted(t, waitBound, group, e.topic)
 			sameRows(t, before, e.rows(t))
 			if got, in := second.outcome(outcomeUnchanged)+second.outcome(outcomeSuperseded), second.outcome(outcomeInserted); got != 2*len(want) || in != 0 {
 				t.Errorf("replay: unchanged+superseded %d inserted %d, want %d and 0", got, in, 2*len(want))
@@ -190,7 +190,7 @@ func TestSinkConformance(t *testing.T) {
 					e.produce(t, all...)
 					r = start(t, o, hooks{})
 				}
-				e.waitCommitted(t, group)
+				testenv.WaitCommitted(t, waitBound, group, e.topic)
 				assertRows(t, e.rows(t), want)
 				total := 0
 				for _, o := range []string{outcomeInserted, outcomeUpdated, outcomeUnchanged, outcomeStale, outcomeSuperseded} {
@@ -231,7 +231,7 @@ func TestSinkConformance(t *testing.T) {
 			}
 
 			restarted := start(t, e.options(group, e.st), hooks{})
-			e.waitCommitted(t, group)
+			testenv.WaitCommitted(t, waitBound, group, e.topic)
 			after := e.rows(t)
 			assertRows(t, after, want)
 			for k, b := range written {
@@ -298,7 +298,7 @@ func TestSinkVersions(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			before := r.outcome(st.outcome)
 			e.produce(t, st.records...)
-			e.waitCommitted(t, group)
+			testenv.WaitCommitted(t, waitBound, group, e.topic)
 			got := e.rows(t)
 			assertRows(t, got, st.want)
 			if n := r.outcome(st.outcome) - before; n != len(st.records) {
@@ -350,11 +350,11 @@ func TestSinkDeadLetters(t *testing.T) {
 	}
 	e.produce(t, recs...)
 	r := start(t, e.options(group, e.st), hooks{})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), good)
 
 	dls := e.deadLetters(t, len(bad))
-	if n := e.dlqEnd(t); n != int64(len(bad)) {
+	if n := testenv.EndOffsets(t, e.dlq); n != int64(len(bad)) {
 		t.Errorf("%d dead letters, want %d", n, len(bad))
 	}
 	// No chat text in the dead-letter topic, in any field or header.
@@ -427,7 +427,7 @@ func TestSinkIsolatesConstraintViolations(t *testing.T) {
 	e.produce(t, recs...)
 
 	r := start(t, e.options(group, e.st), hooks{})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), want)
 	dls := e.deadLetters(t, len(poisoned)+1)
 	for _, d := range dls {
@@ -435,7 +435,7 @@ func TestSinkIsolatesConstraintViolations(t *testing.T) {
 			t.Errorf("dead letter of %q: reason %q, want %q", d.Key, d.Reason, ReasonConstraint)
 		}
 	}
-	if n := e.dlqEnd(t); n != int64(len(poisoned)+1) {
+	if n := testenv.EndOffsets(t, e.dlq); n != int64(len(poisoned)+1) {
 		t.Errorf("%d dead letters, want %d (the rejected rows only)", n, len(poisoned)+1)
 	}
 	if got := r.counter(r.s.m.deadLettered, ReasonConstraint); got != len(poisoned)+1 {
@@ -453,8 +453,8 @@ func TestSinkPostgresOutage(t *testing.T) {
 	committed := e.committedOffsets(t, group)
 	more := newFixture(e, "ws-outage-2").messages(5)
 	e.produce(t, e.records(t, more)...)
-	eventually(t, "the sink retrying the database", func() (bool, error) {
-		return r.counter(r.s.m.retries, opDatabase) >= 3, nil
+	testenv.Eventually(t, waitBound, "the sink retrying the database", func() bool {
+		return r.counter(r.s.m.retries, opDatabase) >= 3
 	})
 	if got := testutilGauge(r.s.m); got != 1 {
 		t.Errorf("paused gauge = %v during the outage, want 1", got)
@@ -465,12 +465,12 @@ func TestSinkPostgresOutage(t *testing.T) {
 	assertRows(t, e.rows(t), first)
 
 	proxy.SetUp(true)
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), append(first, more...))
 	if got := testutilGauge(r.s.m); got != 0 {
 		t.Errorf("paused gauge = %v after recovery, want 0", got)
 	}
-	if n := e.dlqEnd(t); n != 0 {
+	if n := testenv.EndOffsets(t, e.dlq); n != 0 {
 		t.Errorf("%d dead letters, want none: an outage is not a bad record", n)
 	}
 }
@@ -486,20 +486,20 @@ func TestSinkRebalanceDuringOutage(t *testing.T) {
 	proxy.SetUp(false)
 	want := append(warm, newFixture(e, "ws-rebalance-2").messages(6)...)
 	e.produce(t, e.records(t, want[len(warm):])...)
-	eventually(t, "member A pausing on the outage", func() (bool, error) {
-		return a.counter(a.s.m.retries, opDatabase) >= 2, nil
+	testenv.Eventually(t, waitBound, "member A pausing on the outage", func() bool {
+		return a.counter(a.s.m.retries, opDatabase) >= 2
 	})
 
 	b := start(t, e.options(group, e.st), hooks{})
-	eventually(t, "member A giving its batch up for the rebalance", func() (bool, error) {
-		return a.counter(a.s.m.aborted, abortRebalance) >= 1, nil
+	testenv.Eventually(t, waitBound, "member A giving its batch up for the rebalance", func() bool {
+		return a.counter(a.s.m.aborted, abortRebalance) >= 1
 	})
-	eventually(t, "member B writing the partitions it was given", func() (bool, error) {
-		return b.outcome(outcomeInserted) > 0, nil
+	testenv.Eventually(t, waitBound, "member B writing the partitions it was given", func() bool {
+		return b.outcome(outcomeInserted) > 0
 	})
 
 	proxy.SetUp(true)
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), want)
 }
 
@@ -513,7 +513,7 @@ func (e *env) startBehindProxy(t testing.TB, ws ids.WorkspaceID, n int) (*runnin
 	r := start(t, e.options(group, openStore(t, dsn)), hooks{})
 	warm := newFixture(e, ws).messages(n)
 	e.produce(t, e.records(t, warm)...)
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	return r, proxy, group, warm
 }
 
@@ -536,7 +536,7 @@ func TestSinkDeadLetterTooLargeForItsTopic(t *testing.T) {
 	e.produce(t, e.raw(key, big), e.record(t, good[0]), e.record(t, good[1]))
 
 	start(t, e.options(group, e.st), hooks{})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), good)
 	dls := e.deadLetters(t, 1)
 	d := dls[0]
@@ -577,7 +577,7 @@ func TestSinkRebalanceUnderLoad(t *testing.T) {
 			b = start(t, ob, hooks{})
 		}
 	}
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	assertRows(t, e.rows(t), want)
 	if n := a.outcome(outcomeInserted) + b.outcome(outcomeInserted); n != len(want) {
 		t.Errorf("inserted %d rows in all, want %d", n, len(want))

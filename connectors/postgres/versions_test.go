@@ -58,7 +58,7 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 			firstOffset[m.origin.SourceKey] = r.Offset
 		}
 	}
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	first.shutdown(t)
 
 	// Then, with no sink running: the newer version of every message, each followed
@@ -80,7 +80,7 @@ func TestSinkNewerVersionAheadOfTheOriginal(t *testing.T) {
 		defer mu.Unlock()
 		polls = append(polls, n)
 	}})
-	e.waitCommitted(t, group)
+	testenv.WaitCommitted(t, waitBound, group, e.topic)
 	second.shutdown(t)
 	mu.Lock()
 	if len(polls) != 1 || polls[0] != len(batch) {

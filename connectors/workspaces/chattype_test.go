@@ -12,6 +12,7 @@ import (
 	larkchats "github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -45,25 +46,8 @@ func newGuard(t *testing.T, reg *prometheus.Registry) *larkchats.Guard {
 
 func refusals(t *testing.T, reg *prometheus.Registry, path, reason string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "larkline_lark_chat_refusals_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["path"] == path && l["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	v, _ := testenv.MetricValue(t, reg, "larkline_lark_chat_refusals_total", map[string]string{"path": path, "reason": reason})
+	return v
 }
 
 // TestAdminRefusesToBindNonGroupChats (issue #17): Bind and the admin API refuse a
@@ -151,7 +135,7 @@ func TestFeedIgnoresNonGroupChats(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; c.Close() })
 
 	e.record(rec("INC-P", 1, "firing", "oc_group", "oc_note", "oc_unknown"))
-	e.waitCaughtUp("g")
+	testenv.WaitCommitted(t, waitLimit, "g", e.topic)
 	w, err := st.GetWorkspace(context.Background(), "INC-P")
 	if err != nil || w.Status != store.WorkspaceFiring {
 		t.Fatalf("workspace %+v, %v: the record must apply", w, err)

@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
@@ -31,7 +30,6 @@ type feedEnv struct {
 	dlq     string
 	codecs  *schemas.Codecs
 	raw     *kgo.Client // produces arbitrary records, with larkline's settings
-	adm     *kadm.Client
 }
 
 func newFeedEnv(t *testing.T, partitions int32) *feedEnv {
@@ -55,7 +53,6 @@ func newFeedEnv(t *testing.T, partitions int32) *feedEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.raw.Close)
-	e.adm = kadm.NewClient(e.raw)
 	return e
 }
 
@@ -133,74 +130,24 @@ func (e *feedEnv) drain(group string, a Applier) *prometheus.Registry {
 	e.t.Helper()
 	reg := prometheus.NewRegistry()
 	stop := e.consumer(group, a, reg)
-	e.waitCaughtUp(group)
+	testenv.WaitCommitted(e.t, waitLimit, group, e.topic)
 	stop()
 	return reg
 }
 
-// waitCaughtUp waits until group has committed the end offset of every partition.
-func (e *feedEnv) waitCaughtUp(group string) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	for {
-		ends, err := e.adm.ListEndOffsets(ctx, e.topic)
-		if err == nil {
-			err = ends.Error()
-		}
-		var committed kadm.OffsetResponses
-		if err == nil {
-			committed, err = e.adm.FetchOffsets(ctx, group)
-		}
-		if err == nil {
-			behind := false
-			ends.Each(func(o kadm.ListedOffset) {
-				if o.Offset == 0 {
-					return
-				}
-				c, ok := committed.Lookup(e.topic, o.Partition)
-				if !ok || c.At < o.Offset {
-					behind = true
-				}
-			})
-			if !behind {
-				return
-			}
-		}
-		select {
-		case <-ctx.Done():
-			e.t.Fatalf("group %s did not catch up with %s (last error %v)", group, e.topic, err)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// deadLetters reads the dead-letter topic from the start until it holds n records.
+// deadLetters reads and decodes the first n records of the dead-letter topic.
 func (e *feedEnv) deadLetters(n int) []schemas.DeadLetter {
 	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.dlq), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
 	var out []schemas.DeadLetter
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			e.t.Fatalf("read %d of %d dead letters", len(out), n)
+	for _, r := range testenv.ReadFirst(e.t, e.dlq, n) {
+		d, err := e.codecs.DeadLetter.Decode(context.Background(), r.Value)
+		if err != nil {
+			e.t.Fatalf("decode dead letter: %v", err)
 		}
-		for _, r := range fs.Records() {
-			d, err := e.codecs.DeadLetter.Decode(ctx, r.Value)
-			if err != nil {
-				e.t.Fatalf("decode dead letter: %v", err)
-			}
-			if string(d.Key) != string(r.Key) {
-				e.t.Errorf("dead letter keyed %q holds key %q", r.Key, d.Key)
-			}
-			out = append(out, d)
+		if string(d.Key) != string(r.Key) {
+			e.t.Errorf("dead letter keyed %q holds key %q", r.Key, d.Key)
 		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -485,7 +432,7 @@ func TestFeedStopsOnAFatalDatabaseError(t *testing.T) {
 	}
 	// The next consumer of the group gets the record again and applies it.
 	e.consumer("g", f, nil)
-	e.waitCaughtUp("g")
+	testenv.WaitCommitted(t, waitLimit, "g", e.topic)
 	if got := <-f.applied; got != "INC-P" {
 		t.Fatalf("applied %s, want INC-P", got)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -137,13 +138,7 @@ func TestFeedRidesOutARealDatabaseOutage(t *testing.T) {
 
 	proxy.down()
 	e.record(rec(ws, 2, "recovered", chat))
-	deadline := time.Now().Add(waitLimit)
-	for retries(t, reg, opApply) < 3 {
-		if time.Now().After(deadline) {
-			t.Fatal("the feed did not retry during the outage")
-		}
-		time.Sleep(20 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+	testenv.Eventually(t, waitLimit, "the feed retrying during the outage", func() bool { return retries(t, reg, opApply) >= 3 })
 	if b, ok := bindingOf(t, direct, chat, ws); !ok || b.Workspace.Status != store.WorkspaceFiring {
 		t.Fatalf("during the outage: %+v %t", b, ok)
 	}

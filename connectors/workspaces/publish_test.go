@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -31,27 +31,6 @@ func newPublisher(t *testing.T, e *feedEnv, reg *prometheus.Registry) *Publisher
 	}
 	t.Cleanup(func() { _ = p.Close() })
 	return p
-}
-
-// readTopic reads n records of the workspace topic from the start.
-func (e *feedEnv) readTopic(n int) []*kgo.Record {
-	e.t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(e.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
-	defer cancel()
-	var out []*kgo.Record
-	for len(out) < n {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			e.t.Fatalf("read %d of %d records", len(out), n)
-		}
-		out = append(out, fs.Records()...)
-	}
-	return out
 }
 
 func TestPublisherPublishesValidRecordsOnly(t *testing.T) {
@@ -98,7 +77,7 @@ func TestPublisherPublishesValidRecordsOnly(t *testing.T) {
 	}
 	// Only the valid record and the tombstone reached the topic, keyed by the
 	// workspace id, in one partition.
-	got := e.readTopic(2)
+	got := testenv.ReadFirst(t, e.topic, 2)
 	if len(got) != 2 || string(got[0].Key) != "INC-1" || string(got[1].Key) != "INC-1" || got[0].Partition != got[1].Partition || got[1].Value != nil {
 		t.Fatalf("topic holds %v", got)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/lovoo/goka/storage"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -251,23 +252,19 @@ func TestGokaProcessorWithFranzClients(t *testing.T) {
 		if k == duplicated {
 			want = 2
 		}
-		for {
+		testenv.EventuallyNil(t, time.Minute, "the count of message "+k, func() error {
 			v, err := proc.Get(k)
 			if err != nil {
 				t.Fatalf("processor Get %s: %v", k, err)
 			}
-			if v != nil && v.(int64) == want {
-				break
-			}
 			if v != nil && v.(int64) > want {
 				t.Fatalf("message %s counted %d times, want %d", k, v, want)
 			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("message %s: state %v, want %d: %v", k, v, want, ctx.Err())
-			case <-time.After(50 * time.Millisecond):
+			if v == nil || v.(int64) != want {
+				return fmt.Errorf("state %v, want %d", v, want)
 			}
-		}
+			return nil
+		})
 	}
 	stopProc()
 

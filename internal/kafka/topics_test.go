@@ -2,12 +2,15 @@ package kafka
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 func TestDefaultTopicSpecs(t *testing.T) {
@@ -250,10 +253,7 @@ func TestEnsureTopicsOnRealBroker(t *testing.T) {
 			t.Fatalf("report = %+v, want segment.ms and max.compaction.lag.ms set", rep)
 		}
 		// The broker applies an altered config a moment later: wait for it.
-		deadline := time.Now().Add(30 * time.Second)
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
+		testenv.EventuallyNil(t, 30*time.Second, "the altered config of "+old, func() error {
 			rc, err := adm.DescribeTopicConfigs(ctx, old)
 			if err != nil {
 				t.Fatal(err)
@@ -263,15 +263,12 @@ func TestEnsureTopicsOnRealBroker(t *testing.T) {
 			for _, e := range c.Configs {
 				got[e.Key] = e.MaybeValue()
 			}
-			if got[ConfigSegmentMs] == spec.Configs[ConfigSegmentMs] && got[ConfigMaxCompactionLagMs] == spec.Configs[ConfigMaxCompactionLagMs] {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s segment.ms %q, max.compaction.lag.ms %q, want %q and %q", old, got[ConfigSegmentMs], got[ConfigMaxCompactionLagMs],
+			if got[ConfigSegmentMs] != spec.Configs[ConfigSegmentMs] || got[ConfigMaxCompactionLagMs] != spec.Configs[ConfigMaxCompactionLagMs] {
+				return fmt.Errorf("segment.ms %q, max.compaction.lag.ms %q, want %q and %q", got[ConfigSegmentMs], got[ConfigMaxCompactionLagMs],
 					spec.Configs[ConfigSegmentMs], spec.Configs[ConfigMaxCompactionLagMs])
 			}
-			<-tick.C
-		}
+			return nil
+		})
 		if rep, err := EnsureTopics(ctx, adm, []TopicSpec{spec}); err != nil || len(rep.Set) != 0 || len(rep.Matching) != 1 {
 			t.Fatalf("second run: %+v %v, want matching", rep, err)
 		}

@@ -8,12 +8,10 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -69,60 +67,6 @@ func commit(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic st
 	}
 }
 
-// fakeClock is the evaluator's clock: the test decides how far apart samples are.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *fakeClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// value reads one series from reg: found reports whether it exists.
-func value(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) (v float64, found bool) {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("gather: %v", err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			got := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				got[lp.GetName()] = lp.GetValue()
-			}
-			if len(got) != len(labels) {
-				continue
-			}
-			for k, want := range labels {
-				if got[k] != want {
-					continue metrics
-				}
-			}
-			return metricValue(m), true
-		}
-	}
-	return 0, false
-}
-
-func metricValue(m *dto.Metric) float64 {
-	switch {
-	case m.Gauge != nil:
-		return m.GetGauge().GetValue()
-	case m.Counter != nil:
-		return m.GetCounter().GetValue()
-	}
-	return 0
-}
-
 // series counts the series of name whose labels include the given ones.
 func series(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) int {
 	t.Helper()
@@ -152,7 +96,7 @@ func series(t *testing.T, reg *prometheus.Registry, name string, labels map[stri
 func wantStatus(t *testing.T, reg *prometheus.Registry, group string, want kafka.Status) {
 	t.Helper()
 	for _, s := range statuses {
-		v, ok := value(t, reg, "larkline_consumergroup_status", map[string]string{"group": group, "status": s.String()})
+		v, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_status", map[string]string{"group": group, "status": s.String()})
 		if !ok {
 			t.Fatalf("status %s of group %s not exported", s, group)
 		}
@@ -164,7 +108,7 @@ func wantStatus(t *testing.T, reg *prometheus.Registry, group string, want kafka
 
 func wantGauge(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string, want float64) {
 	t.Helper()
-	v, ok := value(t, reg, name, labels)
+	v, ok := testenv.MetricValue(t, reg, name, labels)
 	if !ok {
 		t.Fatalf("%s%v not exported", name, labels)
 	}
@@ -206,12 +150,12 @@ func TestExporterOnRealBroker(t *testing.T) {
 	commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n - k, 1: 2})
 	commit(t, ctx, adm, stuck, topic, map[int32]int64{0: n - k, 1: 2})
 
-	clock := &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testenv.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	reg := prometheus.NewRegistry()
 	e, err := New(Options{
 		Kafka:    kafka.Options{Brokers: testenv.KafkaBrokers(t), ClientID: "larkline-lagexport-test"},
 		Groups:   []string{stopped, stuck, absent},
-		Clock:    clock.now,
+		Clock:    clock.Now,
 		Registry: reg,
 	})
 	if err != nil {
@@ -226,7 +170,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		before := time.Now()
 		e.poll(ctx)
 		after := time.Now()
-		if s := e.Snapshot(); s.Err != nil || !s.At.Equal(clock.now()) {
+		if s := e.Snapshot(); s.Err != nil || !s.At.Equal(clock.Now()) {
 			t.Fatalf("snapshot err %v at %v", s.Err, s.At)
 		}
 		wantGauge(t, reg, "larkline_consumergroup_lag", p0, k)
@@ -234,7 +178,7 @@ func TestExporterOnRealBroker(t *testing.T) {
 		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p1, 0)
 		// lag_seconds is the age of the record at the committed offset N-k.
 		ts := base.Add((n - k) * time.Second)
-		got, ok := value(t, reg, "larkline_consumergroup_lag_seconds", p0)
+		got, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_lag_seconds", p0)
 		if !ok {
 			t.Fatal("lag_seconds of partition 0 not exported")
 		}
@@ -249,14 +193,14 @@ func TestExporterOnRealBroker(t *testing.T) {
 		if c := series(t, reg, "larkline_consumergroup_lag", map[string]string{"group": absent}); c != 0 {
 			t.Fatalf("group without commits has %d lag series", c)
 		}
-		if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.now().Unix()) {
-			t.Fatalf("last success = %v, want %v", v, clock.now().Unix())
+		if v, _ := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != float64(clock.Now().Unix()) {
+			t.Fatalf("last success = %v, want %v", v, clock.Now().Unix())
 		}
 	})
 
 	t.Run("caught up is OK", func(t *testing.T) {
 		commit(t, ctx, adm, stopped, topic, map[int32]int64{0: n})
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 		e.poll(ctx)
 		wantGauge(t, reg, "larkline_consumergroup_lag", p0, 0)
 		wantGauge(t, reg, "larkline_consumergroup_lag_seconds", p0, 0)
@@ -275,29 +219,23 @@ func TestExporterOnRealBroker(t *testing.T) {
 			for ctx.Err() == nil && !member.PollFetches(ctx).IsClientClosed() {
 			}
 		}()
-		for {
+		testenv.Eventually(t, time.Minute, "the member joining group "+stuck, func() bool {
 			d, err := adm.DescribeGroups(ctx, stuck)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if g := d[stuck]; g.State == "Stable" && len(g.Members) == 1 {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("member did not join group %s: %v", stuck, ctx.Err())
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
+			g := d[stuck]
+			return g.State == "Stable" && len(g.Members) == 1
+		})
 		s0 := map[string]string{"group": stuck, "topic": topic, "partition": "0"}
-		clock.advance(time.Minute)
+		clock.Advance(time.Minute)
 		e.poll(ctx)
 		wantGauge(t, reg, "larkline_consumergroup_members", map[string]string{"group": stuck}, 1)
 		wantGauge(t, reg, "larkline_consumergroup_lag", s0, k)
 		// The oldest unconsumed record is an hour old: WARN (default WarnAfter 2m).
 		wantStatus(t, reg, stuck, kafka.StatusWarn)
 		// Same committed offset across samples DefaultStallAfter apart: STALL.
-		clock.advance(kafka.DefaultStallAfter)
+		clock.Advance(kafka.DefaultStallAfter)
 		e.poll(ctx)
 		wantStatus(t, reg, stuck, kafka.StatusStall)
 		wantStatus(t, reg, stopped, kafka.StatusOK)
@@ -333,10 +271,10 @@ func TestExporterPollFailure(t *testing.T) {
 		t.Fatalf("%d lag series after a failed sample", c)
 	}
 	wantGauge(t, reg, "larkline_lag_poll_failures_total", map[string]string{}, 1)
-	if _, ok := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); !ok {
+	if _, ok := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); !ok {
 		t.Fatal("last success gauge not exported")
 	}
-	if v, _ := value(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != 0 {
+	if v, _ := testenv.MetricValue(t, reg, "larkline_lag_last_success_timestamp_seconds", map[string]string{}); v != 0 {
 		t.Fatalf("last success = %v after only a failure", v)
 	}
 }
@@ -357,13 +295,7 @@ func TestRunAndClose(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	for e.Snapshot().At.IsZero() {
-		select {
-		case <-ctx.Done():
-			t.Fatal("no sample before the deadline")
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+	testenv.Eventually(t, time.Minute, "a first sample", func() bool { return !e.Snapshot().At.IsZero() })
 	if err := e.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run: %v", err)
 	}
@@ -496,7 +428,7 @@ func TestGroupPrefixesFollowGroupsThatComeAndGo(t *testing.T) {
 	if got, want := exported(), []string{fixed, v3}; !slices.Equal(got, want) {
 		t.Fatalf("after v3 started and v2 was retired the sample exports %v, want %v", got, want)
 	}
-	if _, ok := value(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}); ok {
+	if _, ok := testenv.MetricValue(t, reg, "larkline_consumergroup_lag", map[string]string{"group": v2, "topic": topic, "partition": "0"}); ok {
 		t.Fatal("the retired version's lag is still exported")
 	}
 }

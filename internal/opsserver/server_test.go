@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/internal/opsserver"
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 func newServer(t *testing.T, opts opsserver.Options) *opsserver.Server {
@@ -393,17 +394,11 @@ func TestGracefulShutdownDrains(t *testing.T) {
 
 func waitDraining(t *testing.T, s *opsserver.Server) {
 	t.Helper()
-	for {
+	testenv.Eventually(t, time.Minute, "the server reporting draining", func() bool {
 		rec := httptest.NewRecorder()
 		s.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, opsserver.PathReadyz, nil))
-		if rec.Code == http.StatusServiceUnavailable && strings.Contains(rec.Body.String(), opsserver.StatusShuttingDown) {
-			return
-		}
-		if t.Context().Err() != nil {
-			t.Fatal("server never reported draining")
-		}
-		time.Sleep(time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
+		return rec.Code == http.StatusServiceUnavailable && strings.Contains(rec.Body.String(), opsserver.StatusShuttingDown)
+	})
 }
 
 func TestShutdownTimeoutCutsStuckRequest(t *testing.T) {

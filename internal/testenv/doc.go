@@ -18,4 +18,8 @@
 // starts each service once for many binaries. docs/testing.md ("How a test gets its
 // services", "How the harness chooses", "Bounds of the harness") describes them for
 // people.
+//
+// It also holds the helpers tests would otherwise copy: Eventually and EventuallyNil
+// (wait on a condition), Clock (time moved by hand), ReadFirst, ReadTopic,
+// EndOffsets and WaitCommitted (the shared broker read back), MetricValue.
 package testenv

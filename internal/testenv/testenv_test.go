@@ -44,9 +44,9 @@ func TestPostgresKindReportsTheServer(t *testing.T) {
 	t.Logf("postgres kind: %s", kind)
 }
 
-// TestKafkaRoundTrip produces keyed records to a fresh topic and consumes
-// them back: every record arrives, in order within its partition, and equal
-// keys share a partition.
+// TestKafkaRoundTrip produces keyed records to a fresh topic and reads them
+// back with ReadFirst and ReadTopic: every record arrives, in order within its
+// partition, and equal keys share a partition.
 func TestKafkaRoundTrip(t *testing.T) {
 	t.Parallel()
 	topic := testenv.NewTopic(t, 3, nil)
@@ -75,48 +75,45 @@ func TestKafkaRoundTrip(t *testing.T) {
 		t.Fatalf("produce: %v", err)
 	}
 
-	consumer, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers...),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-	)
-	if err != nil {
-		t.Fatal(err)
+	if end := testenv.EndOffsets(t, topic); end != n {
+		t.Fatalf("EndOffsets = %d, want %d", end, n)
 	}
-	defer consumer.Close()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	var got []*kgo.Record
-	for len(got) < n {
-		fetches := consumer.PollFetches(ctx)
-		if err := fetches.Err0(); err != nil {
-			t.Fatalf("consume after %d of %d records: %v", len(got), n, err)
-		}
-		got = append(got, fetches.Records()...)
+	if got := testenv.ReadTopic(t, testenv.NewTopic(t, 2, nil)); len(got) != 0 {
+		t.Fatalf("ReadTopic of an empty topic = %d records", len(got))
 	}
-	if len(got) != n {
-		t.Fatalf("consumed %d records, want %d", len(got), n)
-	}
-	partitionOf := map[string]int32{}
-	lastValue := map[string]int{}
-	for _, r := range got {
-		key := string(r.Key)
-		if p, ok := partitionOf[key]; ok && p != r.Partition {
-			t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
-		}
-		partitionOf[key] = r.Partition
-		v, err := strconv.Atoi(string(r.Value))
-		if err != nil {
-			t.Fatalf("record value %q: %v", r.Value, err)
-		}
-		if prev, ok := lastValue[key]; ok && v <= prev {
-			t.Errorf("key %s: value %d consumed after %d", key, v, prev)
-		}
-		lastValue[key] = v
-	}
-	if len(partitionOf) != 5 {
-		t.Errorf("consumed %d distinct keys, want 5", len(partitionOf))
+	for _, tt := range []struct {
+		name string
+		read func() []*kgo.Record
+	}{
+		{"ReadFirst", func() []*kgo.Record { return testenv.ReadFirst(t, topic, n) }},
+		{"ReadTopic", func() []*kgo.Record { return testenv.ReadTopic(t, topic) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got := tt.read()
+			if len(got) != n {
+				t.Fatalf("read %d records, want %d", len(got), n)
+			}
+			partitionOf := map[string]int32{}
+			lastValue := map[string]int{}
+			for _, r := range got {
+				key := string(r.Key)
+				if p, ok := partitionOf[key]; ok && p != r.Partition {
+					t.Errorf("key %s in partitions %d and %d", key, p, r.Partition)
+				}
+				partitionOf[key] = r.Partition
+				v, err := strconv.Atoi(string(r.Value))
+				if err != nil {
+					t.Fatalf("record value %q: %v", r.Value, err)
+				}
+				if prev, ok := lastValue[key]; ok && v <= prev {
+					t.Errorf("key %s: value %d read after %d", key, v, prev)
+				}
+				lastValue[key] = v
+			}
+			if len(partitionOf) != 5 {
+				t.Errorf("read %d distinct keys, want 5", len(partitionOf))
+			}
+		})
 	}
 }
 
@@ -171,10 +168,8 @@ func TestNewTopic(t *testing.T) {
 	// The subtests' cleanups have run: their topics must be gone. Deletion is
 	// acknowledged by the controller before the broker's metadata catches up,
 	// so wait (bounded) for the metadata to drop them.
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	for {
-		topics, err := adm.ListTopics(ctx, names...)
+	testenv.EventuallyNil(t, time.Minute, "the subtests' topics to be deleted", func() error {
+		topics, err := adm.ListTopics(t.Context(), names...)
 		if err != nil {
 			t.Fatalf("listing topics %v: %v", names, err)
 		}
@@ -184,15 +179,11 @@ func TestNewTopic(t *testing.T) {
 				left = append(left, name)
 			}
 		}
-		if len(left) == 0 {
-			return
+		if len(left) > 0 {
+			return fmt.Errorf("topics %v still exist after their tests ended", left)
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("topics %v still exist after their tests ended", left)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+		return nil
+	})
 }
 
 func connect(t *testing.T, dsn string) *pgx.Conn {

@@ -6,14 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/normalize"
@@ -370,98 +368,18 @@ func equalState(t *testing.T, what string, got, want dbState) {
 	}
 }
 
-// topicRecord is one record read back from a topic.
-type topicRecord struct {
-	key       string
-	value     []byte
-	partition int32
-}
-
-// readTopic returns every record of topic, in partition then offset order.
-func (e *env) readTopic(t *testing.T, topic string) []topicRecord {
-	t.Helper()
-	ctx := testContext(t, time.Minute)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	byPart := map[int32][]topicRecord{}
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("reading %s: %v (still waiting for %v)", topic, err, want)
-		}
-		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("reading %s: %v", topic, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			byPart[r.Partition] = append(byPart[r.Partition], topicRecord{key: string(r.Key), value: r.Value, partition: r.Partition})
-			if r.Offset+1 >= want[r.Partition] {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	var out []topicRecord
-	for _, p := range slices.Sorted(maps.Keys(byPart)) {
-		out = append(out, byPart[p]...)
-	}
-	return out
-}
-
-// endOffsets sums the end offsets of topic: it grows with every record written.
-func (e *env) endOffsets(t *testing.T, topic string) int64 {
-	t.Helper()
-	ctx := testContext(t, 30*time.Second)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n int64
-	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
-}
-
+// counter reads the series of name with label=value (label "": the only series).
 func counter(t *testing.T, reg *prometheus.Registry, name, label, value string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	labels := map[string]string{}
+	if label != "" {
+		labels[label] = value
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if label == "" {
-				if m.Gauge != nil {
-					return m.GetGauge().GetValue()
-				}
-				return m.GetCounter().GetValue()
-			}
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					return m.GetCounter().GetValue()
-				}
-			}
-		}
+	v, ok := testenv.MetricValue(t, reg, name, labels)
+	if !ok {
+		t.Fatalf("metric %s{%s=%q} not found", name, label, value)
 	}
-	t.Fatalf("metric %s{%s=%q} not found", name, label, value)
-	return 0
+	return v
 }
 
 // plain returns r with its cutoff checked against want and cleared, and its duration

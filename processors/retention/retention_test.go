@@ -12,6 +12,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -168,23 +169,23 @@ func TestRedactMode(t *testing.T) {
 	}
 
 	// The evidence topic holds one redacted version per redacted row, equal to the row.
-	recs := e.readTopic(t, e.evTopic)
+	recs := testenv.ReadTopic(t, e.evTopic)
 	if len(recs) != due {
 		t.Fatalf("%d records on the evidence topic, want %d", len(recs), due)
 	}
 	byKey := map[string]schemas.EvidenceRecord{}
 	for _, r := range recs {
-		if r.value == nil {
-			t.Fatalf("tombstone for %s in redact mode", r.key)
+		if r.Value == nil {
+			t.Fatalf("tombstone for %s in redact mode", r.Key)
 		}
-		v, err := e.codecs.Evidence.Decode(ctx, r.value)
+		v, err := e.codecs.Evidence.Decode(ctx, r.Value)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.Key() != r.key {
-			t.Fatalf("record key %s holds %s", r.key, v.Key())
+		if v.Key() != string(r.Key) {
+			t.Fatalf("record key %s holds %s", r.Key, v.Key())
 		}
-		byKey[r.key] = v
+		byKey[string(r.Key)] = v
 	}
 	for _, m := range f.due() {
 		v, ok := byKey[ids.EvidenceKey(m.ws, m.chat, m.msg)]
@@ -204,16 +205,16 @@ func TestRedactMode(t *testing.T) {
 	}
 	// The checkpoint topic holds a tombstone per removed checkpoint, in its chat's
 	// partition.
-	cps := e.readTopic(t, e.cpTopic)
+	cps := testenv.ReadTopic(t, e.cpTopic)
 	var keys []string
 	for _, r := range cps {
-		if r.value != nil {
-			t.Fatalf("checkpoint record %s is not a tombstone", r.key)
+		if r.Value != nil {
+			t.Fatalf("checkpoint record %s is not a tombstone", r.Key)
 		}
-		if want := kafka.Partition([]byte(r.key), 3); r.partition != want {
-			t.Fatalf("checkpoint tombstone %s in partition %d, want %d", r.key, r.partition, want)
+		if want := kafka.Partition(r.Key, 3); r.Partition != want {
+			t.Fatalf("checkpoint tombstone %s in partition %d, want %d", r.Key, r.Partition, want)
 		}
-		keys = append(keys, r.key)
+		keys = append(keys, string(r.Key))
 	}
 	slices.Sort(keys)
 	if !slices.Equal(keys, f.goneCPKeys) {
@@ -230,7 +231,7 @@ func TestRedactMode(t *testing.T) {
 	}
 
 	t.Run("a second run changes and publishes nothing", func(t *testing.T) {
-		evEnd, cpEnd := e.endOffsets(t, e.evTopic), e.endOffsets(t, e.cpTopic)
+		evEnd, cpEnd := testenv.EndOffsets(t, e.evTopic), testenv.EndOffsets(t, e.cpTopic)
 		rep, err := j.RunOnce(ctx, false)
 		if err != nil {
 			t.Fatal(err)
@@ -239,7 +240,7 @@ func TestRedactMode(t *testing.T) {
 			t.Fatalf("second report %+v, want %+v", rep, want)
 		}
 		equalState(t, "second run", e.snapshot(t), after)
-		if e.endOffsets(t, e.evTopic) != evEnd || e.endOffsets(t, e.cpTopic) != cpEnd {
+		if testenv.EndOffsets(t, e.evTopic) != evEnd || testenv.EndOffsets(t, e.cpTopic) != cpEnd {
 			t.Fatal("second run published records")
 		}
 	})
@@ -283,14 +284,14 @@ func TestDeleteMode(t *testing.T) {
 	// One tombstone per deleted row, nothing else, each in the partition of its chat
 	// (where the evidence versions it deletes live), or compaction would miss them.
 	var keys, wantKeys []string
-	for _, r := range e.readTopic(t, e.evTopic) {
-		if r.value != nil {
-			t.Fatalf("record %s is not a tombstone", r.key)
+	for _, r := range testenv.ReadTopic(t, e.evTopic) {
+		if r.Value != nil {
+			t.Fatalf("record %s is not a tombstone", r.Key)
 		}
-		if want := kafka.Partition([]byte(r.key), 3); r.partition != want {
-			t.Fatalf("tombstone %s in partition %d, want %d", r.key, r.partition, want)
+		if want := kafka.Partition(r.Key, 3); r.Partition != want {
+			t.Fatalf("tombstone %s in partition %d, want %d", r.Key, r.Partition, want)
 		}
-		keys = append(keys, r.key)
+		keys = append(keys, string(r.Key))
 	}
 	for _, m := range f.due() {
 		wantKeys = append(wantKeys, ids.EvidenceKey(m.ws, m.chat, m.msg))
@@ -305,7 +306,7 @@ func TestDeleteMode(t *testing.T) {
 	}
 
 	t.Run("a second run changes and publishes nothing", func(t *testing.T) {
-		end := e.endOffsets(t, e.evTopic)
+		end := testenv.EndOffsets(t, e.evTopic)
 		rep, err := j.RunOnce(ctx, false)
 		if err != nil {
 			t.Fatal(err)
@@ -314,7 +315,7 @@ func TestDeleteMode(t *testing.T) {
 			t.Fatalf("second report %+v, want %+v", rep, want)
 		}
 		equalState(t, "second run", e.snapshot(t), after)
-		if e.endOffsets(t, e.evTopic) != end {
+		if testenv.EndOffsets(t, e.evTopic) != end {
 			t.Fatal("second run published records")
 		}
 	})
@@ -336,7 +337,7 @@ func TestDryRun(t *testing.T) {
 				t.Fatal(err)
 			}
 			equalState(t, "dry run", e.snapshot(t), before)
-			if n := e.endOffsets(t, e.evTopic) + e.endOffsets(t, e.cpTopic); n != 0 {
+			if n := testenv.EndOffsets(t, e.evTopic) + testenv.EndOffsets(t, e.cpTopic); n != 0 {
 				t.Fatalf("dry run wrote %d records", n)
 			}
 			if got := counter(t, reg, "larkline_retention_rows_total", "action", actionWindowsRemoved); got != 0 {
@@ -433,10 +434,10 @@ func TestRepeatAfterPublish(t *testing.T) {
 	// keeps one.
 	var n int
 	var values [][]byte
-	for _, r := range e.readTopic(t, e.evTopic) {
-		if r.key == red.record.Key() {
+	for _, r := range testenv.ReadTopic(t, e.evTopic) {
+		if string(r.Key) == red.record.Key() {
 			n++
-			values = append(values, r.value)
+			values = append(values, r.Value)
 		}
 	}
 	if n != 2 {
@@ -503,15 +504,14 @@ func TestRunAndClose(t *testing.T) {
 	ctx := testContext(t, time.Minute)
 	done := make(chan error, 1)
 	go func() { done <- j.Run(ctx) }()
-	for counter(t, reg, "larkline_retention_last_success_timestamp_seconds", "", "") == 0 {
+	testenv.Eventually(t, time.Minute, "a successful pass", func() bool {
 		select {
-		case <-ctx.Done():
-			t.Fatal("no successful pass before the deadline")
 		case err := <-done:
 			t.Fatalf("Run returned early: %v", err)
-		case <-time.After(50 * time.Millisecond):
+		default:
 		}
-	}
+		return counter(t, reg, "larkline_retention_last_success_timestamp_seconds", "", "") != 0
+	})
 	if err := j.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -49,7 +50,7 @@ func downtime(t *testing.T, c *cluster, b backlog, clock func() time.Time, mutat
 		}
 	}
 	version := uniqueVersion(t)
-	a := c.start(version, &fakeClock{}, opts)
+	a := c.start(version, testenv.NewClock(time.Time{}), opts)
 	offsets := b.produceRounds(c, 0, 1)
 	for ch := range offsets {
 		waitFor(t, "the window of "+string(ch), windowHolds(a.p, ids.ChatKey(ws, ch), b.start, 1))
@@ -64,7 +65,7 @@ func downtime(t *testing.T, c *cluster, b backlog, clock func() time.Time, mutat
 // restart starts the processor again and checks the windows it closes.
 func (s stopped) restart(clock func() time.Time, mutate func(*Options)) {
 	s.c.t.Helper()
-	inst := s.c.start(s.version, &fakeClock{}, func(o *Options) {
+	inst := s.c.start(s.version, testenv.NewClock(time.Time{}), func(o *Options) {
 		o.Clock = clock
 		if mutate != nil {
 			mutate(o)
@@ -196,7 +197,7 @@ func TestIntegrationInputBarrier(t *testing.T) {
 		run  func(t *testing.T, c *cluster)
 	}{
 		{"down past end+grace, then restarted (injected clock)", func(t *testing.T, c *cluster) {
-			clock := &fakeClock{now: t0.Add(time.Minute)}
+			clock := testenv.NewClock(t0.Add(time.Minute))
 			b := downtime(t, c, burst, clock.Now, nil)
 			clock.Set(t0.Add(14 * time.Minute)) // end + grace (13m) passed while down
 			b.restart(clock.Now, nil)
@@ -218,7 +219,7 @@ func TestIntegrationInputBarrier(t *testing.T) {
 		}},
 		{"burst still applied when end+grace passes (injected clock)", func(t *testing.T, c *cluster) {
 			b := burst
-			clock := &fakeClock{now: t0.Add(time.Minute)}
+			clock := testenv.NewClock(t0.Add(time.Minute))
 			inst := c.start(uniqueVersion(t), clock, nil)
 			offsets := b.produce(c)
 			clock.Set(t0.Add(14 * time.Minute)) // while the burst is being read

@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 func TestIntegrationGeometryIsPinned(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	c.start(version, clock, nil).stop() // first start: 10m windows, 3m grace
 	for _, tc := range []struct {
 		name    string

@@ -144,7 +144,7 @@ func (i *instance) runErr() error {
 }
 
 // options are the processor options of a test instance of version.
-func (c *cluster) options(version string, clock *fakeClock) Options {
+func (c *cluster) options(version string, clock *testenv.Clock) Options {
 	c.t.Helper()
 	g, err := kafka.NewGoka(kafka.GokaOptions{
 		Options:          kafka.Options{Brokers: c.brokers, ClientID: "windows-it-" + version},
@@ -171,7 +171,7 @@ func (c *cluster) options(version string, clock *fakeClock) Options {
 	return o
 }
 
-func (c *cluster) start(version string, clock *fakeClock, mutate func(*Options)) *instance {
+func (c *cluster) start(version string, clock *testenv.Clock, mutate func(*Options)) *instance {
 	c.t.Helper()
 	o := c.options(version, clock)
 	if mutate != nil {
@@ -340,7 +340,7 @@ func windowHolds(p *Processor, chatKey string, start time.Time, n int) func() bo
 func TestIntegrationRestartMidWindow(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	a := c.start(version, clock, nil)
 	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"), evidenceRecord("om_2", t0.Add(2*time.Minute), "2"))
 	waitFor(t, "two messages in the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 2))
@@ -367,7 +367,7 @@ func TestIntegrationRestartMidWindow(t *testing.T) {
 func TestIntegrationTwoInstancesShareChats(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	a := c.start(version, clock, nil)
 	b := c.start(version, clock, nil) // rebalance: the two share the three partitions
 	var recs []schemas.EvidenceRecord
@@ -405,7 +405,7 @@ func TestIntegrationTwoInstancesShareChats(t *testing.T) {
 func TestIntegrationHandoverAndBack(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	a := c.start(version, clock, nil)
 	const chats = 9
 	chat := func(i int) ids.ChatID { return ids.ChatID(fmt.Sprintf("oc_hand%02d", i)) }
@@ -453,7 +453,7 @@ func TestIntegrationHandoverAndBack(t *testing.T) {
 func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	a := c.start(version, clock, nil)
 	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"))
 	waitFor(t, "the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 1))
@@ -471,7 +471,7 @@ func TestIntegrationPeriodicScanWithoutWakeup(t *testing.T) {
 func TestIntegrationCoverageGating(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0.Add(30 * time.Minute)}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0.Add(30*time.Minute))
 	a := c.start(version, clock, func(o *Options) { o.RequireCoverage = true })
 	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"))
 	waitFor(t, "the window", windowHolds(a.p, ids.ChatKey(ws, chat), t0, 1))
@@ -488,7 +488,7 @@ func TestIntegrationCoverageGating(t *testing.T) {
 func TestIntegrationReplayAlongsideOldVersion(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	clock := &fakeClock{now: t0}
+	clock := testenv.NewClock(t0)
 	v1 := uniqueVersion(t)
 	c.start(v1, clock, nil)
 	c.produce(evidenceRecord("om_1", t0.Add(time.Minute), "1"),

@@ -9,6 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 // TestIntegrationHugeWindowIsFlagged: a window of more messages in one chat than
@@ -18,7 +20,7 @@ import (
 func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	const n, bound = 6_000, 4_000
 	a := c.start(version, clock, func(o *Options) { o.OversizedVersions = new(bound) })
 	batch := make([]*kgo.Record, 0, 1000)
@@ -62,7 +64,7 @@ func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 func TestIntegrationPublisherFailureStopsTheProcessor(t *testing.T) {
 	t.Parallel()
 	c := newCluster(t)
-	version, clock := uniqueVersion(t), &fakeClock{now: t0}
+	version, clock := uniqueVersion(t), testenv.NewClock(t0)
 	a := c.start(version, clock, func(o *Options) {
 		// franz-go refuses idempotent writes without acks=all at NewClient
 		o.Client = append(append([]kgo.Opt(nil), o.Client...), kgo.RequiredAcks(kgo.NoAck()))

@@ -29,7 +29,7 @@ func TestIntegrationBrokerOutage(t *testing.T) {
 	b := testenv.NewKafkaBroker(t)
 	c := newClusterOn(t, b.Brokers, b.NewTopic)
 	const chats, n = 4, 5
-	clock := &fakeClock{now: t0.Add(time.Minute)}
+	clock := testenv.NewClock(t0.Add(time.Minute))
 	inst := c.start(uniqueVersion(t), clock, func(o *Options) {
 		o.restartMin, o.restartMax = 200*time.Millisecond, 2*time.Second
 		// LevelDB, as in production: every restart reopens the same storage
@@ -125,7 +125,7 @@ func TestIntegrationRegistryOutage(t *testing.T) {
 	}
 	c.codecs = registryCodecs() // the writers', which registers the schemas
 	const chats, n = 3, 4
-	clock := &fakeClock{now: t0.Add(time.Minute)}
+	clock := testenv.NewClock(t0.Add(time.Minute))
 	inst := c.start(uniqueVersion(t), clock, func(o *Options) {
 		o.Codecs = registryCodecs() // the processor's, with empty caches
 		o.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelError}))

@@ -15,18 +15,10 @@ import (
 	"github.com/lovoo/goka/tester"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
-
-// fakeClock is a controllable wall clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 func mustCodecs(t testing.TB) *schemas.Codecs {
 	t.Helper()
@@ -76,7 +68,7 @@ type harness struct {
 	t       *testing.T
 	tt      *tester.Tester
 	p       *Processor
-	clock   *fakeClock
+	clock   *testenv.Clock
 	closed  *tester.QueueTracker
 	dead    *fakeDead
 	reg     *prometheus.Registry
@@ -90,7 +82,7 @@ type harness struct {
 func newHarness(t *testing.T, mutate func(*Options)) *harness {
 	t.Helper()
 	tt := tester.New(t)
-	clock := &fakeClock{now: t0}
+	clock := testenv.NewClock(t0)
 	reg := prometheus.NewRegistry()
 	dead := &fakeDead{}
 	calls := &produceCounter{}

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -26,7 +27,7 @@ func TestIntegrationHotStandbyTakeover(t *testing.T) {
 		t.Run(fmt.Sprintf("hotStandby=%v", standby), func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(t)
-			version, clock := uniqueVersion(t), &fakeClock{now: t0}
+			version, clock := uniqueVersion(t), testenv.NewClock(t0)
 			group := GroupName("", version)
 			with := func(o *Options) {
 				o.HotStandby = standby

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/larkline/larkline/internal/conformance"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -24,12 +25,11 @@ func TestConformance(t *testing.T) {
 // entities (up to 24) fill the windows starting at t0 and t0+10m of four chats.
 // Observe moves the clock to confObserveAt, past every window's grace.
 const (
-	confChats    = 4
-	confSpacing  = 37 * time.Second
-	confWindow   = 10 * time.Minute // cluster.start's Options.Window
-	confObserve  = time.Hour
-	confProgress = 50 * time.Millisecond // pause while waiting for windows to close
-	confNoScans  = 24 * time.Hour        // a scan interval no test reaches
+	confChats   = 4
+	confSpacing = 37 * time.Second
+	confWindow  = 10 * time.Minute // cluster.start's Options.Window
+	confObserve = time.Hour
+	confNoScans = 24 * time.Hour // a scan interval no test reaches
 )
 
 var confObserveAt = t0.Add(confObserve)
@@ -44,7 +44,7 @@ func (conformanceStage) Deploy(t *testing.T) conformance.Deployment {
 	return &conformanceDeployment{
 		c:       newCluster(t),
 		version: uniqueVersion(t),
-		clock:   &fakeClock{now: t0},
+		clock:   testenv.NewClock(t0),
 		windows: map[string]bool{},
 		labels:  map[string]string{},
 	}
@@ -53,7 +53,7 @@ func (conformanceStage) Deploy(t *testing.T) conformance.Deployment {
 type conformanceDeployment struct {
 	c       *cluster
 	version string
-	clock   *fakeClock
+	clock   *testenv.Clock
 	running *instance
 	windows map[string]bool   // group-table keys of the windows that received evidence
 	labels  map[string]string // content hash → record label, to render what a window holds
@@ -119,15 +119,14 @@ func (d *conformanceDeployment) Observe(t *testing.T) conformance.Observation {
 	if err := d.running.p.ScanOnce(context.Background()); err != nil {
 		t.Fatalf("scan: %v", err)
 	}
-	deadline := time.Now().Add(conformance.WaitLimit)
-	for key := range d.windows {
-		for !windowClosed(d.running.p, key) {
-			if time.Now().After(deadline) {
-				t.Fatalf("window %s was not closed within %s", key, conformance.WaitLimit)
+	testenv.EventuallyNil(t, conformance.WaitLimit, "every window closed", func() error {
+		for key := range d.windows {
+			if !windowClosed(d.running.p, key) {
+				return fmt.Errorf("window %s not closed", key)
 			}
-			time.Sleep(confProgress) // poll interval of a wait with a deadline (conformance.WaitLimit)
 		}
-	}
+		return nil
+	})
 	conformance.CaughtUp(t, d.group(), d.Wiring().Consumed...)
 	// A version 3 record names its evidence as an offset range of the chat's
 	// partition: resolve it against the evidence topic the way the evidence table

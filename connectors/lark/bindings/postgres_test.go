@@ -2,6 +2,7 @@ package bindings
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -33,17 +34,13 @@ func upsertWorkspace(t *testing.T, st *store.Store, id ids.WorkspaceID, created 
 // eventually polls Resolve until check accepts the resolution.
 func eventually(t *testing.T, r *Resolver, chat ids.ChatID, what string, check func(Resolution) bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	var last Resolution
-	var lastErr error
-	for time.Now().Before(deadline) {
-		last, lastErr = r.Resolve(context.Background(), chat, time.Now())
-		if lastErr == nil && check(last) {
-			return
+	testenv.EventuallyNil(t, 15*time.Second, what, func() error {
+		res, err := r.Resolve(context.Background(), chat, time.Now())
+		if err == nil && !check(res) {
+			err = fmt.Errorf("last resolution %+v", res)
 		}
-		time.Sleep(10 * time.Millisecond) // poll interval of a wait on a condition with a deadline
-	}
-	t.Fatalf("%s: last resolution %+v, err %v", what, last, lastErr)
+		return err
+	})
 }
 
 func hasTargets(want ...ids.WorkspaceID) func(Resolution) bool {

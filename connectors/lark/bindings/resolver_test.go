@@ -20,24 +20,6 @@ import (
 
 var t0 = time.Date(2025, 6, 12, 14, 0, 0, 0, time.UTC)
 
-// clock is a controllable time source.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // fakeSource serves bindings from memory and counts queries. block, when set, holds
 // every query until it is closed. listen, when set, runs as ListenBindings.
 type fakeSource struct {
@@ -101,7 +83,7 @@ func binding(chat ids.ChatID, ws ids.WorkspaceID, typ string, status store.Works
 	return store.WorkspaceBinding{Chat: chat, Workspace: store.Workspace{ID: ws, Type: typ, Status: status, CreatedAt: created}, BoundAt: created}
 }
 
-func newResolver(t *testing.T, src Source, c *clock, mod func(*Options)) *Resolver {
+func newResolver(t *testing.T, src Source, c *testenv.Clock, mod func(*Options)) *Resolver {
 	t.Helper()
 	opts := Options{Source: src, WorkspaceTypes: []string{"incident"}, Clock: c.Now}
 	if mod != nil {
@@ -172,7 +154,7 @@ func TestResolveMapsAChatToEveryEligibleWorkspace(t *testing.T) {
 		binding(chat, "ws-d", "major", store.WorkspaceFiring, created),
 		binding(chat, "ws-e", "incident", store.WorkspaceFiring, t0.Add(-80*time.Hour)),
 	)
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 	r := newResolver(t, src, c, func(o *Options) { o.WorkspaceTypes = []string{"incident", "major"} })
 
 	tests := []struct {
@@ -212,7 +194,7 @@ func TestResolveMapsAChatToEveryEligibleWorkspace(t *testing.T) {
 
 func TestResolveUnboundChatIsCachedNegatively(t *testing.T) {
 	src := newFakeSource()
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 	r := newResolver(t, src, c, nil)
 	for range 3 {
 		res, err := r.Resolve(context.Background(), "oc_nobody", t0)
@@ -232,7 +214,7 @@ func TestResolveAgesOutWithoutInvalidation(t *testing.T) {
 	const chat = ids.ChatID("oc_aging")
 	src := newFakeSource()
 	src.set(chat, binding(chat, "ws-1", "incident", store.WorkspaceFiring, t0.Add(-71*time.Hour)))
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 	// Listening (CacheTTL applies) with a long TTL: only the clock changes.
 	listening := make(chan struct{})
 	src.listen = func(ctx context.Context, h store.BindingEvents) error {
@@ -276,7 +258,7 @@ func TestCacheTTLDependsOnListening(t *testing.T) {
 	const chat = ids.ChatID("oc_ttl")
 	src := newFakeSource()
 	src.set(chat, binding(chat, "ws-1", "incident", store.WorkspaceFiring, t0.Add(-time.Hour)))
-	c := &clock{now: t0}
+	c := testenv.NewClock(t0)
 
 	events := make(chan func(store.BindingEvents))
 	sessions := make(chan error)
@@ -367,7 +349,7 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 	src.set(chat, binding(chat, "ws-1", "incident", store.WorkspaceFiring, t0.Add(-time.Hour)))
 	src.block = make(chan struct{})
 	reg := prometheus.NewRegistry()
-	r := newResolver(t, src, &clock{now: t0}, func(o *Options) { o.Registry = reg })
+	r := newResolver(t, src, testenv.NewClock(t0), func(o *Options) { o.Registry = reg })
 
 	// One caller gives up early: its cancellation must not fail the others.
 	impatient, cancel := context.WithCancel(context.Background())
@@ -411,7 +393,7 @@ func TestInvalidationDuringQueryIsNotCached(t *testing.T) {
 	const chat = ids.ChatID("oc_race")
 	src := newFakeSource()
 	src.block = make(chan struct{})
-	r := newResolver(t, src, &clock{now: t0}, nil)
+	r := newResolver(t, src, testenv.NewClock(t0), nil)
 
 	done := make(chan Resolution, 1)
 	go func() {
@@ -438,7 +420,7 @@ func TestInvalidationDuringQueryIsNotCached(t *testing.T) {
 func TestLRUEvictsLeastRecentlyUsed(t *testing.T) {
 	src := newFakeSource()
 	reg := prometheus.NewRegistry()
-	r := newResolver(t, src, &clock{now: t0}, func(o *Options) { o.CacheSize = 2; o.Registry = reg })
+	r := newResolver(t, src, testenv.NewClock(t0), func(o *Options) { o.CacheSize = 2; o.Registry = reg })
 	ctx := context.Background()
 	for _, chat := range []ids.ChatID{"oc_a", "oc_b", "oc_a", "oc_c"} { // oc_b is evicted by oc_c
 		if _, err := r.Resolve(ctx, chat, t0); err != nil {
@@ -474,7 +456,7 @@ func TestQueryErrorsAreReturnedAndNotCached(t *testing.T) {
 	const chat = ids.ChatID("oc_err")
 	src := newFakeSource()
 	src.setErr(fmt.Errorf("bindings: %w", context.DeadlineExceeded))
-	r := newResolver(t, src, &clock{now: t0}, nil)
+	r := newResolver(t, src, testenv.NewClock(t0), nil)
 	_, err := r.Resolve(context.Background(), chat, t0)
 	if err == nil || !IsRetryable(err) {
 		t.Fatalf("err = %v, want a retryable error", err)
@@ -495,7 +477,7 @@ func TestQueryErrorsAreReturnedAndNotCached(t *testing.T) {
 
 func TestResolveRejectsInvalidChat(t *testing.T) {
 	src := newFakeSource()
-	r := newResolver(t, src, &clock{now: t0}, nil)
+	r := newResolver(t, src, testenv.NewClock(t0), nil)
 	for _, chat := range []ids.ChatID{"", "chat", "oc_a/b"} {
 		if _, err := r.Resolve(context.Background(), chat, t0); !errors.Is(err, ids.ErrInvalidID) {
 			t.Errorf("Resolve(%q) = %v, want ids.ErrInvalidID", chat, err)
@@ -518,7 +500,7 @@ func TestRunRestartsAFailedListenerWithBackoff(t *testing.T) {
 		return nil
 	}
 	reg := prometheus.NewRegistry()
-	r := newResolver(t, src, &clock{now: t0}, func(o *Options) {
+	r := newResolver(t, src, testenv.NewClock(t0), func(o *Options) {
 		o.Registry = reg
 		o.ReconnectMin, o.ReconnectMax = time.Millisecond, 4*time.Millisecond
 	})
@@ -534,7 +516,7 @@ func TestRunRestartsAFailedListenerWithBackoff(t *testing.T) {
 
 func TestRunAndResolveAfterClose(t *testing.T) {
 	src := newFakeSource()
-	r := newResolver(t, src, &clock{now: t0}, nil)
+	r := newResolver(t, src, testenv.NewClock(t0), nil)
 	if err := r.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -551,13 +533,13 @@ func TestRunAndResolveAfterClose(t *testing.T) {
 
 // TestCloseStopsRun: the component contract (D29).
 func TestCloseStopsRun(t *testing.T) {
-	r := newResolver(t, newFakeSource(), &clock{now: t0}, nil)
+	r := newResolver(t, newFakeSource(), testenv.NewClock(t0), nil)
 	conformance.CloseStopsRun(t, r, r.life.Running, ErrClosed)
 }
 
 func TestRunTwiceIsRefused(t *testing.T) {
 	src := newFakeSource()
-	r := newResolver(t, src, &clock{now: t0}, nil)
+	r := newResolver(t, src, testenv.NewClock(t0), nil)
 	runResolver(t, r)
 	waitFor(t, "first Run started", r.life.Running)
 	if err := r.Run(context.Background()); !errors.Is(err, ErrAlreadyRunning) {

@@ -10,11 +10,11 @@ import (
 	lark "github.com/larksuite/oapi-sdk-go/v3"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -64,7 +64,8 @@ func TestGuardRefusesNonGroupChatsAndCaches(t *testing.T) {
 		t.Errorf("%d lookups for 4 chats checked 5 times, want 4 (cached)", src.calls)
 	}
 	refused := func(path, reason string) float64 {
-		return testutil.ToFloat64(mustVec(t, reg, "larkline_lark_chat_refusals_total", map[string]string{"path": path, "reason": reason}))
+		v, _ := testenv.MetricValue(t, reg, "larkline_lark_chat_refusals_total", map[string]string{"path": path, "reason": reason})
+		return v
 	}
 	if got := refused("reconcile", "p2p_chat"); got != 1 {
 		t.Errorf("refusals{reconcile,p2p_chat} = %v, want 1", got)
@@ -163,34 +164,3 @@ func TestLarkSourceAgainstLarktest(t *testing.T) {
 		t.Errorf("bot not in chat is not retryable")
 	}
 }
-
-func mustVec(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) prometheus.Collector {
-	t.Helper()
-	return collectorFunc(func(ch chan<- prometheus.Metric) {
-		mfs, err := reg.Gather()
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, mf := range mfs {
-			if mf.GetName() != name {
-				continue
-			}
-			for _, m := range mf.GetMetric() {
-				ok := true
-				for _, lp := range m.GetLabel() {
-					if labels[lp.GetName()] != lp.GetValue() {
-						ok = false
-					}
-				}
-				if ok {
-					ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, "", nil, nil), prometheus.CounterValue, m.GetCounter().GetValue())
-				}
-			}
-		}
-	})
-}
-
-type collectorFunc func(chan<- prometheus.Metric)
-
-func (f collectorFunc) Describe(chan<- *prometheus.Desc)    {}
-func (f collectorFunc) Collect(ch chan<- prometheus.Metric) { f(ch) }

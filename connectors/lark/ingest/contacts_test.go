@@ -14,6 +14,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/internal/conformance"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 )
 
@@ -47,23 +48,6 @@ func (d *fakeDirectory) calls() int {
 	return len(d.batches)
 }
 
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 func newContacts(t *testing.T, dir Directory, mod func(*ContactsOptions)) *Contacts {
 	t.Helper()
 	o := ContactsOptions{Directory: dir, BatchWait: 5 * time.Millisecond, RequestsPerSecond: 1000, Registry: prometheus.NewRegistry()}
@@ -92,7 +76,7 @@ func runContacts(t *testing.T, c *Contacts) {
 
 func TestContactsBatchAndCache(t *testing.T) {
 	dir := &fakeDirectory{names: map[string]string{"ou_a": "Ann", "ou_b": "Bo"}}
-	clk := &fakeClock{now: time.Now()}
+	clk := testenv.NewClock(time.Now())
 	c := newContacts(t, dir, func(o *ContactsOptions) { o.Clock = clk.Now; o.TTL = time.Hour; o.NegativeTTL = time.Minute })
 	for _, id := range []string{"ou_a", "ou_b", "ou_nobody", "ou_a"} {
 		if _, ok := c.Name(id); ok {

@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -55,19 +55,14 @@ func randomChat(t testing.TB, n int, seed uint64) *larktest.Scenario {
 
 func TestPagingMatchesBruteForce(t *testing.T) {
 	sc := randomChat(t, 400, 1)
-	var mu sync.Mutex
-	now := fxBase.Add(3 * time.Hour)
-	srv := newServer(t, sc, func(o *larktest.Options) {
-		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
+	clock := testenv.NewClock(fxBase.Add(3 * time.Hour))
+	srv := newServer(t, sc, func(o *larktest.Options) { o.Now = clock.Now })
 	cli := sdkClient(srv, fxSecret)
 	msgs := sc.Messages()
 	r := rand.New(rand.NewPCG(2, 3))
 	for q := range 40 {
-		mu.Lock()
-		now = fxBase.Add(time.Duration(r.IntN(8000)) * time.Second)
-		at := now
-		mu.Unlock()
+		at := fxBase.Add(time.Duration(r.IntN(8000)) * time.Second)
+		clock.Set(at)
 		size := 1 + r.IntN(50)
 		desc := r.IntN(2) == 0
 		var start, end *int64

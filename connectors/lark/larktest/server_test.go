@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	larkim "github.com/larksuite/oapi-sdk-go/v3/service/im/v1"
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 // listAll pages a container with the real SDK until has_more is false.
@@ -210,13 +210,10 @@ func expect(ok bool) string {
 }
 
 func TestHistoryFollowsTheClock(t *testing.T) {
-	var mu sync.Mutex
-	now := fxBase.Add(5*time.Minute + 30*time.Second)
-	srv := newServer(t, fixture(t), func(o *larktest.Options) {
-		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
+	clock := testenv.NewClock(fxBase.Add(5*time.Minute + 30*time.Second))
+	srv := newServer(t, fixture(t), func(o *larktest.Options) { o.Now = clock.Now })
 	cli := sdkClient(srv, fxSecret)
-	set := func(t2 time.Time) { mu.Lock(); now = t2; mu.Unlock() }
+	set := clock.Set
 
 	got, _ := listAll(t, cli, larktest.ContainerChat, string(fxChat), 50, nil)
 	if ids := messageIDs(got); !slices.Equal(ids, []string{"om_01", "om_02", "om_03", "om_04", "om_05"}) {
@@ -338,12 +335,9 @@ func tenantToken(t *testing.T, srv *larktest.Server, secret string) tokenAnswer 
 }
 
 func TestTenantToken(t *testing.T) {
-	var mu sync.Mutex
-	now := fxBase
-	srv := newServer(t, fixture(t), func(o *larktest.Options) {
-		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	})
-	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	clock := testenv.NewClock(fxBase)
+	srv := newServer(t, fixture(t), func(o *larktest.Options) { o.Now = clock.Now })
+	advance := clock.Advance
 
 	first := tenantToken(t, srv, fxSecret)
 	if first.Code != 0 || !strings.HasPrefix(first.TenantAccessToken, "t-") || first.Expire != 7200 {

@@ -12,6 +12,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/evidence"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -76,14 +77,14 @@ func benchAPICalls(b *testing.B, overlap, threadWindow time.Duration) {
 		interval = 5 * time.Minute
 		every    = 15 * time.Second
 	)
-	ft := &fakeTime{now: time.Now().Add(-24 * time.Hour).Truncate(time.Second)}
+	ft := testenv.NewClock(time.Now().Add(-24 * time.Hour).Truncate(time.Second))
 	chats := make([]ids.ChatID, nChats)
 	for i := range chats {
 		chats[i] = ids.ChatID(fmt.Sprintf("oc_bench%d", i))
 	}
-	e := newEnvAt(b, ft.clock, chats...)
+	e := newEnvAt(b, ft.Now, chats...)
 	ws := ids.WorkspaceID("ws-bench")
-	start := ft.clock()
+	start := ft.Now()
 	e.workspace(b, ws, "incident", store.WorkspaceFiring, start, chats...)
 
 	seq := 0
@@ -111,7 +112,7 @@ func benchAPICalls(b *testing.B, overlap, threadWindow time.Duration) {
 	opts.PageSize = MaxPageSize
 	opts.ReconcileOverlap = overlap
 	opts.ThreadActiveWindow = threadWindow
-	opts.Clock, opts.Sleep = ft.clock, ft.sleep
+	opts.Clock, opts.Sleep = ft.Now, ft.Sleep
 	opts.Producer = &sinkingProducer{Producer: e.prod, st: e.st, codec: e.codecs.Evidence, topic: e.evTopic}
 	r, err := New(opts)
 	if err != nil {
@@ -122,7 +123,7 @@ func benchAPICalls(b *testing.B, overlap, threadWindow time.Duration) {
 
 	// The first hour, backfilled outside the measurement.
 	traffic(start, start.Add(time.Hour))
-	_ = ft.sleep(ctx, time.Hour)
+	_ = ft.Sleep(ctx, time.Hour)
 	rep, err := r.RunOnce(ctx)
 	if err != nil || rep.Failed() > 0 {
 		b.Fatalf("backfill: %+v %v", rep, err)
@@ -133,9 +134,9 @@ func benchAPICalls(b *testing.B, overlap, threadWindow time.Duration) {
 	callsBefore := len(e.lark.calls())
 	b.ResetTimer()
 	for range b.N {
-		now := ft.clock()
+		now := ft.Now()
 		traffic(now, now.Add(interval))
-		_ = ft.sleep(ctx, interval)
+		_ = ft.Sleep(ctx, interval)
 		rep, err := r.RunOnce(ctx)
 		if err != nil || rep.Failed() > 0 {
 			b.Fatalf("run: %+v %v", rep, err)

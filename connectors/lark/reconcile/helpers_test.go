@@ -19,7 +19,6 @@ import (
 	lark "github.com/larksuite/oapi-sdk-go/v3"
 	larkcore "github.com/larksuite/oapi-sdk-go/v3/core"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/connectors/lark/bindings"
@@ -353,52 +352,11 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// readTopic returns every record of topic up to its current end offsets.
-func (e *env) readTopic(t testing.TB, topic string) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	ends, err := kadm.NewClient(e.prod).ListEndOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil && o.Offset > 0 {
-			want[o.Partition] = o.Offset
-		}
-	})
-	if len(want) == 0 {
-		return nil
-	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.brokers...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	var out []*kgo.Record
-	for len(want) > 0 {
-		fs := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %v (missing partitions %v)", topic, err, want)
-		}
-		fs.EachError(func(_ string, p int32, err error) { t.Fatalf("read %s/%d: %v", topic, p, err) })
-		fs.EachRecord(func(r *kgo.Record) {
-			out = append(out, r)
-			if end, ok := want[r.Partition]; ok && r.Offset >= end-1 {
-				delete(want, r.Partition)
-			}
-		})
-	}
-	return out
-}
-
 // evidence decodes the evidence topic.
 func (e *env) evidence(t testing.TB) []schemas.EvidenceRecord {
 	t.Helper()
 	var out []schemas.EvidenceRecord
-	for _, r := range e.readTopic(t, e.evTopic) {
+	for _, r := range testenv.ReadTopic(t, e.evTopic) {
 		v, err := e.codecs.Evidence.Decode(context.Background(), r.Value)
 		if err != nil {
 			t.Fatalf("decode evidence %s: %v", r.Key, err)
@@ -416,7 +374,7 @@ func (e *env) evidence(t testing.TB) []schemas.EvidenceRecord {
 func (e *env) coverage(t testing.TB) map[string]schemas.CollectionCheckpoint {
 	t.Helper()
 	out := map[string]schemas.CollectionCheckpoint{}
-	for _, r := range e.readTopic(t, e.cpTopic) {
+	for _, r := range testenv.ReadTopic(t, e.cpTopic) {
 		v, err := e.codecs.Checkpoint.Decode(context.Background(), r.Value)
 		if err != nil {
 			t.Fatalf("decode checkpoint %s: %v", r.Key, err)
@@ -481,52 +439,9 @@ func msgID(name string, i int) ids.MessageID { return ids.MessageID(fmt.Sprintf(
 // sec truncates to the second, as Lark's start_time and end_time do.
 func sec(t time.Time) int64 { return t.Unix() }
 
-// sleeps records the waits asked of an injected Sleep and returns at once.
-type sleeps struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
-	s.mu.Lock()
-	s.d = append(s.d, d)
-	s.mu.Unlock()
-	return ctx.Err()
-}
-
-func (s *sleeps) all() []time.Duration {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.d)
-}
-
 func ctxTimeout(t testing.TB) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// metricValue reads one counter of e's registry by labels (0 when absent).
-func metricValue(t testing.TB, e *env, name string, labels map[string]string) float64 {
-	t.Helper()
-	mfs, err := e.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if labels[lp.GetName()] != lp.GetValue() {
-					continue next
-				}
-			}
-			return m.GetCounter().GetValue()
-		}
-	}
-	return 0
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/chats"
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -91,7 +92,7 @@ func TestP2PChatNeverBecomesEvidence(t *testing.T) {
 	if n := e.lark.srv.Calls(larktest.PathGetChat); n != 2 {
 		t.Errorf("%d chat info calls, want 2 (one per chat, then cached)", n)
 	}
-	refusals := metricValue(t, e, "larkline_lark_chat_refusals_total", map[string]string{"path": "reconcile", "reason": "p2p_chat"})
+	refusals, _ := testenv.MetricValue(t, e.registry, "larkline_lark_chat_refusals_total", map[string]string{"path": "reconcile", "reason": "p2p_chat"})
 	if refusals != 2 {
 		t.Errorf("larkline_lark_chat_refusals_total{path=reconcile,reason=p2p_chat} = %v, want 2 (the pass and the refresh)", refusals)
 	}

@@ -124,7 +124,7 @@ func TestBackfillFollowsEveryPage(t *testing.T) {
 	if !cov.CoveredUntil.Equal(c.End) || cov.CursorMessageID != "" {
 		t.Fatalf("published coverage %+v, want %s", cov, c.End)
 	}
-	if n := len(e.readTopic(t, e.cpTopic)); n != 5 {
+	if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 5 {
 		t.Fatalf("%d checkpoints published, want one per page (5)", n)
 	}
 	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeOK)); v != 6 {
@@ -279,8 +279,8 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 	e.lark.sayEvery(t, larktest.DeliverOnce, chat, "fp", 12, created, 3*time.Minute, "x")
 	opts := e.options(t)
 	opts.MaxRetries = new(2)
-	var sl sleeps
-	opts.Sleep = sl.sleep
+	sl := testenv.NewClock(time.Now())
+	opts.Sleep = sl.Sleep
 	var once sync.Once
 	opts.OnProgress = func(Progress) {
 		once.Do(func() {
@@ -301,7 +301,7 @@ func TestFailedPageKeepsCheckpoint(t *testing.T) {
 	if cov := e.coverage(t)[ids.ChatKey(ws, chat)]; !cov.CoveredUntil.Equal(cp.Position.Time) {
 		t.Fatalf("coverage %s published past the checkpoint %s", cov.CoveredUntil, cp.Position.Time)
 	}
-	if n := len(sl.all()); n != 2 {
+	if n := len(sl.Sleeps()); n != 2 {
 		t.Fatalf("%d backoffs, want 2 (MaxRetries)", n)
 	}
 	if v := testutil.ToFloat64(r.m.failures.WithLabelValues(reasonLarkUnavailable)); v != 1 {
@@ -368,7 +368,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 		if cp, ok := e.checkpoint(t, ws, chat); !ok || cp.Position.MessageID != msgID("fk", 4) {
 			t.Fatalf("checkpoint %+v, want page 1's last message", cp)
 		}
-		if n := len(e.readTopic(t, e.cpTopic)); n != 1 {
+		if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 1 {
 			t.Fatalf("%d checkpoints published, want 1", n)
 		}
 	})
@@ -392,7 +392,7 @@ func TestFailedProduceKeepsCheckpoint(t *testing.T) {
 		if cp, ok := e.checkpoint(t, ws, chat); ok {
 			t.Fatalf("checkpoint %+v written though nothing was acknowledged", cp)
 		}
-		if n := len(e.readTopic(t, e.cpTopic)); n != 0 {
+		if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 0 {
 			t.Fatalf("%d checkpoints published", n)
 		}
 	})
@@ -468,21 +468,21 @@ func TestRateLimitSlowsWithoutLoss(t *testing.T) {
 	}
 	opts := e.options(t)
 	// A clock that only the injected sleeper moves: the waits are observed exactly.
-	ft := &fakeTime{now: time.Now()}
-	opts.Clock, opts.Sleep = ft.clock, ft.sleep
+	ft := testenv.NewClock(time.Now())
+	opts.Clock, opts.Sleep = ft.Now, ft.Sleep
 	r := e.reconciler(t, opts)
 	c := runOne(t, ctxTimeout(t), r)
 	if c.Err != nil || !c.Complete || c.Produced != 12 {
 		t.Fatalf("run: %+v", c)
 	}
 	long := 0
-	for _, d := range ft.waits() {
+	for _, d := range ft.Sleeps() {
 		if d >= 7*time.Second {
 			long++
 		}
 	}
 	if long != 2 {
-		t.Fatalf("waits %v, want two of at least x-ogw-ratelimit-reset (7s)", ft.waits())
+		t.Fatalf("waits %v, want two of at least x-ogw-ratelimit-reset (7s)", ft.Sleeps())
 	}
 	if v := testutil.ToFloat64(r.m.apiCalls.WithLabelValues(larkapi.EndpointListMessages, outcomeRateLimited)); v != 2 {
 		t.Fatalf("rate-limited calls = %v", v)
@@ -859,7 +859,7 @@ func TestCheckpointPublishRetried(t *testing.T) {
 	if _, ok := e.checkpoint(t, ws, chat); !ok {
 		t.Fatal("checkpoint not committed")
 	}
-	if n := len(e.readTopic(t, e.cpTopic)); n != 0 {
+	if n := len(testenv.ReadTopic(t, e.cpTopic)); n != 0 {
 		t.Fatalf("%d checkpoints published through a failing producer", n)
 	}
 	if v := testutil.ToFloat64(r.m.failures.WithLabelValues(reasonPublish)); v != 1 {
@@ -905,7 +905,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	}
 	var evidence []produced
 	evPartition := int32(-1)
-	for _, rec := range e.readTopic(t, e.evTopic) {
+	for _, rec := range testenv.ReadTopic(t, e.evTopic) {
 		v, err := e.codecs.Evidence.Decode(ctx, rec.Value)
 		if err != nil {
 			t.Fatal(err)
@@ -920,7 +920,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	for _, p := range evidence {
 		maxEnd = max(maxEnd, p.offset+1)
 	}
-	cps := e.readTopic(t, e.cpTopic)
+	cps := testenv.ReadTopic(t, e.cpTopic)
 	if len(cps) < 2 {
 		t.Fatalf("%d checkpoints, want one per page", len(cps))
 	}
@@ -952,7 +952,7 @@ func TestCheckpointCarriesEvidenceBarrier(t *testing.T) {
 	if c := runOne(t, ctx, r); c.Err != nil || c.Produced != 0 {
 		t.Fatalf("second run: %+v", c)
 	}
-	for i, rec := range e.readTopic(t, e.cpTopic)[len(cps):] {
+	for i, rec := range testenv.ReadTopic(t, e.cpTopic)[len(cps):] {
 		cp, err := e.codecs.Checkpoint.Decode(ctx, rec.Value)
 		if err != nil {
 			t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/lark/larktest"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -44,7 +45,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	if from := cp.Meta.RefusedThreads[0].From; from.After(now.Add(-80 * time.Minute)) {
 		t.Fatalf("refused thread unread from %v, after the reply", from)
 	}
-	if got := metricValue(t, e, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRefused}); got != 1 {
+	if got, _ := testenv.MetricValue(t, e.registry, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRefused}); got != 1 {
 		t.Fatalf("refused threads counted %v, want 1", got)
 	}
 	e.sinkAll(t)
@@ -66,7 +67,7 @@ func TestRefusedThreadReadOnALaterRun(t *testing.T) {
 	if cp, _ := e.checkpoint(t, ws, chat); len(cp.Meta.RefusedThreads) != 0 {
 		t.Fatalf("checkpoint still lists refused threads: %+v", cp.Meta.RefusedThreads)
 	}
-	if got := metricValue(t, e, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRecovered}); got != 1 {
+	if got, _ := testenv.MetricValue(t, e.registry, "larkline_reconcile_refused_threads_total", map[string]string{"result": threadRecovered}); got != 1 {
 		t.Fatalf("recovered threads counted %v, want 1", got)
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -185,7 +186,7 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 	)
 	window := time.Minute
 	end := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
-	ft := &fakeTime{now: end.Add(6 * time.Second)}
+	ft := testenv.NewClock(end.Add(6 * time.Second))
 	f := newFakes(t, ft, end)
 	for i := range older {
 		f.addChat(fmt.Sprintf("oc_old%04d", i), false, end.Add(-30*time.Minute))
@@ -332,7 +333,7 @@ func TestCoveragePassUnderLoad(t *testing.T) {
 func TestTruncatedRunContinues(t *testing.T) {
 	const msgs, pageSize, budget = 60, 5, 4
 	end := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
-	ft := &fakeTime{now: end.Add(6 * time.Second)}
+	ft := testenv.NewClock(end.Add(6 * time.Second))
 	f := newFakes(t, ft, end)
 	base := end.Add(-50 * time.Second)
 	f.addChat("oc_burst0001", true, base.Add(-20*time.Minute))
@@ -390,7 +391,7 @@ func TestTruncatedRunContinues(t *testing.T) {
 // coverage run just read, and reads every other chat at every pass, as before.
 func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
 	end := time.Date(2026, 3, 1, 10, 5, 0, 0, time.UTC)
-	ft := &fakeTime{now: end.Add(6 * time.Second)}
+	ft := testenv.NewClock(end.Add(6 * time.Second))
 	f := newFakes(t, ft, end)
 	f.addChat("oc_act0001", true, end.Add(-time.Minute))
 	f.addChat("oc_old0001", false, end.Add(-time.Hour))
@@ -407,7 +408,7 @@ func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 2 {
-		ft.sleep(ctx, 20*time.Second) // within the window: the coverage run is fresh
+		ft.Sleep(ctx, 20*time.Second) // within the window: the coverage run is fresh
 		if _, err := r.pass(ctx, stopSignal{}); err != nil {
 			t.Fatal(err)
 		}
@@ -423,7 +424,7 @@ func TestIntervalPassLeavesOutCoveredChats(t *testing.T) {
 		t.Fatalf("fresh runs %v, want 2", n)
 	}
 	// A window later the covered chat is no longer fresh.
-	ft.sleep(ctx, time.Minute)
+	ft.Sleep(ctx, time.Minute)
 	if _, err := r.pass(ctx, stopSignal{}); err != nil {
 		t.Fatal(err)
 	}
@@ -443,7 +444,7 @@ type fakes struct {
 	end    time.Time
 }
 
-func newFakes(t *testing.T, ft *fakeTime, end time.Time) *fakes {
+func newFakes(t *testing.T, ft *testenv.Clock, end time.Time) *fakes {
 	f := &fakes{t: t, ws: map[ids.ChatID]store.Workspace{}, active: map[ids.ChatID]bool{}, end: end}
 	f.hist = &fakeHistory{ft: ft, endless: map[ids.ChatID]bool{}, finite: map[ids.ChatID][]time.Time{}}
 	f.st = &fakeStore{f: f, cps: map[string]store.Checkpoint{}}
@@ -463,7 +464,7 @@ func (f *fakes) addChat(chat string, active bool, cp time.Time) {
 		Meta: store.CheckpointMeta{ReconcileVersion: ReconcileVersion, LastFullScanAt: &scan}}
 }
 
-func (f *fakes) options(ft *fakeTime) Options {
+func (f *fakes) options(ft *testenv.Clock) Options {
 	codecs, err := schemas.NewCodecs(schemas.Topics{Evidence: "ev", Checkpoint: "cp"})
 	if err != nil {
 		f.t.Fatal(err)
@@ -475,7 +476,7 @@ func (f *fakes) options(ft *fakeTime) Options {
 	return Options{
 		Store: f.st, Eligibility: fakeEligibility{f}, Chats: fakeGuard{}, History: f.hist, Normalizer: norm,
 		Producer: &fakeProducer{}, EvidenceCodec: codecs.Evidence, CheckpointCodec: codecs.Checkpoint,
-		EvidenceTopic: "ev", CheckpointTopic: "cp", Clock: ft.clock, Sleep: ft.sleep, Jitter: func() float64 { return 0 },
+		EvidenceTopic: "ev", CheckpointTopic: "cp", Clock: ft.Now, Sleep: ft.Sleep, Jitter: func() float64 { return 0 },
 	}
 }
 
@@ -510,7 +511,7 @@ func (p *fakeProducer) ProduceSync(_ context.Context, rs ...*kgo.Record) kgo.Pro
 // fakeHistory answers every chat with an empty page, and an endless chat with empty
 // pages that always have more; it logs each call with the clock's time.
 type fakeHistory struct {
-	ft      *fakeTime
+	ft      *testenv.Clock
 	endless map[ids.ChatID]bool
 	// finite chats show text messages created at these times, oldest first.
 	finite map[ids.ChatID][]time.Time
@@ -528,7 +529,7 @@ func (h *fakeHistory) ListMessages(_ context.Context, q larkapi.ListQuery) (lark
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	chat := ids.ChatID(q.ContainerID)
-	h.calls = append(h.calls, fakeCall{chat: chat, at: h.ft.clock(), start: q.Start})
+	h.calls = append(h.calls, fakeCall{chat: chat, at: h.ft.Now(), start: q.Start})
 	if h.endless[chat] {
 		return larkapi.ListPage{HasMore: true, PageToken: fmt.Sprint("p", len(h.calls))}, nil
 	}

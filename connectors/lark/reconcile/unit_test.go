@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +15,7 @@ import (
 	"github.com/larkline/larkline/connectors/lark/larkapi"
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -160,40 +159,10 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-// fakeTime is a clock that only Sleep moves.
-type fakeTime struct {
-	mu     sync.Mutex
-	now    time.Time
-	sleeps []time.Duration
-}
-
-func (f *fakeTime) clock() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.now
-}
-
-func (f *fakeTime) sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.sleeps = append(f.sleeps, d)
-	f.now = f.now.Add(d)
-	return nil
-}
-
-func (f *fakeTime) waits() []time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.sleeps)
-}
-
 func TestLimiter(t *testing.T) {
 	t.Run("burst then the rate", func(t *testing.T) {
-		ft := &fakeTime{now: now0}
-		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 4, Burst: 2, Clock: ft.clock, Sleep: ft.sleep})
+		ft := testenv.NewClock(now0)
+		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 4, Burst: 2, Clock: ft.Now, Sleep: ft.Sleep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,13 +173,13 @@ func TestLimiter(t *testing.T) {
 		}
 		// Two from the burst, then one every 250 ms.
 		want := []time.Duration{250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond, 250 * time.Millisecond}
-		if fmt.Sprint(ft.sleeps) != fmt.Sprint(want) {
-			t.Fatalf("sleeps %v, want %v", ft.sleeps, want)
+		if fmt.Sprint(ft.Sleeps()) != fmt.Sprint(want) {
+			t.Fatalf("sleeps %v, want %v", ft.Sleeps(), want)
 		}
 	})
 	t.Run("a pause holds every caller and empties the bucket", func(t *testing.T) {
-		ft := &fakeTime{now: now0}
-		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 10, Burst: 5, Clock: ft.clock, Sleep: ft.sleep})
+		ft := testenv.NewClock(now0)
+		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 10, Burst: 5, Clock: ft.Now, Sleep: ft.Sleep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,20 +188,20 @@ func TestLimiter(t *testing.T) {
 		if err := l.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if len(ft.sleeps) != 1 || ft.sleeps[0] < 3*time.Second {
-			t.Fatalf("sleeps %v, want one of at least 3s", ft.sleeps)
+		if len(ft.Sleeps()) != 1 || ft.Sleeps()[0] < 3*time.Second {
+			t.Fatalf("sleeps %v, want one of at least 3s", ft.Sleeps())
 		}
 		// No burst after the pause: the next call waits for a token.
 		if err := l.Wait(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if len(ft.sleeps) != 2 || ft.sleeps[1] <= 0 {
-			t.Fatalf("sleeps %v, want a second wait after the pause", ft.sleeps)
+		if len(ft.Sleeps()) != 2 || ft.Sleeps()[1] <= 0 {
+			t.Fatalf("sleeps %v, want a second wait after the pause", ft.Sleeps())
 		}
 	})
 	t.Run("cancelled wait gives the token back", func(t *testing.T) {
-		ft := &fakeTime{now: now0}
-		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 1, Burst: 1, Clock: ft.clock, Sleep: ft.sleep})
+		ft := testenv.NewClock(now0)
+		l, err := NewLimiter(LimiterOptions{RequestsPerSecond: 1, Burst: 1, Clock: ft.Now, Sleep: ft.Sleep})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +210,8 @@ func TestLimiter(t *testing.T) {
 		if err := l.Wait(ctx); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Wait = %v, want canceled", err)
 		}
-		if err := l.Wait(context.Background()); err != nil || len(ft.sleeps) != 0 {
-			t.Fatalf("Wait = %v with sleeps %v, want the unused token", err, ft.sleeps)
+		if err := l.Wait(context.Background()); err != nil || len(ft.Sleeps()) != 0 {
+			t.Fatalf("Wait = %v with sleeps %v, want the unused token", err, ft.Sleeps())
 		}
 	})
 	t.Run("invalid options", func(t *testing.T) {
