@@ -438,14 +438,21 @@ func TestIntegrationHandoverAndBack(t *testing.T) {
 		}
 		return applied(outOpened)+applied(outAdded) == 3*chats
 	})
+	c.closeEach(clock, chats, 3)
+}
+
+// closeEach moves the clock past the grace of the window at t0 and expects one closed
+// window per chat, each with all n of its messages.
+func (c *cluster) closeEach(clock *testenv.Clock, chats, n int) {
+	c.t.Helper()
 	clock.Set(t0.Add(13 * time.Minute))
 	got := c.closedRecords(chats, 60*time.Second)
 	if len(got) != chats {
-		t.Fatalf("want %d closed windows (one per chat), got %d", chats, len(got))
+		c.t.Fatalf("want %d closed windows (one per chat), got %d", chats, len(got))
 	}
 	for _, w := range got {
-		if w.EvidenceCount != 3 {
-			t.Errorf("chat %s closed with %d of its 3 messages", w.ChatID, w.EvidenceCount)
+		if w.EvidenceCount != n {
+			c.t.Errorf("chat %s closed with %d of its %d messages", w.ChatID, w.EvidenceCount, n)
 		}
 	}
 }

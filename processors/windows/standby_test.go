@@ -129,16 +129,7 @@ func TestIntegrationHotStandbyTakeover(t *testing.T) {
 			case !standby && restored == 0:
 				t.Error("without a hot standby, the takeover read no table record: the test cannot tell the two apart")
 			}
-			clock.Set(t0.Add(13 * time.Minute))
-			got := c.closedRecords(chats, 60*time.Second)
-			if len(got) != chats {
-				t.Fatalf("want %d closed windows (one per chat), got %d", chats, len(got))
-			}
-			for _, w := range got {
-				if w.EvidenceCount != 3 {
-					t.Errorf("chat %s closed with %d of its 3 messages", w.ChatID, w.EvidenceCount)
-				}
-			}
+			c.closeEach(clock, chats, 3)
 		})
 	}
 }
