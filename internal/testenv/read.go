@@ -91,11 +91,22 @@ func ReadTopic(t testing.TB, topic string) []*kgo.Record {
 // many records were ever written to it.
 func EndOffsets(t testing.TB, topic string) int64 {
 	t.Helper()
+	var n int64
+	for _, end := range PartitionEnds(t, topic) {
+		n += end
+	}
+	return n
+}
+
+// PartitionEnds are the end offsets of topic's partitions on the shared broker, by
+// partition.
+func PartitionEnds(t testing.TB, topic string) map[int32]int64 {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
-	var n int64
-	endOffsets(t, ctx, topic).Each(func(o kadm.ListedOffset) { n += o.Offset })
-	return n
+	ends := map[int32]int64{}
+	endOffsets(t, ctx, topic).Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
+	return ends
 }
 
 func endOffsets(t testing.TB, ctx context.Context, topic string) kadm.ListedOffsets {

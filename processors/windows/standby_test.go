@@ -1,7 +1,6 @@
 package windows
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/storage"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/schemas"
@@ -58,23 +56,10 @@ func TestIntegrationHotStandbyTakeover(t *testing.T) {
 			waitFor(t, "the second messages applied", func() bool { return applied(outOpened)+applied(outAdded) == 2*chats })
 			// Every table write of those messages has landed: Goka commits an input
 			// record only after the writes it caused were acknowledged.
-			adm := kadm.NewClient(c.producer)
-			waitFor(t, "the group's commits at the ends of its inputs", func() bool {
-				offs, err := adm.FetchOffsets(context.Background(), string(group))
-				if err != nil {
-					return false
-				}
-				for _, topic := range []string{c.evidence, string(group) + "-loop"} {
-					for p, end := range endOffsets(t, adm, topic) {
-						if o, ok := offs.Lookup(topic, p); end > 0 && (!ok || o.At < end) {
-							return false
-						}
-					}
-				}
-				return true
-			})
-			table := string(goka.GroupTable(group))
-			hwm := endOffsets(t, adm, table)
+			for _, topic := range []string{c.evidence, string(group) + "-loop"} {
+				testenv.WaitCommitted(t, 60*time.Second, string(group), topic)
+			}
+			hwm := testenv.PartitionEnds(t, string(goka.GroupTable(group)))
 			taken := activePartitions(b.p)
 			if len(taken) == 0 {
 				t.Fatal("the second instance holds no partition")
@@ -132,18 +117,6 @@ func TestIntegrationHotStandbyTakeover(t *testing.T) {
 			c.closeEach(clock, chats, 3)
 		})
 	}
-}
-
-// endOffsets are the end offsets of topic's partitions.
-func endOffsets(t *testing.T, adm *kadm.Client, topic string) map[int32]int64 {
-	t.Helper()
-	res, err := adm.ListEndOffsets(context.Background(), topic)
-	if err != nil {
-		t.Fatalf("listing the end offsets of %s: %v", topic, err)
-	}
-	ends := map[int32]int64{}
-	res.Each(func(o kadm.ListedOffset) { ends[o.Partition] = o.Offset })
-	return ends
 }
 
 // activePartitions are the partitions p processes (not its standby copies).
