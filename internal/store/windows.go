@@ -831,32 +831,6 @@ func (s *Store) RefundWindowAttempt(ctx context.Context, lease WindowLease, muta
 	return w, nil
 }
 
-// MarkSummaryAttempted sets summary_attempted on a completed window and reports whether
-// this call set it: the caller that gets true makes the window's one summary attempt
-// (design §13). A window that is not completed gives ErrConflict; a missing one
-// ErrNotFound.
-func (s *Store) MarkSummaryAttempted(ctx context.Context, key WindowKey) (bool, error) {
-	k, err := key.normalized()
-	if err != nil {
-		return false, err
-	}
-	var first bool
-	_, err = s.casWindow(ctx, k, false, nil, func(w *WindowState) error {
-		if w.Status != WindowCompleted {
-			return fmt.Errorf("%w: window is %s, not completed", ErrConflict, w.Status)
-		}
-		return nil
-	}, func(w *WindowState) (bool, error) {
-		first = !w.Meta.SummaryAttempted
-		w.Meta.SummaryAttempted = true
-		return first, nil
-	})
-	if err != nil {
-		return false, fmt.Errorf("mark summary attempted for window %s of workspace %s: %w", k.SourceKey(), k.Workspace, err)
-	}
-	return first, nil
-}
-
 // StaleProcessing lists up to limit processing windows not written for staleAfter (by
 // the database clock), oldest first, for a watcher to reclaim with ClaimWindow.
 func (s *Store) StaleProcessing(ctx context.Context, staleAfter time.Duration, limit int) ([]WindowState, error) {
