@@ -113,7 +113,7 @@ func TestRolesRunAsDMLOnlyUser(t *testing.T) {
 	u.User = url.UserPassword(appUser, appPassword)
 	cfg.Postgres.DSN = config.Secret(u.String())
 
-	// the role runs as the DML-only user; evidence goes in through the bulk path
+	// the role runs as the DML-only user; evidence goes in one row and in bulk
 	pool, err := openPool(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +128,18 @@ func TestRolesRunAsDMLOnlyUser(t *testing.T) {
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	putEvidence(t, st, "ws-dml", "om_dml", "written by the runtime user", now)
+	bulk := make([]store.Evidence, 300) // the COPY path: ids drawn from the sequence
+	for i := range bulk {
+		msg := fmt.Sprintf("om_bulk_%03d", i)
+		bulk[i] = store.Evidence{
+			WorkspaceID: "ws-dml", Source: ids.SourceLark, SourceType: ids.SourceTypeLarkMessage,
+			SourceKey: ids.MessageSourceKey("oc_roles", ids.MessageID(msg)), OccurredAt: now,
+			ContentHash: msg, SynthesisEligible: true,
+		}
+	}
+	if _, err := st.UpsertEvidence(ctx, bulk); err != nil {
+		t.Fatalf("a bulk batch as the DML-only user: %v", err)
+	}
 	r, _ := startTestRoles(t, cfg, "api")
 	if r == nil {
 		t.Fatal("no running roles")

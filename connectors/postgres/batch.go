@@ -179,8 +179,8 @@ func evidenceRow(r *schemas.EvidenceRecord) store.Evidence {
 	}
 }
 
-// callRows bounds the upserts of one store call (one transaction: a COPY into a
-// temporary table and the upsert from it, see the store package documentation); larger
+// callRows bounds the upserts of one store call (one transaction: a probe, a COPY of
+// the new messages and the upsert of the rest, see store.UpsertEvidence); larger
 // calls measured slower than the same rows as separate calls on concurrent connections.
 const callRows = 1000
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -269,10 +270,9 @@ FROM input i JOIN workspace_timeline_evidence p
  AND p.source_type = i.source_type AND p.source_key = i.source_key`
 
 // UpsertEvidence writes a batch of evidence versions idempotently and reports, per input
-// row and in input order, what happened. All of it is one transaction. A batch of at
-// least copyEvidenceMinRows rows is copied (COPY) into a session temporary table and
-// applied per occurrence of a key: new keys by one INSERT … SELECT … ON CONFLICT DO
-// NOTHING, stored keys by the array statement; a smaller batch goes as arrays
+// row and in input order, what happened. All of it is one transaction. In a batch of at
+// least copyEvidenceMinRows rows the keys without a stored row are COPYed into the
+// table and the rest go through the array statement; a smaller batch goes as arrays
 // in statements of up to 1000 distinct keys. A key repeated in the batch is applied in
 // input order (later statements). An invalid row rejects the whole batch before anything
 // is written (*InvalidEvidenceError, wrapping ErrInvalid).
@@ -283,10 +283,9 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 	return s.upsertEvidence(ctx, batch, len(batch) >= copyEvidenceMinRows)
 }
 
-// copyEvidenceMinRows is the smallest batch that UpsertEvidence copies through the
-// temporary table. Below it the extra round trips (begin, create, describe, copy,
-// commit) cost more than the plain INSERT of new keys saves: measured against the
-// arrays, 1.4× slower at 128 rows, 0.9× at 256 and 500, 0.95× at 1000.
+// copyEvidenceMinRows is the smallest batch that UpsertEvidence writes with COPY.
+// Below it the extra round trips (begin, probe, copy, commit) cost more than COPY
+// saves over the array statement.
 const copyEvidenceMinRows = 256
 
 func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bool) ([]UpsertOutcome, error) {
@@ -328,15 +327,14 @@ func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bo
 
 	out := make([]UpsertOutcome, len(rows))
 	if viaCopy {
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := pgx.BeginTxFunc(ctx, s.pool, copyTxOptions, func(tx pgx.Tx) error {
 			return upsertEvidenceCopy(ctx, tx, rows, groups, out)
 		})
 		if err == nil {
 			return out, nil
 		}
-		// The COPY path leaves a key another writer created to the array statement, so
-		// it should not meet a unique violation; should it (a second unique index one
-		// day), nothing of the call was written and the array path upserts every row.
+		// A key another writer inserted after the probe: nothing of the call was
+		// written, and the array path upserts every row.
 		if !isEvidenceKeyConflict(err) {
 			return nil, fmt.Errorf("upsert %d evidence rows: %w", len(rows), err)
 		}
@@ -402,126 +400,114 @@ func (r *upsertResult) outcome(e *Evidence) UpsertOutcome {
 	return UpsertOutcome{Result: EvidenceStale}
 }
 
-// evidenceInTable holds one UpsertEvidence call's input on its connection: a session
-// temporary table, created on a connection's first copy and emptied at every commit
-// (and rolled back with its transaction), so no call sees another's rows and the
-// catalog is not written per call. ord is the input position (1-based), grp the
-// occurrence of the row's key in the batch.
-const (
-	evidenceInTable     = "evidence_upsert_in" // a session temporary table (pg_temp schema)
-	createEvidenceInSQL = `CREATE TEMPORARY TABLE IF NOT EXISTS ` + evidenceInTable + ` (
-    ord int4 NOT NULL, grp int4 NOT NULL,
-    workspace_id text NOT NULL, source text NOT NULL, source_type text NOT NULL, source_key text NOT NULL,
-    occurred_at timestamptz NOT NULL, source_updated_at timestamptz NOT NULL, observed_at timestamptz NOT NULL,
-    actor_id text NOT NULL, actor_display_name text NOT NULL, content text NOT NULL, content_hash text NOT NULL,
-    metadata_json text NOT NULL, deleted bool NOT NULL, synthesis_eligible bool NOT NULL, evidence_offset int8
-) ON COMMIT DELETE ROWS`
-)
+// copyTxOptions begins the COPY path's transaction with JIT off, in the same round
+// trip: a table without statistics can give a statement a cost that JIT compiles for
+// up to a second and a half, for a statement that runs in milliseconds.
+var copyTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL jit = off"}
 
-var evidenceInColumns = []string{"ord", "grp", "workspace_id", "source", "source_type", "source_key",
+// probeEvidenceSQL finds which Lark messages of a batch are stored and draws an id
+// from the table's sequence for each one that is not. Each row is one probe of
+// message_idx (source_key, Lark messages only): the other three key columns are
+// compared with IS NOT DISTINCT FROM, which no index serves, so that without
+// statistics (a new database, a TRUNCATE, the first minutes of a deployment) the
+// planner cannot take a prefix of time_idx, which reads every row of the workspace
+// per probe (D47). The LIMIT keeps the subquery a per-row probe. Rows come back in
+// input order.
+const probeEvidenceSQL = `
+SELECT u.ord, s.id IS NOT NULL,
+       CASE WHEN s.id IS NULL THEN nextval('workspace_timeline_evidence_id_seq') ELSE 0 END
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(workspace_id, source, source_type, source_key, ord)
+LEFT JOIN LATERAL (
+    SELECT e.id FROM workspace_timeline_evidence e
+    WHERE e.source_key = u.source_key AND e.chat_id IS NOT NULL
+      AND (e.workspace_id, e.source, e.source_type) IS NOT DISTINCT FROM (u.workspace_id, u.source, u.source_type)
+    LIMIT 1) s ON true
+ORDER BY u.ord`
+
+// evidenceCopyColumns are the columns the COPY path writes; chat_id is generated.
+var evidenceCopyColumns = []string{"id", "workspace_id", "source", "source_type", "source_key",
 	"occurred_at", "source_updated_at", "observed_at", "actor_id", "actor_display_name", "content",
 	"content_hash", "metadata_json", "deleted", "synthesis_eligible", "evidence_offset"}
 
-// insertEvidenceCopySQL inserts the copied rows (filter selects them: all, or one
-// occurrence group) whose key has no stored row, and returns them. It looks nothing
-// up itself: ON CONFLICT DO NOTHING probes the unique index of the key for every row,
-// whatever the planner thinks of the table (a join of the input against the table
-// hashed the whole table when its statistics were missing or small, and picked a
-// prefix of another index after a TRUNCATE: seconds per call). A key with a stored
-// row, committed or inserted by another writer meanwhile (the insert waits for it),
-// is left out, and upsertEvidenceCopy applies those rows with the array statement
-// (upsertEvidenceSQL), which reports what the version rule did. The temporary table
-// has no statistics: the planner sizes it from its pages, which an equality filter
-// without statistics would shrink to a row or two, so a batch without repeated keys
-// (the usual case) is read without one.
-func insertEvidenceCopySQL(filter string) string {
-	return `
-INSERT INTO workspace_timeline_evidence (workspace_id, source, source_type, source_key, occurred_at,
-        source_updated_at, observed_at, actor_id, actor_display_name, content, content_hash, metadata_json,
-        deleted, synthesis_eligible, evidence_offset)
-SELECT i.workspace_id, i.source, i.source_type, i.source_key, i.occurred_at, i.source_updated_at,
-       i.observed_at, i.actor_id, i.actor_display_name, i.content, i.content_hash, i.metadata_json::jsonb,
-       i.deleted, i.synthesis_eligible, i.evidence_offset
-FROM pg_temp.` + evidenceInTable + ` i WHERE ` + filter + `
-ORDER BY i.ord
-ON CONFLICT (workspace_id, source, source_type, source_key) DO NOTHING
-RETURNING id, workspace_id, source, source_type, source_key`
-}
-
-var (
-	insertEvidenceCopyAllSQL   = insertEvidenceCopySQL("true")
-	insertEvidenceCopyGroupSQL = insertEvidenceCopySQL("grp = $1")
-)
-
-// upsertEvidenceCopy copies rows into the temporary table and applies them group by
-// group, inside tx: the rows of new keys by one INSERT from the table, the others
-// (new versions, duplicates, redactions of stored rows) by upsertEvidenceStmt, which
-// applies the version rule and reports each outcome.
+// upsertEvidenceCopy writes a batch inside tx: the first occurrence of every key that
+// has no stored row is COPYed straight into the table with an id drawn beforehand
+// (the bulk of a sink's batch: messages seen for the first time), and every other row
+// (a stored key's new version, duplicate or recall, and a key's later occurrences in
+// input order) goes through upsertEvidenceStmt, which applies the version rule and
+// reports each outcome. A key another writer inserts between the probe and the COPY
+// fails the COPY with a unique violation; the caller then upserts the whole batch
+// with the array statement.
 func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups [][]int, out []UpsertOutcome) error {
-	// JIT compiles a statement whose estimated cost is high, which a table without
-	// statistics can produce: up to a second and a half per call, for a statement
-	// that runs in milliseconds.
-	if _, err := tx.Exec(ctx, createEvidenceInSQL+`; SET LOCAL jit = off`); err != nil {
-		return fmt.Errorf("create input table: %w", err)
-	}
-	grp := make([]int32, len(rows))
-	for k, g := range groups {
-		for _, i := range g {
-			grp[i] = int32(k)
-		}
-	}
-	n, err := tx.CopyFrom(ctx, pgx.Identifier{"pg_temp", evidenceInTable}, evidenceInColumns,
-		pgx.CopyFromSlice(len(rows), func(i int) ([]any, error) {
-			e := &rows[i]
-			return []any{int32(i + 1), grp[i], string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey,
-				e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt, e.ActorID, e.ActorDisplayName, e.Content,
-				e.ContentHash, string(e.Metadata), e.Deleted, e.SynthesisEligible, e.offset()}, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("copy input: %w", err)
-	}
-	if n != int64(len(rows)) {
-		return fmt.Errorf("copied %d of %d input rows", n, len(rows))
-	}
-	inserted := make([]bool, len(rows))
-	for k, g := range groups {
-		pos := make(map[evidenceIdentity]int, len(g))
-		for _, i := range g {
-			e := &rows[i]
-			pos[evidenceIdentity{e.WorkspaceID, e.Source, e.SourceType, e.SourceKey}] = i
-		}
-		// CacheDescribe: an unnamed statement, planned with each call's data (see
-		// upsertEvidenceStmt).
-		var res pgx.Rows
-		if len(groups) == 1 {
-			res, err = tx.Query(ctx, insertEvidenceCopyAllSQL, pgx.QueryExecModeCacheDescribe)
+	// The first occurrences of Lark messages are probed; any other kind of evidence
+	// goes through the array statement.
+	var first, rest []int // indexes into rows
+	for _, i := range groups[0] {
+		if rows[i].Kind() == LarkMessageEvidence {
+			first = append(first, i)
 		} else {
-			res, err = tx.Query(ctx, insertEvidenceCopyGroupSQL, pgx.QueryExecModeCacheDescribe, int32(k))
+			rest = append(rest, i)
 		}
+	}
+	n := len(first)
+	ws, src, typ, key := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for j, i := range first {
+		e := &rows[i]
+		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
+	}
+	// CacheDescribe: an unnamed statement, planned with each call's arrays (see
+	// upsertEvidenceStmt).
+	res, err := tx.Query(ctx, probeEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key)
+	if err != nil {
+		return fmt.Errorf("probe stored keys: %w", err)
+	}
+	var (
+		fresh    []int // indexes into rows
+		freshIDs []int64
+		ord, id  int64
+		stored   bool
+	)
+	_, err = pgx.ForEachRow(res, []any{&ord, &stored, &id}, func() error {
+		if ord < 1 || ord > int64(n) {
+			return fmt.Errorf("probe returned ordinal %d for %d keys", ord, n)
+		}
+		if stored {
+			rest = append(rest, first[ord-1])
+		} else {
+			fresh = append(fresh, first[ord-1])
+			freshIDs = append(freshIDs, id)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("probe stored keys: %w", err)
+	}
+	if len(fresh)+len(rest) != len(groups[0]) {
+		return fmt.Errorf("probe answered %d of %d keys", len(fresh)+len(rest)-(len(groups[0])-n), n)
+	}
+	// New rows get their ids in input order, as the array statement gives them.
+	slices.Sort(freshIDs)
+	if len(fresh) > 0 {
+		copied, err := tx.CopyFrom(ctx, pgx.Identifier{"workspace_timeline_evidence"}, evidenceCopyColumns,
+			pgx.CopyFromSlice(len(fresh), func(j int) ([]any, error) {
+				e := &rows[fresh[j]]
+				return []any{freshIDs[j], string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey,
+					e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt, e.ActorID, e.ActorDisplayName, e.Content,
+					e.ContentHash, e.Metadata, e.Deleted, e.SynthesisEligible, e.offset()}, nil
+			}))
 		if err != nil {
-			return err
+			return fmt.Errorf("copy %d new rows: %w", len(fresh), err)
 		}
-		var (
-			id64                  int64
-			ws1, src1, typ1, key1 string
-		)
-		_, err = pgx.ForEachRow(res, []any{&id64, &ws1, &src1, &typ1, &key1}, func() error {
-			i, ok := pos[evidenceIdentity{ids.WorkspaceID(ws1), src1, typ1, key1}]
-			if !ok || inserted[i] {
-				return fmt.Errorf("insert returned a row it was not given (id %d)", id64)
-			}
-			inserted[i] = true
-			out[i] = UpsertOutcome{ID: id64, Result: EvidenceInserted}
-			return nil
-		})
-		if err != nil {
-			return err
+		if copied != int64(len(fresh)) {
+			return fmt.Errorf("copied %d of %d new rows", copied, len(fresh))
 		}
-		var rest []int
-		for _, i := range g {
-			if !inserted[i] {
-				rest = append(rest, i)
-			}
+		for j, i := range fresh {
+			out[i] = UpsertOutcome{ID: freshIDs[j], Result: EvidenceInserted}
+		}
+	}
+	// The stored keys' rows, then each later occurrence group in order.
+	for k := range groups {
+		if k > 0 {
+			rest = groups[k]
 		}
 		for len(rest) > 0 {
 			m := min(len(rest), maxEvidenceRowsStmt)

@@ -3,14 +3,17 @@ package store
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/larkline/larkline/schemas/ids"
 )
 
 // upsertPaths names both ways UpsertEvidence writes a batch: the arrays (small batches)
-// and the COPY into the temporary table (batches of copyEvidenceMinRows or more).
+// and the COPY of new messages (batches of copyEvidenceMinRows or more).
 var upsertPaths = []struct {
 	name    string
 	viaCopy bool
@@ -206,8 +209,8 @@ func TestUpsertEvidenceCopyKeyCreatedConcurrently(t *testing.T) {
 }
 
 // TestUpsertEvidenceCopyMixedBatch: one batch large enough for the COPY path mixes
-// new keys with versions of stored ones. The new keys are inserted by the INSERT from
-// the temporary table, the stored ones go through the version rule: a newer version
+// new keys with versions of stored ones. The new keys are COPYed, the stored ones go
+// through the version rule: a newer version
 // followed by an older one in the same batch keeps the newer, a recall of a stored
 // message wins over the live text after it and withdraws the draft citing it (the
 // trigger runs on this path too).
@@ -265,5 +268,92 @@ func TestUpsertEvidenceCopyMixedBatch(t *testing.T) {
 	}
 	if n := countRows(t, s, "workspace_timeline_evidence", "workspace_id = $1", string(ws)); n != copyEvidenceMinRows+2 {
 		t.Fatalf("%d rows, want %d", n, copyEvidenceMinRows+2)
+	}
+}
+
+// TestUpsertEvidenceCopyProbePlan: the COPY path's probe of stored keys reads
+// message_idx, one index probe per row, on a table without statistics (a new
+// database, a TRUNCATE, the first minutes of a deployment), where the planner
+// otherwise reads a workspace's every row per probe through a prefix of time_idx or
+// scans the table (D47).
+func TestUpsertEvidenceCopyProbePlan(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	const ws ids.WorkspaceID = "ws-probe-plan"
+	// Autovacuum must not give the table statistics while the test runs.
+	if _, err := s.pool.Exec(ctx, `ALTER TABLE workspace_timeline_evidence SET (autovacuum_enabled = false)`); err != nil {
+		t.Fatal(err)
+	}
+	stored := make([]Evidence, 10000)
+	for i := range stored {
+		stored[i] = larkEvidence(ws, "oc_a", fmt.Sprintf("om_%05d", i), t0.Add(time.Duration(i)*time.Millisecond), "x")
+	}
+	mustUpsert(t, s, stored...)
+	var analyzed bool
+	if err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stats WHERE tablename = 'workspace_timeline_evidence')`).Scan(&analyzed); err != nil || analyzed {
+		t.Fatalf("the table has statistics (%v, %v): the test needs a table without", analyzed, err)
+	}
+
+	keys := make([][]string, 4)
+	for i := range 500 {
+		e := larkEvidence(ws, "oc_a", fmt.Sprintf("om_%05d", 2*i+1), t0, "x") // half stored, half new
+		for c, v := range []string{string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey} {
+			keys[c] = append(keys[c], v)
+		}
+	}
+	tx, err := s.pool.BeginTx(ctx, copyTxOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only
+	rows, err := tx.Query(ctx, "EXPLAIN "+probeEvidenceSQL, pgx.QueryExecModeCacheDescribe, keys[0], keys[1], keys[2], keys[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "workspace_timeline_evidence_message_idx") || strings.Contains(plan, "Seq Scan") ||
+		strings.Contains(plan, "time_idx") || strings.Contains(plan, "source_key_uq") {
+		t.Fatalf("the probe does not read message_idx alone:\n%s", plan)
+	}
+}
+
+// TestUpsertEvidenceCopyOtherKinds: in a batch large enough for the COPY path,
+// evidence that is not a Lark message (no chat, so not in message_idx) is written by
+// the array statement, new or stored, next to the COPYed messages.
+func TestUpsertEvidenceCopyOtherKinds(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	const ws ids.WorkspaceID = "ws-copy-kinds"
+	note := func(key, text string) Evidence {
+		e := larkEvidence(ws, "oc_a", "om_unused", t0, text)
+		e.Source, e.SourceType, e.SourceKey, e.Metadata = "pagerduty", "incident_note", key, nil
+		return e
+	}
+	stored := mustUpsert(t, s, note("note/1", "one"))
+	batch := []Evidence{note("note/1", "one"), note("note/2", "two")}
+	want := []EvidenceResult{EvidenceUnchanged, EvidenceInserted}
+	for i := range copyEvidenceMinRows {
+		batch = append(batch, larkEvidence(ws, "oc_a", fmt.Sprintf("om_%04d", i), t0, "m"))
+		want = append(want, EvidenceInserted)
+	}
+	out := mustUpsert(t, s, batch...)
+	for i := range out {
+		if out[i].Result != want[i] || out[i].ID == 0 {
+			t.Errorf("row %d (%s): %+v, want %s", i, batch[i].SourceKey, out[i], want[i])
+		}
+	}
+	if out[0].ID != stored[0].ID {
+		t.Errorf("the stored note got id %d, want %d", out[0].ID, stored[0].ID)
+	}
+	again := mustUpsert(t, s, batch...)
+	for i := range again {
+		if again[i].Result != EvidenceUnchanged || again[i].ID != out[i].ID {
+			t.Errorf("again, row %d (%s): %+v, want unchanged of row %d", i, batch[i].SourceKey, again[i], out[i].ID)
+		}
 	}
 }
