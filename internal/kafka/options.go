@@ -67,6 +67,9 @@ const (
 	// DefaultRebalanceTimeout is how long members have to finish (and commit) their
 	// work when a rebalance starts.
 	DefaultRebalanceTimeout = 60 * time.Second
+	// maxHeartbeatInterval is both clients' default heartbeat interval (3 s, Kafka's);
+	// heartbeatInterval shortens it for short session timeouts.
+	maxHeartbeatInterval = 3 * time.Second
 	// DefaultFetchMaxWait is how long a fetch waits on the broker for new data; like
 	// Kafka's fetch.max.wait.ms (500 ms), shorter than franz-go's 5 s, so a quiet
 	// pipeline still reacts within half a second.
@@ -486,7 +489,9 @@ func (s SASLOptions) mechanism() sasl.Mechanism {
 //     DefaultBatchMaxBytes for every other topic (see limits.go);
 //   - kgo.RecordPartitioner(Partitioner()): the one partitioner;
 //   - kgo.AllowAutoTopicCreation is not set: topics are created by EnsureTopics only;
-//   - kgo.SessionTimeout (45 s), kgo.RebalanceTimeout (60 s), kgo.FetchMaxWait (500 ms);
+//   - kgo.SessionTimeout (45 s), kgo.HeartbeatInterval (heartbeatInterval: 3 s, a
+//     third of a shorter session), kgo.RebalanceTimeout (60 s), kgo.FetchMaxWait
+//     (500 ms);
 //   - kgo.FetchMaxBytes (FetchMaxBytes), kgo.FetchMaxPartitionBytes
 //     (FetchMaxPartitionBytes) and kgo.BrokerMaxReadBytes (BrokerMaxReadBytes): a
 //     record batch of up to MaxBatchBytes is read whole;
@@ -516,6 +521,7 @@ func (v validated) kgoOpts() []kgo.Opt {
 		kgo.ProducerBatchMaxBytesFn(batchMaxBytes(o.Producer.LargeRecordTopics)),
 		kgo.RecordPartitioner(Partitioner()),
 		kgo.SessionTimeout(o.Consumer.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeatInterval(o.Consumer.SessionTimeout)),
 		kgo.RebalanceTimeout(o.Consumer.RebalanceTimeout),
 		kgo.FetchMaxWait(o.Consumer.FetchMaxWait),
 		kgo.FetchMaxBytes(FetchMaxBytes),
@@ -629,4 +635,11 @@ func topicNameProblem(t string) string {
 		}
 	}
 	return ""
+}
+
+// heartbeatInterval is how often a group member heartbeats, for both clients: every
+// 3 s, or a third of a shorter session timeout, so that a member learns of a
+// rebalance (a dead member's partitions to take over) well within the session.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(maxHeartbeatInterval, session/3)
 }

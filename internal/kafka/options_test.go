@@ -189,6 +189,7 @@ func TestNewClientOptionsSetsEverySettingExplicitly(t *testing.T) {
 			wantOpt(t, cl, kgo.MaxBufferedRecords, int64(DefaultMaxBufferedRecords))
 			wantOpt(t, cl, kgo.RecordDeliveryTimeout, time.Duration(0))
 			wantOpt(t, cl, kgo.SessionTimeout, DefaultSessionTimeout)
+			wantOpt(t, cl, kgo.HeartbeatInterval, 3*time.Second)
 			wantOpt(t, cl, kgo.RebalanceTimeout, DefaultRebalanceTimeout)
 			wantOpt(t, cl, kgo.FetchMaxWait, DefaultFetchMaxWait)
 			wantOpt(t, cl, kgo.DisableIdempotentWrite, false)
@@ -207,7 +208,7 @@ func TestNewClientOptionsSetsEverySettingExplicitly(t *testing.T) {
 				Acks: AcksLeader, DisableIdempotence: true, Linger: new(time.Duration(0)),
 				MaxBufferedRecords: 7, Compression: CompressionZstd, DeliveryTimeout: time.Second,
 			},
-			Consumer: ConsumerOptions{SessionTimeout: 10 * time.Second, RebalanceTimeout: 20 * time.Second, FetchMaxWait: time.Second},
+			Consumer: ConsumerOptions{SessionTimeout: 6 * time.Second, RebalanceTimeout: 20 * time.Second, FetchMaxWait: time.Second},
 		}, func(t *testing.T, cl *kgo.Client) {
 			wantOpt(t, cl, kgo.ClientID, "larkline-ingest")
 			wantOpt(t, cl, kgo.RequiredAcks, kgo.LeaderAck())
@@ -215,7 +216,8 @@ func TestNewClientOptionsSetsEverySettingExplicitly(t *testing.T) {
 			wantOpt(t, cl, kgo.ProducerLinger, time.Duration(0))
 			wantOpt(t, cl, kgo.MaxBufferedRecords, int64(7))
 			wantOpt(t, cl, kgo.RecordDeliveryTimeout, time.Second)
-			wantOpt(t, cl, kgo.SessionTimeout, 10*time.Second)
+			wantOpt(t, cl, kgo.SessionTimeout, 6*time.Second)
+			wantOpt(t, cl, kgo.HeartbeatInterval, 2*time.Second) // a third of the session
 			wantOpt(t, cl, kgo.RebalanceTimeout, 20*time.Second)
 			wantOpt(t, cl, kgo.FetchMaxWait, time.Second)
 			codecs, _ := cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec)

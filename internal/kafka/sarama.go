@@ -155,9 +155,7 @@ func (v validated) saramaConfig(o GokaOptions) (*sarama.Config, error) {
 	cfg.Consumer.Fetch.Max = 0
 	cfg.Consumer.Group.Session.Timeout = c.SessionTimeout
 	cfg.Consumer.Group.Rebalance.Timeout = c.RebalanceTimeout
-	if hb := c.SessionTimeout / 3; hb < cfg.Consumer.Group.Heartbeat.Interval {
-		cfg.Consumer.Group.Heartbeat.Interval = hb
-	}
+	cfg.Consumer.Group.Heartbeat.Interval = heartbeatInterval(c.SessionTimeout)
 	cfg.Consumer.Return.Errors = true
 	// Goka assigns partitions with its copartitioning strategy (all inputs and the
 	// group table of one partition number go to one member). goka.DefaultConfig sets

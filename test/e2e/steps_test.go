@@ -617,9 +617,9 @@ func printStepsTable(w io.Writer, steps []stepResult) {
 //   - rebalance: under LARKLINE_LOAD_RATE messages/s (default 2,000) with both
 //     replicas up, one windows and one sink replica are killed (SIGKILL, kept down)
 //     halfway through LARKLINE_LOAD_STEP; a stage's extra lag is its worst lag in
-//     seconds after the kill (followed past the step until both lags are back under
-//     settledLag) less its worst in the 10 s before it (the step starts once they
-//     are under it). The windows replicas run with
+//     seconds after the kill (sampled every second, and followed past the step until
+//     both lags are back under settledLag) less its worst in the 10 s before it (the
+//     step starts once they are under it). The windows replicas run with
 //     windows.hotStandby (D42) unless LARKLINE_LOAD_HOTSTANDBY=false.
 //
 // It fails only when a message or window is lost or doubled (checkInvariants), or
@@ -769,29 +769,53 @@ func BenchmarkPipelineScaleOut(b *testing.B) {
 	}
 	settled("before the rebalance step", 5*time.Minute, nil)
 	before, after := map[string]float64{}, map[string]float64{}
-	killed := false
+	// A sampler of its own reads the lags every second through the step, so that the
+	// takeover's peak is seen (the load's progress line comes every 5 s), kills at
+	// half the step and prints the seconds after the kill.
+	var (
+		killedAt time.Time
+		timeline []string
+		sampled  = make(chan struct{})
+		stop     = make(chan struct{})
+	)
 	half := time.Now().Add(o.step / 2)
-	l := r.load(ctx, rate, o.step, 0, func() {
-		lags := map[string]groupLag{}
-		r.lagLine(ctx, lags)
-		if !killed && time.Now().After(half) {
-			killed = true
-			p.procs[windowsB].Kill()
-			p.procs[sinkB].Kill()
-			fmt.Fprintf(os.Stderr, "bench-pipeline: killed %s and %s\n", windowsB, sinkB)
-			return
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(time.Second) // lag is sampled to find its peak, not waited on as a condition
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if killedAt.IsZero() && time.Now().After(half) {
+				killedAt = time.Now()
+				p.procs[windowsB].Kill()
+				p.procs[sinkB].Kill()
+				fmt.Fprintf(os.Stderr, "bench-pipeline: killed %s and %s\n", windowsB, sinkB)
+				continue
+			}
+			lags := map[string]groupLag{}
+			line := r.lagLine(ctx, lags)
+			worst := before
+			switch {
+			case !killedAt.IsZero():
+				worst = after
+				timeline = append(timeline, fmt.Sprintf("+%.0fs %s", time.Since(killedAt).Seconds(), line))
+			case time.Now().Before(half.Add(-10 * time.Second)):
+				continue // the step's start-up: the 10 s before the kill are the baseline
+			}
+			for _, st := range []string{"windows", "sink"} {
+				worst[st] = max(worst[st], lags[st].seconds)
+			}
 		}
-		worst := before
-		switch {
-		case killed:
-			worst = after
-		case time.Now().Before(half.Add(-10 * time.Second)):
-			return // the step's start-up: the 10 s before the kill are the baseline
-		}
-		for _, st := range []string{"windows", "sink"} {
-			worst[st] = max(worst[st], lags[st].seconds)
-		}
-	})
+	}()
+	l := r.load(ctx, rate, o.step, 0, nil)
+	close(stop)
+	<-sampled
 	// The survivors may take over after the step ended: follow the lag until it
 	// recovers, its worst counting as after the kill.
 	settled("after the kill", 5*time.Minute, func(lags map[string]groupLag) {
@@ -799,6 +823,7 @@ func BenchmarkPipelineScaleOut(b *testing.B) {
 			after[st] = max(after[st], lags[st].seconds)
 		}
 	})
+	fmt.Fprintf(os.Stderr, "bench-pipeline: lag after the kill, every second until the step ended:\n  %s\n", strings.Join(timeline, "\n  "))
 	b.StopTimer()
 	g := p.waitDone(ctx, 15*time.Minute)
 	if err := p.checkInvariants(ctx); err != nil {

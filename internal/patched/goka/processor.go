@@ -380,6 +380,7 @@ func (g *Processor) rebalanceLoop(ctx context.Context) (rerr error) {
 			g.handleSessionErrors(ctx, sessionCtx, sessionCtxCancel, consumerGroup)
 		}()
 
+		started := time.Now()
 		err := consumerGroup.Consume(ctx, topics, g)
 		sessionCtxCancel()
 
@@ -389,7 +390,7 @@ func (g *Processor) rebalanceLoop(ctx context.Context) (rerr error) {
 		}
 
 		select {
-		case <-time.After(5 * time.Second):
+		case <-time.After(rejoinWait(time.Since(started))): // larkline patch (D48)
 			g.log.Printf("Consumer group returned, Rebalancing.")
 		case <-ctx.Done():
 			g.log.Printf("Consumer group cancelled. Stopping")
