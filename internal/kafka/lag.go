@@ -83,8 +83,9 @@ type LagOptions struct {
 	TimestampTimeout time.Duration
 }
 
-// check reports a negative MaxTimestampFetches or TimestampTimeout.
-func (o LagOptions) check() error {
+// Check reports a negative MaxTimestampFetches or TimestampTimeout (ErrInvalidOptions).
+// Lag runs it on every call; a long-running caller runs it once in its constructor.
+func (o LagOptions) Check() error {
 	if (o.MaxTimestampFetches != nil && *o.MaxTimestampFetches < 0) || o.TimestampTimeout < 0 {
 		return invalid("lag options: max timestamp fetches %d (0: none), timeout %s: must not be negative", o.fetches(), o.TimestampTimeout)
 	}
@@ -123,7 +124,7 @@ func Lag(ctx context.Context, cl *kgo.Client, groups []string, o LagOptions) ([]
 			return nil, invalid("lag: empty group id")
 		}
 	}
-	if err := o.check(); err != nil {
+	if err := o.Check(); err != nil {
 		return nil, err
 	}
 	fetches := o.fetches()

@@ -148,10 +148,10 @@ func (o Options) problems() *options.Problems {
 	if o.KafkaLagExporter.Enabled && strings.TrimSpace(o.KafkaLagExporter.ClusterName) == "" {
 		p.Add("KafkaLagExporter.ClusterName", o.KafkaLagExporter.ClusterName, "must not be blank: kafka-lag-exporter series need a cluster name")
 	}
-	if f := o.Lag.MaxTimestampFetches; f != nil && *f < 0 {
-		p.Add("Lag.MaxTimestampFetches", *f, "lag timestamp fetches must not be negative (0: none, nil: the default)")
+	if err := o.Lag.Check(); err != nil {
+		p.Add("Lag", nil, "%v", err)
 	}
-	if o.Lag.TimestampTimeout < 0 || o.Lag.TimestampTimeout >= o.PollTimeout {
+	if o.Lag.TimestampTimeout >= o.PollTimeout {
 		p.Add("Lag.TimestampTimeout", o.Lag.TimestampTimeout, "the lag timestamp timeout must be within [0, PollTimeout %s)", o.PollTimeout)
 	}
 	return p
