@@ -448,42 +448,11 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 			rest = append(rest, i)
 		}
 	}
-	n := len(first)
-	ws, src, typ, key := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	for j, i := range first {
-		e := &rows[i]
-		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
-	}
-	// CacheDescribe: an unnamed statement, planned with each call's arrays (see
-	// upsertEvidenceStmt).
-	res, err := tx.Query(ctx, probeEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key)
+	fresh, freshIDs, stored, err := probeEvidence(ctx, tx, rows, first)
 	if err != nil {
-		return fmt.Errorf("probe stored keys: %w", err)
+		return err
 	}
-	var (
-		fresh    []int // indexes into rows
-		freshIDs []int64
-		ord, id  int64
-		stored   bool
-	)
-	_, err = pgx.ForEachRow(res, []any{&ord, &stored, &id}, func() error {
-		if ord < 1 || ord > int64(n) {
-			return fmt.Errorf("probe returned ordinal %d for %d keys", ord, n)
-		}
-		if stored {
-			rest = append(rest, first[ord-1])
-		} else {
-			fresh = append(fresh, first[ord-1])
-			freshIDs = append(freshIDs, id)
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("probe stored keys: %w", err)
-	}
-	if len(fresh)+len(rest) != len(groups[0]) {
-		return fmt.Errorf("probe answered %d of %d keys", len(fresh)+len(rest)-(len(groups[0])-n), n)
-	}
+	rest = append(rest, stored...)
 	// New rows get their ids in input order, as the array statement gives them.
 	slices.Sort(freshIDs)
 	if len(fresh) > 0 {
@@ -518,6 +487,48 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 		}
 	}
 	return nil
+}
+
+// probeEvidence splits the rows at idx (Lark messages, each key once) into the ones
+// without a stored row, with the ids drawn for them, and the ones with.
+func probeEvidence(ctx context.Context, tx pgx.Tx, rows []Evidence, idx []int) (fresh []int, drawn []int64, stored []int, err error) {
+	n := len(idx)
+	if n == 0 {
+		return nil, nil, nil, nil
+	}
+	ws, src, typ, key := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	for j, i := range idx {
+		e := &rows[i]
+		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
+	}
+	// CacheDescribe: an unnamed statement, planned with each call's arrays (see
+	// upsertEvidenceStmt).
+	res, err := tx.Query(ctx, probeEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("probe stored keys: %w", err)
+	}
+	var (
+		ord, id int64
+		found   bool
+	)
+	_, err = pgx.ForEachRow(res, []any{&ord, &found, &id}, func() error {
+		if ord < 1 || ord > int64(n) {
+			return fmt.Errorf("probe returned ordinal %d for %d keys", ord, n)
+		}
+		if found {
+			stored = append(stored, idx[ord-1])
+		} else {
+			fresh, drawn = append(fresh, idx[ord-1]), append(drawn, id)
+		}
+		return nil
+	})
+	if err == nil && len(fresh)+len(stored) != n {
+		err = fmt.Errorf("probe answered %d of %d keys", len(fresh)+len(stored), n)
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("probe stored keys: %w", err)
+	}
+	return fresh, drawn, stored, nil
 }
 
 func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []int, out []UpsertOutcome) error {

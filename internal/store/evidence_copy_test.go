@@ -357,3 +357,38 @@ func TestUpsertEvidenceCopyOtherKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestProbeEvidenceSplitsStoredFromNew: the COPY path's probe finds the stored
+// messages by their whole key (the same message stored in another workspace is new
+// here) and draws a distinct id for each new one.
+func TestProbeEvidenceSplitsStoredFromNew(t *testing.T) {
+	t.Parallel()
+	s := newTestStore(t)
+	ctx := context.Background()
+	a := larkEvidence("ws-probe-a", "oc_a", "om_a", t0, "a")
+	b := larkEvidence("ws-probe-a", "oc_a", "om_b", t0, "b")
+	mustUpsert(t, s, a, b)
+	aElsewhere := a
+	aElsewhere.WorkspaceID = "ws-probe-b"
+	c := larkEvidence("ws-probe-a", "oc_a", "om_c", t0, "c")
+	rows := []Evidence{a, c, aElsewhere, b}
+
+	tx, err := s.pool.BeginTx(ctx, copyTxOptions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read and sequence only
+	fresh, drawn, stored, err := probeEvidence(ctx, tx, rows, []int{0, 1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(fresh) != "[1 2]" || fmt.Sprint(stored) != "[0 3]" {
+		t.Fatalf("fresh %v, stored %v; want [1 2] and [0 3]", fresh, stored)
+	}
+	if len(drawn) != 2 || drawn[0] <= 0 || drawn[0] == drawn[1] {
+		t.Fatalf("drawn ids %v, want two distinct ids", drawn)
+	}
+	if f, d, st, err := probeEvidence(ctx, tx, rows, nil); err != nil || f != nil || d != nil || st != nil {
+		t.Fatalf("probe of no rows = %v, %v, %v, %v; want nothing", f, d, st, err)
+	}
+}
