@@ -68,10 +68,10 @@ demo:
 
 # Every test, against a real Kafka broker and a real Postgres started once for the run
 # by the harness (docs/testing.md says how it chooses them), and the tests of
-# larkline's patches to Goka (internal/patched/goka, its own module: D32, D48). The end-to-end suite
-# (test/e2e: five larkline processes per test, a private broker it restarts) runs
-# after the package tests rather than beside them: on a 2-core machine its fault
-# timings should not depend on which package tests happen to share the CPU.
+# larkline's patches to Goka (internal/patched/goka, its own module: D32, D48). The
+# end-to-end suite (test/e2e: five larkline processes per test, a private broker it
+# restarts) runs after the package tests rather than beside them: on a 2-core machine
+# its fault timings should not depend on which package tests happen to share the CPU.
 test:
 	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
 	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -eo pipefail; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); { if [ -n "$$pkgs" ]; then $(GO) test -json $(TEST_FLAGS) $(if $(filter ./...,$(PKGS)),$(SLOW_FIRST:%=./%)) $$pkgs; fi; $(if $(filter ./...,$(PKGS)),$(GO) test -C internal/patched/goka -json $(TEST_FLAGS) .;) if [ -n "$$e2e" ]; then $(GO) test -json $(TEST_FLAGS) -parallel $(E2E_PARALLEL) $$e2e; fi; } | $(REPORT) -slowest 10'
