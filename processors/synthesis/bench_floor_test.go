@@ -27,8 +27,10 @@ var benchWindowLines = []string{
 }
 
 // benchSynthesisSetup seeds windows × perWindow messages of one chat, perWindow
-// per consecutive window from win, and returns the closed records naming them.
-func benchSynthesisSetup(b *testing.B, e *env, windows, perWindow int) []schemas.ClosedWindow {
+// per consecutive window from win, and returns the closed records naming them. With
+// distinct, every window's lines name their window, so the rule synthesizer does not
+// find them among the entries of the windows before.
+func benchSynthesisSetup(b *testing.B, e *env, windows, perWindow int, distinct bool) []schemas.ClosedWindow {
 	b.Helper()
 	cws := make([]schemas.ClosedWindow, 0, windows)
 	step := winLen / time.Duration(perWindow+1)
@@ -36,8 +38,12 @@ func benchSynthesisSetup(b *testing.B, e *env, windows, perWindow int) []schemas
 		start := win.Add(time.Duration(w) * winLen)
 		lines := make([]line, perWindow)
 		for i := range lines {
+			text := fmt.Sprintf("%s (#%d)", benchWindowLines[i%len(benchWindowLines)], i)
+			if distinct {
+				text = fmt.Sprintf("%s (window %d, #%d)", benchWindowLines[i%len(benchWindowLines)], w, i)
+			}
 			lines[i] = line{id: fmt.Sprintf("w%04d_%03d", w, i), at: time.Duration(i+1) * step,
-				sender: fmt.Sprintf("User%d", i%5), text: fmt.Sprintf("%s (#%d)", benchWindowLines[i%len(benchWindowLines)], i)}
+				sender: fmt.Sprintf("User%d", i%5), text: text}
 		}
 		cws = append(cws, e.closedWindow(start, e.seed(start, lines...)))
 	}
@@ -76,14 +82,26 @@ func benchSynthesisSize(b *testing.B) (windows, perWindow int) {
 // first read to its last commit. Reported: windows/s and rows/s (larkline),
 // floor-windows/s, and ratio, larkline's windows/s over the floor's, both measured
 // back to back under the same load.
+//
+// Two workloads: repeated, the same lines in every window (most of them already
+// entries of an earlier window: about half an entry per window), and distinct, lines
+// that name their window (about four entries per window, a summary to update).
 func BenchmarkSynthesis(b *testing.B) {
+	for _, distinct := range []bool{false, true} {
+		b.Run(map[bool]string{false: "lines=repeated", true: "lines=distinct"}[distinct], func(b *testing.B) {
+			benchSynthesis(b, distinct)
+		})
+	}
+}
+
+func benchSynthesis(b *testing.B, distinct bool) {
 	windows, perWindow := benchSynthesisSize(b)
 	var larkline, floor time.Duration
 	var rows, entries int
 	for range b.N {
-		d, r, n := benchSynthesisWorker(b, windows, perWindow)
+		d, r, n := benchSynthesisWorker(b, windows, perWindow, distinct)
 		larkline, rows, entries = larkline+d, rows+r, entries+n
-		floor += benchSynthesisFloor(b, windows, perWindow, (n+windows/2)/windows) // entries per window, rounded
+		floor += benchSynthesisFloor(b, windows, perWindow, distinct, (n+windows/2)/windows) // entries per window, rounded
 	}
 	b.ReportMetric(float64(larkline.Nanoseconds())/float64(b.N), "ns/op")
 	b.ReportMetric(float64(windows*b.N)/larkline.Seconds(), "windows/s")
@@ -95,13 +113,13 @@ func BenchmarkSynthesis(b *testing.B) {
 
 // benchSynthesisWorker runs the worker over windows fresh windows and returns the
 // time they took, their evidence rows and the entries written.
-func benchSynthesisWorker(b *testing.B, windows, perWindow int) (d time.Duration, rows, entries int) {
+func benchSynthesisWorker(b *testing.B, windows, perWindow int, distinct bool) (d time.Duration, rows, entries int) {
 	b.StopTimer()
 	defer b.StartTimer()
 	e := newEnv(b)
 	// One more window, the first, synthesized before the clock starts: the group
 	// join and the first fetch are not the worker's rate.
-	cws := benchSynthesisSetup(b, e, windows+1, perWindow)
+	cws := benchSynthesisSetup(b, e, windows+1, perWindow, distinct)
 	r := e.start(e.options())
 	defer r.stop(b)
 	ctx := context.Background()
@@ -130,11 +148,11 @@ func benchSynthesisWorker(b *testing.B, windows, perWindow int) (d time.Duration
 
 // benchSynthesisFloor runs the floor over windows fresh windows, per entries each,
 // and returns the time it took.
-func benchSynthesisFloor(b *testing.B, windows, perWindow, per int) time.Duration {
+func benchSynthesisFloor(b *testing.B, windows, perWindow int, distinct bool, per int) time.Duration {
 	b.StopTimer()
 	defer b.StartTimer()
 	e := newEnv(b)
-	benchSynthesisSetup(b, e, windows, perWindow)
+	benchSynthesisSetup(b, e, windows, perWindow, distinct)
 	pool := e.st.Pool()
 	ctx := context.Background()
 	t := time.Now()
