@@ -126,3 +126,19 @@ func TestOpenPoolValidates(t *testing.T) {
 		t.Fatalf("New(nil) = %v, want ErrInvalid", err)
 	}
 }
+
+// TestOpenPoolSessionSettings: every connection of the store's pool names the
+// application and runs without JIT (D47).
+func TestOpenPoolSessionSettings(t *testing.T) {
+	t.Parallel()
+	pool := newTestPool(t)
+	for _, want := range []struct{ name, value string }{{"jit", "off"}, {"application_name", "larkline"}} {
+		var got string
+		if err := pool.QueryRow(context.Background(), "SELECT current_setting($1)", want.name).Scan(&got); err != nil {
+			t.Fatal(err)
+		}
+		if got != want.value {
+			t.Errorf("%s = %q, want %q", want.name, got, want.value)
+		}
+	}
+}

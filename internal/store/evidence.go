@@ -212,18 +212,11 @@ type evidenceIdentity struct {
 	source, sourceType, sourceKey string
 }
 
-// The upsert runs as one statement per batch of distinct keys: the input arrives as
-// arrays, the INSERT … ON CONFLICT writes a version only when its content_hash differs
-// and it is not older than the stored one (a deleted version always replaces a live one;
-// a live version never replaces a deleted one), and the outer query compares with the
-// row as it was before the statement (every part of a statement shares one snapshot) to
-// tell an update from a redaction and a duplicate from a stale version. It returns the
-// written rows (ord 0, by key) and the previous rows (by input ordinal) and leaves the
-// matching to Go: joining them in SQL would sort both sides by text.
 // evidenceVersionRule is the one statement of which version of a message wins: it
 // writes a version only when its content_hash differs and it is not older than the
 // stored one; a deleted version always replaces a live one and a live one never
-// replaces a deleted one. Both upsert paths (arrays and COPY) end with it.
+// replaces a deleted one. Every version of a stored key goes through it; the COPY
+// path only writes keys that have no row.
 const evidenceVersionRule = `    ON CONFLICT (workspace_id, source, source_type, source_key) DO UPDATE SET
         occurred_at = excluded.occurred_at,
         source_updated_at = excluded.source_updated_at,
@@ -241,6 +234,14 @@ const evidenceVersionRule = `    ON CONFLICT (workspace_id, source, source_type,
                ELSE excluded.source_updated_at >= e.source_updated_at END
     RETURNING e.id, e.workspace_id, e.source, e.source_type, e.source_key, (e.xmax = 0) AS inserted`
 
+// upsertEvidenceSQL is the upsert of one batch of distinct keys: the input arrives as
+// arrays, the INSERT applies evidenceVersionRule, and the outer query reads the rows as
+// they were before the statement (every part of a statement shares one snapshot) to
+// tell an update from a redaction and a duplicate from a stale version: a Lark
+// message's with storedMessageSQL, another kind's with a per-row lookup on the four
+// key columns. It returns the written rows (ord 0, by key) and the previous rows (by
+// input ordinal) and leaves the matching to Go: joining them in SQL would sort both
+// sides by text.
 const upsertEvidenceSQL = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[],
@@ -265,9 +266,27 @@ SELECT 0::bigint, id, workspace_id, source, source_type, source_key, inserted, f
 FROM up
 UNION ALL
 SELECT i.ord, p.id, '', '', '', '', false, p.deleted, p.content_hash
-FROM input i JOIN workspace_timeline_evidence p
-  ON p.workspace_id = i.workspace_id AND p.source = i.source
- AND p.source_type = i.source_type AND p.source_key = i.source_key`
+FROM input i CROSS JOIN LATERAL (` + storedMessageSQL + `) p
+WHERE i.source = '` + ids.SourceLark + `' AND i.source_type = '` + ids.SourceTypeLarkMessage + `'
+UNION ALL
+SELECT i.ord, p.id, '', '', '', '', false, p.deleted, p.content_hash
+FROM input i CROSS JOIN LATERAL (
+    SELECT e.id, e.deleted, e.content_hash FROM workspace_timeline_evidence e
+    WHERE e.workspace_id = i.workspace_id AND e.source = i.source
+      AND e.source_type = i.source_type AND e.source_key = i.source_key
+    LIMIT 1) p
+WHERE NOT (i.source = '` + ids.SourceLark + `' AND i.source_type = '` + ids.SourceTypeLarkMessage + `')`
+
+// storedMessageSQL is the stored row of the Lark message i, as one probe of
+// message_idx: source_key pinned, the other three key columns compared with IS NOT
+// DISTINCT FROM, which no index serves, so that on a table without statistics the
+// planner cannot take a prefix of time_idx or scan the table, which read every row of
+// the workspace per call (D47). The LIMIT keeps it a per-row probe.
+const storedMessageSQL = `
+    SELECT e.id, e.deleted, e.content_hash FROM workspace_timeline_evidence e
+    WHERE e.source_key = i.source_key AND e.chat_id IS NOT NULL
+      AND (e.workspace_id, e.source, e.source_type) IS NOT DISTINCT FROM (i.workspace_id, i.source, i.source_type)
+    LIMIT 1`
 
 // UpsertEvidence writes a batch of evidence versions idempotently and reports, per input
 // row and in input order, what happened. All of it is one transaction. In a batch of at
@@ -283,9 +302,11 @@ func (s *Store) UpsertEvidence(ctx context.Context, batch []Evidence) ([]UpsertO
 	return s.upsertEvidence(ctx, batch, len(batch) >= copyEvidenceMinRows)
 }
 
-// copyEvidenceMinRows is the smallest batch that UpsertEvidence writes with COPY.
-// Below it the extra round trips (begin, probe, copy, commit) cost more than COPY
-// saves over the array statement.
+// copyEvidenceMinRows is the smallest batch that UpsertEvidence writes with COPY; a
+// smaller one saves the probe's and the copy's round trips. The sink's calls are of
+// 625 to 1,000 rows under load, where the COPY path runs the sink at 0.87-0.94 of a
+// raw CopyFrom against 0.53-0.59 with the arrays alone (docs/perf.md, D47); the
+// bound itself dates from the temporary-table path and was not measured again.
 const copyEvidenceMinRows = 256
 
 func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bool) ([]UpsertOutcome, error) {
@@ -327,7 +348,7 @@ func (s *Store) upsertEvidence(ctx context.Context, batch []Evidence, viaCopy bo
 
 	out := make([]UpsertOutcome, len(rows))
 	if viaCopy {
-		err := pgx.BeginTxFunc(ctx, s.pool, copyTxOptions, func(tx pgx.Tx) error {
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			return upsertEvidenceCopy(ctx, tx, rows, groups, out)
 		})
 		if err == nil {
@@ -400,29 +421,15 @@ func (r *upsertResult) outcome(e *Evidence) UpsertOutcome {
 	return UpsertOutcome{Result: EvidenceStale}
 }
 
-// copyTxOptions begins the COPY path's transaction with JIT off, in the same round
-// trip: a table without statistics can give a statement a cost that JIT compiles for
-// up to a second and a half, for a statement that runs in milliseconds.
-var copyTxOptions = pgx.TxOptions{BeginQuery: "BEGIN; SET LOCAL jit = off"}
-
-// probeEvidenceSQL finds which Lark messages of a batch are stored and draws an id
-// from the table's sequence for each one that is not. Each row is one probe of
-// message_idx (source_key, Lark messages only): the other three key columns are
-// compared with IS NOT DISTINCT FROM, which no index serves, so that without
-// statistics (a new database, a TRUNCATE, the first minutes of a deployment) the
-// planner cannot take a prefix of time_idx, which reads every row of the workspace
-// per probe (D47). The LIMIT keeps the subquery a per-row probe. Rows come back in
-// input order.
+// probeEvidenceSQL finds which Lark messages of a batch are stored (storedMessageSQL)
+// and draws an id from the table's sequence for each one that is not. Rows come back
+// in input order.
 const probeEvidenceSQL = `
-SELECT u.ord, s.id IS NOT NULL,
+SELECT i.ord, s.id IS NOT NULL,
        CASE WHEN s.id IS NULL THEN nextval('workspace_timeline_evidence_id_seq') ELSE 0 END
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS u(workspace_id, source, source_type, source_key, ord)
-LEFT JOIN LATERAL (
-    SELECT e.id FROM workspace_timeline_evidence e
-    WHERE e.source_key = u.source_key AND e.chat_id IS NOT NULL
-      AND (e.workspace_id, e.source, e.source_type) IS NOT DISTINCT FROM (u.workspace_id, u.source, u.source_type)
-    LIMIT 1) s ON true
-ORDER BY u.ord`
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS i(workspace_id, source, source_type, source_key, ord)
+LEFT JOIN LATERAL (` + storedMessageSQL + `) s ON true
+ORDER BY i.ord`
 
 // evidenceCopyColumns are the columns the COPY path writes; chat_id is generated.
 var evidenceCopyColumns = []string{"id", "workspace_id", "source", "source_type", "source_key",
@@ -489,6 +496,30 @@ func upsertEvidenceCopy(ctx context.Context, tx pgx.Tx, rows []Evidence, groups 
 	return nil
 }
 
+// evidenceArrays are the arguments of upsertEvidenceSQL for the rows at idx: one
+// array per column.
+func evidenceArrays(rows []Evidence, idx []int) []any {
+	n := len(idx)
+	var (
+		ws, src, typ, key           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		occurred, updated, observed = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
+		actor, actorName, content   = make([]string, n), make([]string, n), make([]string, n)
+		hash, meta                  = make([]string, n), make([]string, n)
+		deleted, eligible           = make([]bool, n), make([]bool, n)
+		offsets                     = make([]*int64, n)
+	)
+	for j, i := range idx {
+		e := &rows[i]
+		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
+		occurred[j], updated[j], observed[j] = e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt
+		actor[j], actorName[j], content[j] = e.ActorID, e.ActorDisplayName, e.Content
+		hash[j], meta[j] = e.ContentHash, string(e.Metadata)
+		deleted[j], eligible[j] = e.Deleted, e.SynthesisEligible
+		offsets[j] = e.offset()
+	}
+	return []any{ws, src, typ, key, occurred, updated, observed, actor, actorName, content, hash, meta, deleted, eligible, offsets}
+}
+
 // probeEvidence splits the rows at idx (Lark messages, each key once) into the ones
 // without a stored row, with the ids drawn for them, and the ones with.
 func probeEvidence(ctx context.Context, tx pgx.Tx, rows []Evidence, idx []int) (fresh []int, drawn []int64, stored []int, err error) {
@@ -533,29 +564,11 @@ func probeEvidence(ctx context.Context, tx pgx.Tx, rows []Evidence, idx []int) (
 
 func upsertEvidenceStmt(ctx context.Context, q querier, rows []Evidence, idx []int, out []UpsertOutcome) error {
 	n := len(idx)
-	var (
-		ws, src, typ, key           = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		occurred, updated, observed = make([]time.Time, n), make([]time.Time, n), make([]time.Time, n)
-		actor, actorName, content   = make([]string, n), make([]string, n), make([]string, n)
-		hash, meta                  = make([]string, n), make([]string, n)
-		deleted, eligible           = make([]bool, n), make([]bool, n)
-		offsets                     = make([]*int64, n)
-	)
-	for j, i := range idx {
-		e := &rows[i]
-		ws[j], src[j], typ[j], key[j] = string(e.WorkspaceID), e.Source, e.SourceType, e.SourceKey
-		occurred[j], updated[j], observed[j] = e.OccurredAt, e.SourceUpdatedAt, e.ObservedAt
-		actor[j], actorName[j], content[j] = e.ActorID, e.ActorDisplayName, e.Content
-		hash[j], meta[j] = e.ContentHash, string(e.Metadata)
-		deleted[j], eligible[j] = e.Deleted, e.SynthesisEligible
-		offsets[j] = e.offset()
-	}
 	// An unnamed statement (CacheDescribe) is planned with each call's arrays. A cached
 	// named statement switches to a generic plan after five calls, which cannot see the
 	// batch size and joins the batch against the whole table: seconds instead of
 	// milliseconds once the table holds a few thousand rows.
-	res, err := q.Query(ctx, upsertEvidenceSQL, pgx.QueryExecModeCacheDescribe, ws, src, typ, key,
-		occurred, updated, observed, actor, actorName, content, hash, meta, deleted, eligible, offsets)
+	res, err := q.Query(ctx, upsertEvidenceSQL, append([]any{pgx.QueryExecModeCacheDescribe}, evidenceArrays(rows, idx)...)...)
 	if err != nil {
 		return err
 	}
