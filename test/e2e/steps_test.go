@@ -40,8 +40,9 @@ import (
 // lag in records and seconds at the end of the step, how long the lag took to fall
 // under 5 s, window end → first draft p50/p99, and CPU (cores) and peak RSS per
 // process; a progress line every 5 s; the final table in Markdown. While a step runs
-// it takes a 10 s CPU profile of every process (http.profiling) and prints the top 10
-// functions of the processes behind at the end of the step. Nothing fails for being
+// it takes a CPU profile of every process over the step (http.profiling) and prints
+// the top 10 functions of the processes behind at the end of the step, and of the
+// edge when it acknowledged less than 90 % of the offered rate. Nothing fails for being
 // slow, only for losing or doubling something (checkInvariants).
 func BenchmarkPipelineSteps(b *testing.B) {
 	o := stepsOptions(b)
@@ -244,12 +245,7 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 	profiled := make(chan struct{})
 	go func() {
 		defer close(profiled)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(r.o.step / 3):
-		}
-		r.profile(ctx, rate, res.profiles)
+		r.profile(ctx, rate, profileSpan(r.o.step), res.profiles)
 	}()
 	l := r.load(ctx, rate, r.o.step, 0, func() { r.sample(ctx, res.rssMax) })
 	res.from, res.to, res.sent = l.from, l.to, l.sent
@@ -269,8 +265,11 @@ func (r *stepRunner) run(ctx context.Context, rate int) stepResult {
 	res.recovered = r.settle(ctx, res.to)
 	for stage, l := range res.lagEnd {
 		if l.seconds > 5 || l.seconds < 0 {
-			r.top(stage, res.profiles[stageProc[stage]])
+			r.top(stage+" is behind", res.profiles[stageProc[stage]])
 		}
+	}
+	if res.sustained < 0.9*float64(rate) {
+		r.top(fmt.Sprintf("the edge acknowledged %.0f of %d messages/s", res.sustained, rate), res.profiles[procEdge])
 	}
 	return res
 }
@@ -484,8 +483,18 @@ func (r *stepRunner) sample(ctx context.Context, rss map[string]float64) map[str
 	return cpu
 }
 
-// profile takes a 10 s CPU profile of every process at once and records the files.
-func (r *stepRunner) profile(ctx context.Context, rate int, into map[string]string) {
+// profileSpan is how long a step's CPU profiles run: from the step's start for all
+// of it, so that the bursts of a stage that works at the minute's boundaries
+// (synthesis, when a minute's windows close) are in it (a 10 s profile mid-step
+// caught synthesis idle: 10 ms of samples), bounded by the ops server's write
+// timeout (60 s), which net/http/pprof refuses to outlast.
+func profileSpan(step time.Duration) time.Duration {
+	return min(max(step-2*time.Second, 5*time.Second), 55*time.Second)
+}
+
+// profile takes a CPU profile of every process at once, for span, and records the
+// files.
+func (r *stepRunner) profile(ctx context.Context, rate int, span time.Duration, into map[string]string) {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, l := range r.p.layout {
@@ -493,7 +502,7 @@ func (r *stepRunner) profile(ctx context.Context, rate int, into map[string]stri
 		go func() {
 			defer wg.Done()
 			path := filepath.Join(r.o.profiles, fmt.Sprintf("%s-%d.pprof", l.name, rate))
-			if err := fetchProfile(ctx, "http://"+r.p.procs[l.name].addr()+"/debug/pprof/profile?seconds=10", path); err != nil {
+			if err := fetchProfile(ctx, "http://"+r.p.procs[l.name].addr()+"/debug/pprof/profile?seconds="+strconv.Itoa(int(span.Seconds())), path); err != nil {
 				fmt.Fprintf(os.Stderr, "bench-pipeline: profiling %s: %v\n", l.name, err)
 				return
 			}
@@ -529,8 +538,8 @@ func fetchProfile(ctx context.Context, url, path string) error {
 	return f.Close()
 }
 
-// top prints the ten functions a lagging stage's process spent most CPU in.
-func (r *stepRunner) top(stage, profile string) {
+// top prints the ten functions a process spent most CPU in, and why it is shown.
+func (r *stepRunner) top(why, profile string) {
 	if profile == "" {
 		return
 	}
@@ -539,7 +548,7 @@ func (r *stepRunner) top(stage, profile string) {
 		fmt.Fprintf(os.Stderr, "bench-pipeline: pprof %s: %v\n%s", profile, err, out)
 		return
 	}
-	fmt.Fprintf(os.Stderr, "bench-pipeline: %s is behind; top 10 of its process (%s):\n%s\n", stage, profile, out)
+	fmt.Fprintf(os.Stderr, "bench-pipeline: %s; top 10 of its process (%s):\n%s\n", why, profile, out)
 }
 
 // windowLatencies fills each step's window end → first draft quantiles: the windows
