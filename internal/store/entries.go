@@ -179,7 +179,7 @@ func scanEntry(row pgx.CollectableRow) (Entry, error) {
 		ws, src, st string
 	)
 	err := row.Scan(&e.ID, &ws, &e.OccurredAt, &e.Kind, &e.Title, &e.Body, &src, &st, &e.Fingerprint,
-		&e.ProcessorVersion, &e.AIMetadata, &e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
+		&e.ProcessorVersion, rawJSON(&e.AIMetadata), &e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt, &e.CreatedAt, &e.UpdatedAt, &e.EvidenceIDs)
 	e.Workspace, e.Source, e.Status = ids.WorkspaceID(ws), EntrySource(src), EntryStatus(st)
 	e.OccurredAt, e.CreatedAt, e.UpdatedAt = e.OccurredAt.UTC(), e.CreatedAt.UTC(), e.UpdatedAt.UTC()
 	for _, p := range []**time.Time{&e.HumanEditedAt, &e.WithdrawnAt, &e.NeedsReviewAt} {

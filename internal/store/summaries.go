@@ -70,7 +70,7 @@ func scanSummary(row pgx.Row, ws ids.WorkspaceID) (Summary, error) {
 		sum Summary
 		src string
 	)
-	err := row.Scan(&sum.ProcessorVersion, &src, &sum.Text, &sum.UpdatedAt, &sum.AIMetadata, &sum.RefreshDueAt)
+	err := row.Scan(&sum.ProcessorVersion, &src, &sum.Text, &sum.UpdatedAt, rawJSON(&sum.AIMetadata), &sum.RefreshDueAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Summary{}, ErrNotFound
 	}
