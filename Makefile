@@ -43,7 +43,7 @@ E2E_PARALLEL ?= 4
 # any test or build failed (docs/testing.md, "Where the time goes").
 REPORT = $(GO) run ./internal/testenv/cmd/testreport
 
-.PHONY: all build image chart-test demo test flakes chaos bench bench-pipeline lint fmt vet clean kafka-fetch
+.PHONY: all build image chart-test demo test flakes chaos bench bench-pipeline lint fmt vet clean kafka-fetch browser
 
 all: lint build test chart-test
 
@@ -72,13 +72,27 @@ demo:
 # end-to-end suite (test/e2e: five larkline processes per test, a private broker it
 # restarts) runs after the package tests rather than beside them: on a 2-core machine
 # its fault timings should not depend on which package tests happen to share the CPU.
-test:
+test: browser
 	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
 	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -eo pipefail; pkgs=$$($(GO) list $(PKGS) | grep -v "/test/e2e$$" || true); e2e=$$($(GO) list $(PKGS) | grep "/test/e2e$$" || true); { if [ -n "$$pkgs" ]; then $(GO) test -json $(TEST_FLAGS) $(if $(filter ./...,$(PKGS)),$(SLOW_FIRST:%=./%)) $$pkgs; fi; $(if $(filter ./...,$(PKGS)),$(GO) test -C internal/patched/goka -json $(TEST_FLAGS) .;) if [ -n "$$e2e" ]; then $(GO) test -json $(TEST_FLAGS) -parallel $(E2E_PARALLEL) $$e2e; fi; } | $(REPORT) -slowest 10'
 
+# The web page's tests (internal/httpapi) run in a real headless Chromium: the binary
+# LARKLINE_CHROMIUM names, or one on the PATH. When PKGS holds them and there is none,
+# Debian's chromium is installed (as root, or with a sudo that asks no password);
+# otherwise make stops here and says what to install.
+CHROMIUMS = chromium chromium-browser google-chrome-stable google-chrome
+browser:
+	@if [ -z "$$LARKLINE_CHROMIUM" ] && $(GO) list $(PKGS) | grep -q '/internal/httpapi$$' && \
+	  ! (for b in $(CHROMIUMS); do command -v $$b >/dev/null && exit 0; done; exit 1); then \
+	  echo "== installing chromium for the browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then sudo=; elif sudo -n true 2>/dev/null; then sudo=sudo; \
+	  else echo "make: the web page tests need Chromium: apt-get install -y chromium, or set LARKLINE_CHROMIUM" >&2; exit 1; fi; \
+	  $$sudo apt-get update -qq && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 # Every package's tests FLAKES_COUNT times against one real broker and Postgres.
 # PKGS filters; test/e2e runs only when PKGS names it (ten e2e runs take hours).
-flakes:
+flakes: browser
 	$(GO) build -o /dev/null ./internal/testenv/cmd/testreport
 	$(GO) run ./internal/testenv/cmd/testenv run -- bash -c 'set -o pipefail; pkgs=$$($(GO) list $(PKGS)); if [ "$(PKGS)" = "./..." ]; then pkgs=$$(echo "$$pkgs" | grep -v "/test/e2e$$"); fi; $(GO) test -json -race -shuffle=on -count $(FLAKES_COUNT) -timeout $(FLAKES_TIMEOUT) $$pkgs | $(REPORT) -runs -slowest 10'
 
