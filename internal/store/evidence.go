@@ -629,7 +629,7 @@ func (s *Store) DeleteEvidence(ctx context.Context, ws ids.WorkspaceID, kind Evi
 	if len(sourceKeys) == 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM workspace_timeline_evidence WHERE `+byKeysSQL(kind),
+	tag, err := s.pool.Exec(ctx, deleteEvidenceSQL(kind),
 		string(ws), kind.Source, kind.SourceType, sourceKeys)
 	if err != nil {
 		return 0, fmt.Errorf("delete evidence of workspace %s: %w", ws, err)
@@ -798,22 +798,35 @@ func (s *Store) EvidenceByKeys(ctx context.Context, ws ids.WorkspaceID, kind Evi
 	return out, nil
 }
 
+// evidenceByKeysSQL reads the rows of kind whose source_key is among $4 in workspace
+// $1 ($2, $3: the kind), in (occurred_at, id) order.
 func evidenceByKeysSQL(kind EvidenceKind) string {
-	return `SELECT ` + evidenceColumns + ` FROM workspace_timeline_evidence WHERE ` + byKeysSQL(kind) + ` ORDER BY occurred_at, id`
+	if kind == LarkMessageEvidence {
+		return `SELECT ` + evidenceColumns + ` FROM ` + messagesByKeySQL + ` ORDER BY occurred_at, id`
+	}
+	return `SELECT ` + evidenceColumns + ` FROM workspace_timeline_evidence WHERE ` + kindKeysSQL + ` ORDER BY occurred_at, id`
 }
 
-// byKeysSQL selects the rows of kind whose source_key is among $4 in workspace $1
-// ($2, $3: the kind). A Lark message's rows are found as storedMessageSQL finds
-// them, one probe of message_idx per key: on a table without statistics the four
-// key columns led the planner to a prefix of time_idx, which read every row of the
-// workspace per call (4,000 for a window's 40 keys; D47).
-func byKeysSQL(kind EvidenceKind) string {
+// deleteEvidenceSQL deletes what evidenceByKeysSQL reads.
+func deleteEvidenceSQL(kind EvidenceKind) string {
 	if kind == LarkMessageEvidence {
-		return `source_key = ANY($4::text[]) AND chat_id IS NOT NULL
-		AND (workspace_id, source, source_type) IS NOT DISTINCT FROM ($1::text, $2::text, $3::text)`
+		return `DELETE FROM workspace_timeline_evidence WHERE id IN (SELECT e.id FROM ` + messagesByKeySQL + `)`
 	}
-	return `workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = ANY($4::text[])`
+	return `DELETE FROM workspace_timeline_evidence WHERE ` + kindKeysSQL
 }
+
+const kindKeysSQL = `workspace_id = $1 AND source = $2 AND source_type = $3 AND source_key = ANY($4::text[])`
+
+// messagesByKeySQL is the stored row, if any, of each Lark message key of $4 in
+// workspace $1, found as storedMessageSQL finds a row: one message_idx probe a key
+// (D47). Compared on the four key columns, or with source_key = ANY, a table
+// without statistics led the planner to a prefix of time_idx or a sequential scan,
+// reading every row of the workspace per call (4,000 rows for a window's 40 keys).
+const messagesByKeySQL = `(SELECT DISTINCT unnest($4::text[]) AS key) k CROSS JOIN LATERAL (
+    SELECT * FROM workspace_timeline_evidence e
+    WHERE e.source_key = k.key AND e.chat_id IS NOT NULL
+      AND (e.workspace_id, e.source, e.source_type) IS NOT DISTINCT FROM ($1::text, $2::text, $3::text)
+    LIMIT 1) e`
 
 // WorkspacesHoldingMessage returns, ordered by id, every workspace holding evidence
 // of the Lark message (any version, redacted or not): the workspaces a recall of it

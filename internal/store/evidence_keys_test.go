@@ -14,8 +14,9 @@ import (
 
 // TestEvidenceByKeysPlan: on a table without statistics, reading and deleting Lark
 // messages by key probes message_idx alone, once per key, where the four key columns
-// led the planner to a prefix of time_idx that read every row of the workspace per
-// call; and what is read and deleted is the asked workspace's rows only.
+// led the planner to a prefix of time_idx, and source_key = ANY to a sequential
+// scan, each reading every row of the workspace per call; and what is read and
+// deleted is the asked workspace's rows only, each once.
 func TestEvidenceByKeysPlan(t *testing.T) {
 	t.Parallel()
 	s := newTestStore(t)
@@ -25,9 +26,12 @@ func TestEvidenceByKeysPlan(t *testing.T) {
 	if _, err := s.pool.Exec(ctx, `ALTER TABLE workspace_timeline_evidence SET (autovacuum_enabled = false)`); err != nil {
 		t.Fatal(err)
 	}
-	stored := make([]Evidence, 0, 10001)
-	for i := range 10000 {
-		stored = append(stored, larkEvidence(ws, "oc_a", fmt.Sprintf("om_%05d", i), t0.Add(time.Duration(i)*time.Millisecond), "x"))
+	// 4,000 rows of a chat line's size: here source_key = ANY(…) on message_idx lost
+	// to a sequential scan, and the four key columns to a prefix of time_idx.
+	line := strings.Repeat("checkout p99 latency is above 2s since 14:02, paging the on-call; ", 4)
+	stored := make([]Evidence, 0, 4001)
+	for i := range 4000 {
+		stored = append(stored, larkEvidence(ws, "oc_a", fmt.Sprintf("om_%05d", i), t0.Add(time.Duration(i)*time.Millisecond), line))
 	}
 	stored = append(stored, larkEvidence(other, "oc_a", "om_00003", t0, "x")) // one message in two workspaces
 	mustUpsert(t, s, stored...)
@@ -36,11 +40,16 @@ func TestEvidenceByKeysPlan(t *testing.T) {
 		t.Fatalf("the table has statistics (%v, %v): the test needs a table without", analyzed, err)
 	}
 
-	keys := []string{stored[3].SourceKey, stored[1].SourceKey, ids.MessageSourceKey("oc_a", "om_absent")}
+	// A window's worth of keys (40), one repeated, one without a row.
+	keys := []string{ids.MessageSourceKey("oc_a", "om_absent"), stored[3].SourceKey}
+	for i := range 40 {
+		keys = append(keys, stored[1000+40*i].SourceKey)
+	}
+	keys = append(keys, stored[1].SourceKey, stored[3].SourceKey)
 	args := []any{pgx.QueryExecModeCacheDescribe, string(ws), LarkMessageEvidence.Source, LarkMessageEvidence.SourceType, keys}
 	for name, sql := range map[string]string{
 		"EvidenceByKeys": evidenceByKeysSQL(LarkMessageEvidence),
-		"DeleteEvidence": `DELETE FROM workspace_timeline_evidence WHERE ` + byKeysSQL(LarkMessageEvidence),
+		"DeleteEvidence": deleteEvidenceSQL(LarkMessageEvidence),
 	} {
 		rows, err := s.pool.Query(ctx, "EXPLAIN "+sql, args...)
 		if err != nil {
@@ -61,12 +70,20 @@ func TestEvidenceByKeysPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].SourceKey != stored[1].SourceKey || got[1].SourceKey != stored[3].SourceKey ||
-		got[0].WorkspaceID != ws || got[1].WorkspaceID != ws {
-		t.Fatalf("EvidenceByKeys = %v, want the workspace's om_00001 and om_00003 in time order", got)
+	want := []string{stored[1].SourceKey, stored[3].SourceKey}
+	for i := range 40 {
+		want = append(want, stored[1000+40*i].SourceKey)
 	}
-	if n, err := s.DeleteEvidence(ctx, ws, LarkMessageEvidence, keys); err != nil || n != 2 {
-		t.Fatalf("DeleteEvidence = %d, %v; want 2", n, err)
+	if len(got) != len(want) {
+		t.Fatalf("EvidenceByKeys: %d rows, want %d (each stored key once)", len(got), len(want))
+	}
+	for i, e := range got {
+		if e.SourceKey != want[i] || e.WorkspaceID != ws {
+			t.Fatalf("EvidenceByKeys row %d = %s of %s, want %s of %s (time order, the asked workspace)", i, e.SourceKey, e.WorkspaceID, want[i], ws)
+		}
+	}
+	if n, err := s.DeleteEvidence(ctx, ws, LarkMessageEvidence, keys); err != nil || n != int64(len(want)) {
+		t.Fatalf("DeleteEvidence = %d, %v; want %d", n, err, len(want))
 	}
 	if left, err := s.EvidenceByKeys(ctx, other, LarkMessageEvidence, keys); err != nil || len(left) != 1 {
 		t.Fatalf("the other workspace's copy of om_00003: %v, %v; want it kept", left, err)
