@@ -25,6 +25,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -66,14 +67,7 @@ func newEnv(t testing.TB, partitions int32) *env {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.prod, err = kgo.NewClient(opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.prod.Close)
+	e.prod = testkafka.Client(t, kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
 	e.adm = kadm.NewClient(e.prod)
 	return e
 }

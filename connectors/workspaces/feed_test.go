@@ -18,6 +18,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -45,14 +46,7 @@ func newFeedEnv(t *testing.T, partitions int32) *feedEnv {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Workspace: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, ClientID: "workspaces-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.raw, err = kgo.NewClient(opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.raw.Close)
+	e.raw = testkafka.Client(t, kafka.Options{Brokers: e.brokers, ClientID: "workspaces-test"})
 	return e
 }
 

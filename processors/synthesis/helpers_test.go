@@ -21,6 +21,7 @@ import (
 	"github.com/larkline/larkline/internal/logtest"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/processors/synthesis/rules"
 	"github.com/larkline/larkline/processors/synthesis/synth"
@@ -64,14 +65,7 @@ func newEnv(t testing.TB) *env {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{ClosedWindow: e.topic, DeadLetter: e.dlq}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.prod, err = kgo.NewClient(opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.prod.Close)
+	e.prod = testkafka.Client(t, kafka.Options{Brokers: e.brokers})
 	return e
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -37,14 +38,7 @@ func benchClusterSpaced(b *testing.B, chats, perChat int, spacing time.Duration)
 	c.checkpoints = testenv.NewTopic(b, 6, map[string]*string{"cleanup.policy": &compact})
 	c.closed = testenv.NewTopic(b, 6, specConfigs(b, kafka.DefaultTopicNames().WindowsClosed))
 	c.dead = testenv.NewTopic(b, 1, specConfigs(b, kafka.DefaultTopicNames().DeadLetter))
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if c.producer, err = kgo.NewClient(opts...); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(c.producer.Close)
+	c.producer = testkafka.Client(b, kafka.Options{Brokers: c.brokers, ClientID: "windows-bench"})
 	ctx := context.Background()
 	n := 0
 	batch := make([]*kgo.Record, 0, 1000)

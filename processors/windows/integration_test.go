@@ -19,6 +19,7 @@ import (
 
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -48,15 +49,7 @@ func newClusterOn(t *testing.T, brokers []string, newTopic func(testing.TB, int3
 	c.checkpoints = newTopic(t, 3, map[string]*string{"cleanup.policy": &compact})
 	c.closed = newTopic(t, 3, specConfigs(t, kafka.DefaultTopicNames().WindowsClosed))
 	c.dead = newTopic(t, 1, specConfigs(t, kafka.DefaultTopicNames().DeadLetter))
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: c.brokers, ClientID: "windows-it"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.producer, err = kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.producer.Close)
+	c.producer = testkafka.Client(t, kafka.Options{Brokers: c.brokers, ClientID: "windows-it"})
 	return c
 }
 

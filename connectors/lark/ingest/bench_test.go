@@ -21,6 +21,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/internal/testenv/teststore"
 )
 
@@ -226,16 +227,7 @@ func saturateRound(b *testing.B, send func(i int) (time.Duration, error)) (time.
 // (kafka.NewClientOptions: acks=all, idempotent).
 func benchProducer(b *testing.B, clientID string) (string, *kgo.Client) {
 	b.Helper()
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(b), ClientID: clientID})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(cl.Close)
-	return testenv.NewTopic(b, 6, nil), cl
+	return testenv.NewTopic(b, 6, nil), testkafka.Client(b, kafka.Options{ClientID: clientID})
 }
 
 // newFloorServer is the floor of the webhook path: an HTTP server whose handler reads

@@ -29,6 +29,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -146,18 +147,7 @@ func newStack(t *testing.T, o stackOptions) *stack {
 	if s.topic == "" {
 		s.topic = testenv.NewTopic(t, itPartitions, nil)
 	}
-	brokers := o.brokers
-	if brokers == nil {
-		brokers = testenv.KafkaBrokers(t)
-	}
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: brokers, ClientID: "larkline-ingest-test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.client, err = kgo.NewClient(kopts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.client.Close)
+	s.client = testkafka.Client(t, kafka.Options{Brokers: o.brokers, ClientID: "larkline-ingest-test"}) // o.brokers nil: testenv's
 
 	appID := larktest.NewAppID()
 	// Lark gives a webhook 3 s; here a slow answer on a loaded machine must not turn
@@ -602,16 +592,7 @@ func TestKafkaDownNothingAcknowledgedNothingLost(t *testing.T) {
 // TestBrokerUnreachable: a producer pointed at a closed port answers 503 within the
 // event timeout and produces nothing.
 func TestBrokerUnreachable(t *testing.T) {
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: []string{closedPort(t)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	u := newUnit(t, unitOptions{key: tKey, producer: cl})
+	u := newUnit(t, unitOptions{key: tKey, producer: testkafka.Client(t, kafka.Options{Brokers: []string{closedPort(t)}})})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
 	u.ing.timeout = 500 * time.Millisecond
 	a := u.post(envJSON(t, u.builder.Text(msg("om_nobroker", time.Now()), "hi")))

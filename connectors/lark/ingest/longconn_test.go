@@ -23,6 +23,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 )
 
 // fakeWS is Lark's long-connection endpoint as SDK v3.5.1 speaks it (larktest does
@@ -253,16 +254,7 @@ func (h *wsHarness) event(t *testing.T, id string) []byte {
 
 func TestLongConnDeliversToKafkaAndAcks(t *testing.T) {
 	topic := testenv.NewTopic(t, itPartitions, nil)
-	kopts, err := kafka.NewClientOptions(kafka.Options{Brokers: testenv.KafkaBrokers(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(kopts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
-	h := newWSHarnessTopic(t, cl, topic, nil)
+	h := newWSHarnessTopic(t, testkafka.Client(t, kafka.Options{}), topic, nil)
 	waitUntil(t, "connected", func() bool { return h.f.connCount() == 1 && h.lc.Connected() })
 
 	h.f.push(0, "frame-1", h.event(t, "om_ws1"))

@@ -30,6 +30,7 @@ import (
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/internal/testenv/teststore"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
@@ -220,14 +221,7 @@ func newEnvAt(t testing.TB, now func() time.Time, chats ...ids.ChatID) *env {
 	if e.codecs, err = schemas.NewCodecs(schemas.Topics{Evidence: e.evTopic, Checkpoint: e.cpTopic}); err != nil {
 		t.Fatal(err)
 	}
-	opts, err := kafka.NewClientOptions(kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.prod, err = kgo.NewClient(opts...); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(e.prod.Close)
+	e.prod = testkafka.Client(t, kafka.Options{Brokers: e.brokers, Producer: kafka.ProducerOptions{Linger: new(time.Duration(0))}})
 	e.lark = newLarkAt(t, now, chats...)
 	if e.norm, err = normalize.New(normalize.Options{SelfAppID: e.lark.appID, SelfBotOpenID: e.lark.botID}); err != nil {
 		t.Fatal(err)
