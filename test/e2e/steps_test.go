@@ -484,12 +484,13 @@ func (r *stepRunner) sample(ctx context.Context, rss map[string]float64) map[str
 }
 
 // profileSpan is how long a step's CPU profiles run: from the step's start for all
-// of it, so that the bursts of a stage that works at the minute's boundaries
-// (synthesis, when a minute's windows close) are in it (a 10 s profile mid-step
-// caught synthesis idle: 10 ms of samples), bounded by the ops server's write
-// timeout (60 s), which net/http/pprof refuses to outlast.
+// of it but its last 2 s, so that the bursts of a stage that works at the minute's
+// boundaries (synthesis, when a minute's windows close) are in it (a 10 s profile
+// mid-step caught synthesis idle: 10 ms of samples) and the lag is still read as the
+// step ends; at least 1 s (pprof's unit), at most the ops server's write timeout
+// (60 s) less 5 s, which net/http/pprof refuses to outlast.
 func profileSpan(step time.Duration) time.Duration {
-	return min(max(step-2*time.Second, 5*time.Second), 55*time.Second)
+	return min(max(step-2*time.Second, time.Second), 55*time.Second)
 }
 
 // profile takes a CPU profile of every process at once, for span, and records the
