@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/larkline/larkline/connectors/lark/normalize"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/store"
@@ -147,26 +149,49 @@ func checkRedacted(t *testing.T, m *message, got store.Evidence, now time.Time) 
 	}
 }
 
-func TestRedactMode(t *testing.T) {
-	e := newEnv(t)
-	f := e.seed(t)
-	j, reg := e.job(t, ModeRedact, nil)
-	ctx := testContext(t, 2*time.Minute)
-	before := e.snapshot(t)
+// modeRun is one run of the job over a freshly seeded environment.
+type modeRun struct {
+	e     *env
+	f     *fixture
+	j     *Job
+	reg   *prometheus.Registry
+	ctx   context.Context
+	after dbState
+	due   int // evidence rows due for retention
+}
 
-	rep, err := j.RunOnce(ctx, false)
+// runMode seeds an environment, runs the job once in mode, and checks what every
+// mode leaves behind (checkAfterRun) and the run's report.
+func runMode(t *testing.T, mode Mode) modeRun {
+	t.Helper()
+	r := modeRun{e: newEnv(t), ctx: testContext(t, 2*time.Minute)}
+	r.f = r.e.seed(t)
+	r.j, r.reg = r.e.job(t, mode, nil)
+	before := r.e.snapshot(t)
+	rep, err := r.j.RunOnce(r.ctx, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	after := e.snapshot(t)
-	checkAfterRun(t, e, f, ModeRedact, before, after)
+	r.after = r.e.snapshot(t)
+	checkAfterRun(t, r.e, r.f, mode, before, r.after)
 
-	due := len(f.due())
-	want := Report{Mode: ModeRedact, Cutoff: e.cutoff, Redacted: int64(due), CheckpointsRemoved: 3, AgedOutWorkspaces: 2,
-		WindowsRemoved: 2, Published: int64(due + 3), Complete: true}
-	if got := plain(t, rep, e.cutoff); got != plain(t, want, e.cutoff) {
+	r.due = len(r.f.due())
+	want := Report{Mode: mode, Cutoff: r.e.cutoff, CheckpointsRemoved: 3, AgedOutWorkspaces: 2,
+		WindowsRemoved: 2, Published: int64(r.due + 3), Complete: true}
+	if mode == ModeRedact {
+		want.Redacted = int64(r.due)
+	} else {
+		want.Deleted = int64(r.due)
+	}
+	if got := plain(t, rep, r.e.cutoff); got != plain(t, want, r.e.cutoff) {
 		t.Fatalf("report %+v\n want %+v", got, want)
 	}
+	return r
+}
+
+func TestRedactMode(t *testing.T) {
+	r := runMode(t, ModeRedact)
+	e, f, j, reg, ctx, after, due := r.e, r.f, r.j, r.reg, r.ctx, r.after, r.due
 
 	// The evidence topic holds one redacted version per redacted row, equal to the row.
 	recs := testenv.ReadTopic(t, e.evTopic)
@@ -247,25 +272,8 @@ func TestRedactMode(t *testing.T) {
 }
 
 func TestDeleteMode(t *testing.T) {
-	e := newEnv(t)
-	f := e.seed(t)
-	j, reg := e.job(t, ModeDelete, nil)
-	ctx := testContext(t, 2*time.Minute)
-	before := e.snapshot(t)
-
-	rep, err := j.RunOnce(ctx, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	after := e.snapshot(t)
-	checkAfterRun(t, e, f, ModeDelete, before, after)
-
-	due := len(f.due())
-	want := Report{Mode: ModeDelete, Cutoff: e.cutoff, Deleted: int64(due), CheckpointsRemoved: 3, AgedOutWorkspaces: 2,
-		WindowsRemoved: 2, Published: int64(due + 3), Complete: true}
-	if got := plain(t, rep, e.cutoff); got != plain(t, want, e.cutoff) {
-		t.Fatalf("report %+v\n want %+v", got, want)
-	}
+	r := runMode(t, ModeDelete)
+	e, f, j, reg, ctx, after, due := r.e, r.f, r.j, r.reg, r.ctx, r.after, r.due
 
 	// Entries stay; the bindings to deleted evidence went with it.
 	for _, id := range []int64{f.humanEntry, f.aiEntry} {
