@@ -592,7 +592,10 @@ func TestKafkaDownNothingAcknowledgedNothingLost(t *testing.T) {
 // TestBrokerUnreachable: a producer pointed at a closed port answers 503 within the
 // event timeout and produces nothing.
 func TestBrokerUnreachable(t *testing.T) {
-	u := newUnit(t, unitOptions{key: tKey, producer: testkafka.Client(t, kafka.Options{Brokers: []string{closedPort(t)}})})
+	// The topic exists on the test broker, so that only the closed port can make the
+	// produce fail (without it a missing topic answered 503 too).
+	u := newUnit(t, unitOptions{key: tKey, topic: testenv.NewTopic(t, 1, nil),
+		producer: testkafka.Client(t, kafka.Options{Brokers: []string{closedPort(t)}})})
 	u.src.bind(tChat, tWS, store.WorkspaceFiring, time.Now().Add(-time.Hour))
 	u.ing.timeout = 500 * time.Millisecond
 	a := u.post(envJSON(t, u.builder.Text(msg("om_nobroker", time.Now()), "hi")))
