@@ -68,9 +68,7 @@ func (e *feedEnv) recordKeyed(key string, rec schemas.WorkspaceRecord) {
 
 func (e *feedEnv) produce(key string, value []byte) {
 	e.t.Helper()
-	if err := e.raw.ProduceSync(context.Background(), &kgo.Record{Topic: e.topic, Key: []byte(key), Value: value}).FirstErr(); err != nil {
-		e.t.Fatalf("produce %s: %v", key, err)
-	}
+	testkafka.Produce(e.t, e.raw, &kgo.Record{Topic: e.topic, Key: []byte(key), Value: value})
 }
 
 func rec(id ids.WorkspaceID, version int64, status string, chats ...ids.ChatID) schemas.WorkspaceRecord {

@@ -199,11 +199,7 @@ func (e *env) produce(cws ...schemas.ClosedWindow) []int64 {
 
 func (e *env) produceRaw(key, value []byte) int64 {
 	e.t.Helper()
-	r, err := e.prod.ProduceSync(context.Background(), &kgo.Record{Topic: e.topic, Key: key, Value: value}).First()
-	if err != nil {
-		e.t.Fatalf("produce: %v", err)
-	}
-	return r.Offset
+	return testkafka.Produce(e.t, e.prod, &kgo.Record{Topic: e.topic, Key: key, Value: value})[0].Record.Offset
 }
 
 func (e *env) key(start time.Time) store.WindowKey {

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -114,10 +115,7 @@ func (b backlog) produceRounds(c *cluster, from, to int) map[ids.ChatID][]int64 
 		}
 		addNoise(b.among)
 	}
-	res := c.producer.ProduceSync(context.Background(), krs...)
-	if err := res.FirstErr(); err != nil {
-		c.t.Fatalf("produce: %v", err)
-	}
+	res := testkafka.Produce(c.t, c.producer, krs...)
 	offsets := map[ids.ChatID][]int64{}
 	for _, r := range res {
 		if w, ch, err := ids.ParseChatKey(chatKeyOf(string(r.Record.Key))); err == nil && w == ws &&

@@ -87,9 +87,7 @@ func (c *cluster) produce(recs ...schemas.EvidenceRecord) {
 		}
 		krs = append(krs, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: b})
 	}
-	if err := c.producer.ProduceSync(context.Background(), krs...).FirstErr(); err != nil {
-		c.t.Fatalf("produce: %v", err)
-	}
+	testkafka.Produce(c.t, c.producer, krs...)
 }
 
 func (c *cluster) produceCheckpoint(w ids.WorkspaceID, ch ids.ChatID, until time.Time) {
@@ -101,11 +99,7 @@ func (c *cluster) produceCheckpoint(w ids.WorkspaceID, ch ids.ChatID, until time
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	if err := c.producer.ProduceSync(context.Background(), &kgo.Record{
-		Topic: c.checkpoints, Key: []byte(ids.ChatKey(w, ch)), Value: b,
-	}).FirstErr(); err != nil {
-		c.t.Fatal(err)
-	}
+	testkafka.Produce(c.t, c.producer, &kgo.Record{Topic: c.checkpoints, Key: []byte(ids.ChatKey(w, ch)), Value: b})
 }
 
 // instance is one running processor.

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 )
 
 // TestIntegrationHugeWindowIsFlagged: a window of more messages in one chat than
@@ -32,9 +33,7 @@ func TestIntegrationHugeWindowIsFlagged(t *testing.T) {
 		}
 		batch = append(batch, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: v})
 		if len(batch) == cap(batch) || i == n-1 {
-			if err := c.producer.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
+			testkafka.Produce(t, c.producer, batch...)
 			batch = batch[:0]
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -93,11 +94,8 @@ func (c *cluster) produceOffsets(recs ...schemas.EvidenceRecord) []int64 {
 		if err != nil {
 			c.t.Fatal(err)
 		}
-		res, err := c.producer.ProduceSync(context.Background(), &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: v}).First()
-		if err != nil {
-			c.t.Fatalf("produce: %v", err)
-		}
-		out = append(out, res.Offset)
+		res := testkafka.Produce(c.t, c.producer, &kgo.Record{Topic: c.evidence, Key: []byte(r.Key()), Value: v})
+		out = append(out, res[0].Record.Offset)
 	}
 	return out
 }

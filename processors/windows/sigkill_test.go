@@ -16,6 +16,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas/ids"
 )
 
@@ -95,10 +96,7 @@ func TestIntegrationSIGKILLTwoInstances(t *testing.T) {
 	}
 	spans := map[string]*span{}
 	for i := 0; i < len(krs); i += 5000 {
-		res := c.producer.ProduceSync(context.Background(), krs[i:min(i+5000, len(krs))]...)
-		if err := res.FirstErr(); err != nil {
-			t.Fatalf("produce: %v", err)
-		}
+		res := testkafka.Produce(t, c.producer, krs[i:min(i+5000, len(krs))]...)
 		for _, r := range res {
 			ev, err := c.codecs.Evidence.Decode(context.Background(), r.Record.Value)
 			if err != nil {
