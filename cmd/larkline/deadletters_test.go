@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkline/larkline/connectors/deadletters"
 	"github.com/larkline/larkline/internal/store"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -80,9 +81,7 @@ func TestDeadLettersListAndRedrive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer prod.Close()
-	if err := prod.ProduceSync(ctx, rec("om_good", "all good"), rec("om_poison", secret)).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	testkafka.Produce(t, prod, rec("om_good", "all good"), rec("om_poison", secret))
 	startTestRoles(t, cfg, "sink")
 
 	run := func(args ...string) string {

@@ -19,6 +19,7 @@ import (
 	"github.com/larkline/larkline/internal/config"
 	"github.com/larkline/larkline/internal/kafka"
 	"github.com/larkline/larkline/internal/testenv"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 )
 
 // writeConfig writes cfg as a YAML file for the commands that read one.
@@ -69,9 +70,7 @@ func TestLagJSONForAnyGroup(t *testing.T) {
 	}
 	defer cl.Close()
 	for i := range 5 {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("x")}).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		testkafka.Produce(t, cl, &kgo.Record{Topic: topic, Partition: int32(i % 2), Value: []byte("x")})
 	}
 	adm := kadm.NewClient(cl)
 	var offs kadm.Offsets

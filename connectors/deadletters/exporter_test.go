@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/larkline/larkline/internal/conformance"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 	"github.com/larkline/larkline/schemas"
 	"github.com/larkline/larkline/schemas/ids"
 )
@@ -41,9 +42,7 @@ func TestExporterRunAndClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "dlq", Value: v}).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	testkafka.Produce(t, cl, &kgo.Record{Topic: "dlq", Value: v})
 
 	reg := prometheus.NewRegistry()
 	e, err := NewExporter(ExporterOptions{Client: cl, Codec: codecs.DeadLetter, Topic: "dlq", Interval: time.Hour, Registry: reg})
