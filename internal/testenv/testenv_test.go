@@ -17,6 +17,7 @@ import (
 
 	"github.com/larkline/larkline/internal/testenv"
 	"github.com/larkline/larkline/internal/testenv/provision"
+	"github.com/larkline/larkline/internal/testenv/testkafka"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -71,9 +72,7 @@ func TestKafkaRoundTrip(t *testing.T) {
 			Value: fmt.Appendf(nil, "%d", i),
 		})
 	}
-	if err := producer.ProduceSync(t.Context(), sent...).FirstErr(); err != nil {
-		t.Fatalf("produce: %v", err)
-	}
+	testkafka.Produce(t, producer, sent...)
 
 	if end := testenv.EndOffsets(t, topic); end != n {
 		t.Fatalf("EndOffsets = %d, want %d", end, n)

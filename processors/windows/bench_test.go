@@ -43,9 +43,7 @@ func benchClusterSpaced(b *testing.B, chats, perChat int, spacing time.Duration)
 	n := 0
 	batch := make([]*kgo.Record, 0, 1000)
 	flush := func() {
-		if err := c.producer.ProduceSync(ctx, batch...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
+		testkafka.Produce(b, c.producer, batch...)
 		batch = batch[:0]
 	}
 	for i := range perChat {

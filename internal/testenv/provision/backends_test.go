@@ -78,12 +78,12 @@ func kafkaRoundTrip(t *testing.T, s *Service) {
 	if _, err := adm.CreateTopic(t.Context(), 1, -1, nil, topic); err != nil {
 		t.Fatalf("create topic: %v", err)
 	}
-	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("v")}).FirstErr(); err != nil {
 		t.Fatalf("produce: %v", err)
 	}
 	cl.AddConsumeTopics(topic)
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
 	for {
 		fetches := cl.PollFetches(ctx)
 		if err := fetches.Err0(); err != nil {
