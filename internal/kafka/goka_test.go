@@ -86,7 +86,7 @@ func testKeys(chats, perChat int) (keys []string, chatOf map[string]string) {
 // and compares the partitions the broker stored them in.
 func TestGokaEmitterAndFranzProducerAgreeOnPartitions(t *testing.T) {
 	const partitions = 6
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	topic := newTestTopic(t, partitions, nil)
 	keys, chatOf := testKeys(24, 5)
 
@@ -155,7 +155,7 @@ func TestGokaEmitterAndFranzProducerAgreeOnPartitions(t *testing.T) {
 // emits one record per new message keyed by chat, and franz-go consumes the output.
 func TestGokaProcessorWithFranzClients(t *testing.T) {
 	const partitions = 4
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testenv.Context(t, 3*time.Minute)
 	in := newTestTopic(t, partitions, nil)
 	out := newTestTopic(t, partitions, nil)
 	group := uniqueName(t, "larkline-goka")

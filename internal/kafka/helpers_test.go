@@ -62,10 +62,3 @@ func deleteTopicsAtCleanup(t testing.TB, adm *kadm.Client, topics ...string) {
 		}
 	})
 }
-
-func testContext(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}

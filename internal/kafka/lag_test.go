@@ -8,13 +8,15 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 // TestLagOnRealBroker produces N records, commits N-k for a group, and checks the lag
 // in offsets and the age of the oldest unconsumed record.
 func TestLagOnRealBroker(t *testing.T) {
 	const n, k = 20, 7
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	topic := newTestTopic(t, 2, nil)
 	group := uniqueName(t, "larkline-lag")
 	_, adm := adminForTest(t)

@@ -11,6 +11,8 @@ import (
 	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/larkline/larkline/internal/testenv"
 )
 
 func TestLimitsAreConsistent(t *testing.T) {
@@ -135,7 +137,7 @@ func TestSameConfigTreatsMaxMessageBytesAsALowerBound(t *testing.T) {
 // with the closed-window spec, and reads it back with larkline's consumer options; a
 // topic not listed as large keeps franz-go's default batch limit.
 func TestLargeRecordRoundTripOnRealBroker(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	var large map[string]*string
 	for _, s := range DefaultTopicSpecs(DefaultTopicNames(), 1, 1) {
 		if s.Name == DefaultTopicNames().WindowsClosed {
@@ -188,7 +190,7 @@ func TestLargeRecordRoundTripOnRealBroker(t *testing.T) {
 // raises a smaller limit of existing ones (never lowers a larger one), and Goka's own
 // checks still refuse a mismatch.
 func TestGokaTopicManagerOnRealBroker(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	_, adm := adminForTest(t)
 	g := gokaForTest(t)
 	tm, err := g.topicManagerBuilder()(brokersForTest(t))

@@ -125,7 +125,7 @@ func TestSameConfigTreatsCleanupPolicyAsASet(t *testing.T) {
 // TestEnsureTopicsOnRealBroker creates topics, re-runs (no change), and reports a
 // topic that differs from its spec without changing it.
 func TestEnsureTopicsOnRealBroker(t *testing.T) {
-	ctx := testContext(t, 2*60e9)
+	ctx := testenv.Context(t, 2*60e9)
 	_, adm := adminForTest(t)
 	base := uniqueName(t, "larkline-ensure")
 	names := TopicNames{

@@ -30,13 +30,6 @@ func uniqueGroup(t testing.TB) string {
 	return "larkline-lagexport-test-" + hex.EncodeToString(b[:])
 }
 
-func testContext(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // admin returns an admin client on the test broker; groups are deleted at cleanup.
 func admin(t testing.TB, groups ...string) *kadm.Client {
 	t.Helper()
@@ -123,7 +116,7 @@ func wantGauge(t *testing.T, reg *prometheus.Registry, name string, labels map[s
 // STALL for one whose member does not commit.
 func TestExporterOnRealBroker(t *testing.T) {
 	const n, k = 30, 8
-	ctx := testContext(t, 3*time.Minute)
+	ctx := testenv.Context(t, 3*time.Minute)
 	topic := testenv.NewTopic(t, 2, nil)
 	stopped, stuck, absent := uniqueGroup(t), uniqueGroup(t), uniqueGroup(t)
 	adm := admin(t, stopped, stuck, absent)
@@ -281,7 +274,7 @@ func TestExporterPollFailure(t *testing.T) {
 
 // TestRunAndClose runs the loop on the real broker until a sample lands, then closes.
 func TestRunAndClose(t *testing.T) {
-	ctx := testContext(t, time.Minute)
+	ctx := testenv.Context(t, time.Minute)
 	group := uniqueGroup(t)
 	reg := prometheus.NewRegistry()
 	e, err := New(Options{
@@ -380,7 +373,7 @@ func TestRegisterTwice(t *testing.T) {
 // while the exporter runs is exported from the next sample on, by its group prefix,
 // and one retired (its group deleted) is no longer exported.
 func TestGroupPrefixesFollowGroupsThatComeAndGo(t *testing.T) {
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	topic := testenv.NewTopic(t, 1, nil)
 	fixed := uniqueGroup(t)
 	prefix := uniqueGroup(t) + "-windows-"

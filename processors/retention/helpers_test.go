@@ -1,7 +1,6 @@
 package retention
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -37,13 +36,6 @@ type env struct {
 	codecs  *schemas.Codecs
 	now     time.Time
 	cutoff  time.Time
-}
-
-func testContext(t testing.TB, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func newEnv(t *testing.T) *env {
@@ -198,7 +190,7 @@ func (f *fixture) due() []*message {
 //	ws-e  a stale checkpoint and no evidence at all: aged out.
 func (e *env) seed(t *testing.T) *fixture {
 	t.Helper()
-	ctx := testContext(t, time.Minute)
+	ctx := testenv.Context(t, time.Minute)
 	f := &fixture{}
 	add := func(ws, chat, msg string, at time.Time, kind, name string, due bool) *message {
 		m := &message{ws: ids.WorkspaceID(ws), chat: ids.ChatID(chat), msg: ids.MessageID(msg), at: at, kind: kind, name: name, due: due}
@@ -327,7 +319,7 @@ type dbState struct {
 
 func (e *env) snapshot(t *testing.T) dbState {
 	t.Helper()
-	ctx := testContext(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	rowsByID := func(table string) map[int64]string {
 		rows, err := e.pool.Query(ctx, `SELECT id, row_to_json(t)::text FROM `+table+` t`)
 		if err != nil {

@@ -23,7 +23,7 @@ import (
 // aged-out checkpoints and stale windows gone, everything else as it was.
 func checkAfterRun(t *testing.T, e *env, f *fixture, mode Mode, before, after dbState) {
 	t.Helper()
-	ctx := testContext(t, 30*time.Second)
+	ctx := testenv.Context(t, 30*time.Second)
 	dueIDs := map[int64]bool{}
 	for _, m := range f.due() {
 		dueIDs[m.id] = true
@@ -164,7 +164,7 @@ type modeRun struct {
 // mode leaves behind (checkAfterRun) and the run's report.
 func runMode(t *testing.T, mode Mode) modeRun {
 	t.Helper()
-	r := modeRun{e: newEnv(t), ctx: testContext(t, 2*time.Minute)}
+	r := modeRun{e: newEnv(t), ctx: testenv.Context(t, 2*time.Minute)}
 	r.f = r.e.seed(t)
 	r.j, r.reg = r.e.job(t, mode, nil)
 	before := r.e.snapshot(t)
@@ -337,7 +337,7 @@ func TestDryRun(t *testing.T) {
 			e := newEnv(t)
 			e.seed(t)
 			j, reg := e.job(t, mode, nil)
-			ctx := testContext(t, 2*time.Minute)
+			ctx := testenv.Context(t, 2*time.Minute)
 			before := e.snapshot(t)
 
 			preview, err := j.RunOnce(ctx, true)
@@ -378,7 +378,7 @@ func TestKafkaFailureLeavesDatabaseUntouched(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			e := newEnv(t)
 			f := e.seed(t)
-			ctx := testContext(t, 2*time.Minute)
+			ctx := testenv.Context(t, 2*time.Minute)
 			before := e.snapshot(t)
 			missing := e.evTopic + "-missing"
 			j, reg := e.job(t, mode, func(o *Options) { o.EvidenceTopic = missing; o.ProduceTimeout = 3 * time.Second })
@@ -416,7 +416,7 @@ func TestKafkaFailureLeavesDatabaseUntouched(t *testing.T) {
 func TestRepeatAfterPublish(t *testing.T) {
 	e := newEnv(t)
 	f := e.seed(t)
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	before := e.snapshot(t)
 	j, _ := e.job(t, ModeRedact, nil)
 	// Publish the first batch's redactions as the crashed run would have.
@@ -461,7 +461,7 @@ func TestRepeatAfterPublish(t *testing.T) {
 func TestBusyAndBounded(t *testing.T) {
 	e := newEnv(t)
 	f := e.seed(t)
-	ctx := testContext(t, 2*time.Minute)
+	ctx := testenv.Context(t, 2*time.Minute)
 	before := e.snapshot(t)
 
 	t.Run("another holder of the lock", func(t *testing.T) {
@@ -509,7 +509,7 @@ func TestRunAndClose(t *testing.T) {
 	e := newEnv(t)
 	e.seed(t)
 	j, reg := e.job(t, ModeRedact, func(o *Options) { o.Interval = time.Second })
-	ctx := testContext(t, time.Minute)
+	ctx := testenv.Context(t, time.Minute)
 	done := make(chan error, 1)
 	go func() { done <- j.Run(ctx) }()
 	testenv.Eventually(t, time.Minute, "a successful pass", func() bool {
