@@ -223,7 +223,8 @@ func (r Report) Err() error {
 // cleanup.policy can delete data, so those are operator decisions. The exception is
 // segment.ms and max.compaction.lag.ms (they bound how long superseded text stays in
 // a compacted topic and change nothing else): a missing or larger value is set to the
-// spec's and listed in Report.Set. The returned error
+// spec's and listed in Report.Set. It returns when every partition's leader answers,
+// so a caller can read offsets and produce at once. The returned error
 // is about failing to ask or to create (wrapped with what was being done), never
 // about a mismatch; use Report.Err to treat mismatches as an error.
 func EnsureTopics(ctx context.Context, adm *kadm.Client, specs []TopicSpec) (Report, error) {
@@ -343,7 +344,7 @@ func Harmless(field, want, got string) bool {
 }
 
 // TopicVisibleTimeout bounds how long EnsureTopics waits for topics to appear in the
-// cluster's metadata with a leader for every partition.
+// cluster's metadata with a leader for every partition that answers ListOffsets.
 const TopicVisibleTimeout = 30 * time.Second
 
 // awaitConfigs waits until the broker describes topic with every value of want
@@ -410,7 +411,13 @@ func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error 
 				}
 			}
 			if missing == "" {
-				return nil
+				// Metadata names a leader before that broker acts as one: until it
+				// does, it answers NOT_LEADER_OR_FOLLOWER, and sarama's GetOffset (a
+				// Goka table's first offset) retries only once. A topic is usable when
+				// every partition's leader answers a ListOffsets.
+				if err = leadersAnswer(ctx, adm, names); err == nil {
+					return nil
+				}
 			}
 		}
 		select {
@@ -423,6 +430,18 @@ func waitForTopics(ctx context.Context, adm *kadm.Client, names []string) error 
 		}
 		wait = min(2*wait, time.Second)
 	}
+}
+
+// leadersAnswer lists the start offset of every partition of names from its leader.
+func leadersAnswer(ctx context.Context, adm *kadm.Client, names []string) error {
+	listed, err := adm.ListStartOffsets(ctx, names...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("listing the start offsets: %w", err)
+	}
+	return nil
 }
 
 func visible(d kadm.TopicDetail) bool {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/larkline/larkline/internal/testenv"
@@ -283,4 +284,40 @@ func TestEnsureTopicsOnRealBroker(t *testing.T) {
 			t.Fatalf("nil admin: err = %v", err)
 		}
 	})
+}
+
+// TestEnsuredTopicsAnswerOffsetsAtOnce: a topic EnsureTopics created answers a
+// ListOffsets on every partition at once, through sarama's GetOffset, which retries
+// only once. That is what a Goka processor asks first of a table topic its topic
+// manager has just created; metadata names a partition's leader before the broker
+// acts as one, and the processor's run then failed with NOT_LEADER_OR_FOLLOWER.
+func TestEnsuredTopicsAnswerOffsetsAtOnce(t *testing.T) {
+	ctx := testenv.Context(t, 2*time.Minute)
+	_, adm := adminForTest(t)
+	o := validGokaOptions()
+	o.Brokers = brokersForTest(t)
+	cfg, err := SaramaConfig(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := sarama.NewClient(o.Brokers, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sc.Close() })
+
+	const topics, partitions = 4, 24
+	for i := range topics {
+		spec := TopicSpec{Name: uniqueName(t, "larkline-ensure-offsets"), Partitions: partitions, Replication: 1,
+			Configs: map[string]string{ConfigCleanupPolicy: CleanupCompact}}
+		deleteTopicsAtCleanup(t, adm, spec.Name)
+		if _, err := EnsureTopics(ctx, adm, []TopicSpec{spec}); err != nil {
+			t.Fatal(err)
+		}
+		for p := range int32(partitions) {
+			if off, err := sc.GetOffset(spec.Name, p, sarama.OffsetOldest); err != nil || off != 0 {
+				t.Fatalf("topic %d, partition %d: oldest offset %d, %v; want 0 at once", i, p, off, err)
+			}
+		}
+	}
 }
