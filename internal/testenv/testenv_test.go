@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -153,6 +154,26 @@ func TestNewTopic(t *testing.T) {
 		for _, c := range rc.Configs {
 			if c.Key == "cleanup.policy" && (c.Value == nil || *c.Value != "compact") {
 				t.Errorf("cleanup.policy = %v, want compact", c.MaybeValue())
+			}
+		}
+	})
+	t.Run("leaders answer at once", func(t *testing.T) {
+		// Metadata names a leader before that broker acts as one; sarama's
+		// GetOffset (a Goka table's first request) retries only once.
+		const partitions = 24
+		name := testenv.NewTopic(t, partitions, nil)
+		names = append(names, name)
+		cfg := sarama.NewConfig()
+		cfg.Version = sarama.V3_6_0_0
+		cfg.ClientID = "testenv-test"
+		sc, err := sarama.NewClient(testenv.KafkaBrokers(t), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = sc.Close() }()
+		for p := range int32(partitions) {
+			if off, err := sc.GetOffset(name, p, sarama.OffsetOldest); err != nil || off != 0 {
+				t.Fatalf("partition %d: oldest offset %d, %v; want 0 at once", p, off, err)
 			}
 		}
 	})

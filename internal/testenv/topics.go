@@ -108,8 +108,8 @@ func deleteTopic(adm *kadm.Client, name string) error {
 	return nil
 }
 
-// waitForLeaders polls metadata until the topic shows all its partitions with
-// leaders, so the first produce does not race the broker's metadata update.
+// waitForLeaders polls until the topic shows all its partitions with leaders that
+// answer, so the first produce or offset request does not race the broker.
 func waitForLeaders(ctx context.Context, adm *kadm.Client, name string, partitions int32) error {
 	for {
 		err := topicReady(ctx, adm, name, partitions)
@@ -146,7 +146,13 @@ func topicReady(ctx context.Context, adm *kadm.Client, name string, partitions i
 			return fmt.Errorf("partition %d has no leader", p.Partition)
 		}
 	}
-	return nil
+	// Metadata names a leader before that broker acts as one (internal/kafka's
+	// EnsureTopics waits the same way): the leaders must answer a ListOffsets.
+	listed, err := adm.ListStartOffsets(ctx, name)
+	if err == nil {
+		err = listed.Error()
+	}
+	return err
 }
 
 // topicName is "lt-<test name>-<12 random hex>", where the test name keeps
